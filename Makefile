@@ -1,0 +1,32 @@
+# Two commands: `make demo` and `make test` (both set up the virtual environment first).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+TORCH_VERSION ?= 2.13.0
+
+.PHONY: venv demo test test-slow bench clean
+
+$(BIN)/structseq: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# The pinned CPU torch first: an unpinned torch would pull a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==$(TORCH_VERSION)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(BIN)/structseq
+
+venv: $(BIN)/structseq
+
+demo: venv
+	$(BIN)/structseq demo
+
+test: venv
+	$(BIN)/python -m pytest
+
+test-slow: venv
+	$(BIN)/python -m pytest -m slow
+
+bench: venv
+	$(BIN)/python benchmarks/bench_train.py
+
+clean:
+	rm -rf $(VENV) runs benchmarks/work
