@@ -1,0 +1,182 @@
+"""Command-line interface: a thin layer over `structseq.api` and the data registry."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from structseq.errors import StructseqError
+
+app = typer.Typer(help="structseq: structure-aware sequence transduction.", no_args_is_help=True,
+                  context_settings={"help_option_names": ["-h", "--help"]}, pretty_exceptions_enable=False)
+data_app = typer.Typer(help="List and inspect the named datasets.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+console = Console()
+
+DataRoot = typer.Option(None, "--data-root", envvar="STRUCTSEQ_DATA",
+                        help="folder with the benchmark data [default: ../shared/data]")
+
+
+@data_app.command("list")
+def data_list(data_root: Optional[Path] = DataRoot, as_json: bool = typer.Option(False, "--json")):
+    """Every dataset the toolkit knows, with its splits and their sizes."""
+    from structseq.data.registry import datasets
+    from structseq.paths import data_root as resolve
+
+    root = resolve(data_root)
+    rows = []
+    for ds in datasets().values():
+        sizes = {}
+        for split in ds.splits:
+            try:
+                sizes[split] = len(ds.load(split, root))
+            except StructseqError:
+                sizes[split] = None
+        rows.append({"name": ds.name, "source": ds.source, "splits": sizes, "description": ds.description,
+                     "note": ds.note})
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    table = Table(title=f"datasets (data root: {root})")
+    for col in ("name", "splits (examples)", "source", "description"):
+        table.add_column(col)
+    for r in rows:
+        splits = ", ".join(f"{s} {n if n is not None else 'missing'}" for s, n in r["splits"].items())
+        table.add_row(r["name"], splits, r["source"], r["description"] + (f" [dim]({r['note']})[/]" if r["note"] else ""))
+    console.print(table)
+
+
+@data_app.command("show")
+def data_show(name: str, split: str = typer.Option("train", "--split", "-s"), n: int = typer.Option(5, "-n"),
+              data_root: Optional[Path] = DataRoot):
+    """Print the first N examples of a dataset split (or of a data file)."""
+    from structseq.data.registry import load_dataset
+
+    examples = load_dataset(name, split, data_root)
+    table = Table(title=f"{name}/{split}: {len(examples)} examples")
+    table.add_column("source")
+    table.add_column("target")
+    if any(e.category for e in examples[:n]):
+        table.add_column("category")
+    for e in examples[:n]:
+        table.add_row(e.source_text, e.target_text, *([e.category or ""] if len(table.columns) == 3 else []))
+    console.print(table)
+
+
+@app.command()
+def train(
+    config: Optional[Path] = typer.Argument(None, help="YAML config file"),
+    set_: list[str] = typer.Option([], "--set", help="override, e.g. --set optim.lr=1e-3 (repeatable)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run directory [default: runs/<config name>]"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="shortcut for --set train.seed=N"),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="continue the interrupted run in this directory"),
+    data_root: Optional[Path] = DataRoot,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
+):
+    """Train a model from a config file; metrics go to RUN_DIR/metrics.jsonl."""
+    from structseq import api
+
+    if resume is not None:
+        summary = api.resume(resume, data_root=data_root, show_progress=not quiet)
+        out = resume
+    else:
+        if config is None:
+            raise typer.BadParameter("give a CONFIG file (or --resume RUN_DIR)")
+        out = out or Path("runs") / config.stem
+        summary = api.train(config, out, overrides=set_, seed=seed, data_root=data_root, show_progress=not quiet)
+    console.print(f"[bold]{summary['stopped']}[/] after {summary['steps']} updates; run directory: {out}")
+
+
+@app.command()
+def evaluate(
+    run_dir: Path,
+    split: Optional[str] = typer.Option(None, "--split", help="split name or file [default: the config's test split]"),
+    beam: Optional[int] = typer.Option(None, "--beam", help="beam size [default: config]"),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best | last"),
+    bleu_tokenize: Optional[str] = typer.Option(None, "--bleu-tokenize", help="sacrebleu tokenizer (13a, zh, none...)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object with every metric"),
+    data_root: Optional[Path] = DataRoot,
+):
+    """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy)."""
+    from structseq.api import load_run
+
+    run = load_run(run_dir, checkpoint)
+    m = run.evaluate(split, beam=beam, data_root=data_root, bleu_tokenize=bleu_tokenize, show_progress=not as_json)
+    if as_json:
+        print(json.dumps(m))
+        return
+    print_metrics(m)
+
+
+def print_metrics(m: dict) -> None:
+    table = Table(title=f"{m['dataset']}/{m['split']} ({m['n']} examples, beam {m['beam']}, {m['checkpoint']})")
+    table.add_column("metric")
+    table.add_column("score", justify="right")
+    table.add_column("signature", style="dim")
+    for key in ("exact_match", "token_accuracy", "bleu", "nltk_bleu"):
+        if key in m:
+            table.add_row(key, f"{m[key]['score']:.4f}", m[key].get("signature", ""))
+    console.print(table)
+    if m.get("per_category"):
+        t = Table(title="exact match per category")
+        t.add_column("category")
+        t.add_column("n", justify="right")
+        t.add_column("exact match", justify="right")
+        for cat, v in m["per_category"].items():
+            t.add_row(cat, str(v["n"]), f"{v['exact_match']:.4f}")
+        console.print(t)
+    if "predictions" in m:
+        console.print(f"predictions: {m['predictions']}")
+
+
+@app.command()
+def predict(run_dir: Path, beam: Optional[int] = typer.Option(None, "--beam"),
+            checkpoint: str = typer.Option("best", "--checkpoint")):
+    """Read source lines on stdin, write one output line each to stdout."""
+    from structseq.api import load_run
+
+    run = load_run(run_dir, checkpoint)
+    lines = [line.rstrip("\n") for line in sys.stdin]
+    for out in run.translate(lines, beam=beam):
+        print(out)
+
+
+@app.command()
+def demo(out: Path = typer.Option(Path("runs/demo"), "--out", "-o"), steps: Optional[int] = typer.Option(None)):
+    """Train and evaluate small models on an embedded compositional split (no data files needed)."""
+    from structseq.demo import run_demo
+
+    run_demo(out, steps=steps)
+
+
+def _mount_optional():
+    """Sub-applications from the capability packages."""
+    import importlib
+
+    for name, module in (("lexicon", "structseq.lexicon.cli"), ("compose", "structseq.compose.cli")):
+        try:
+            app.add_typer(importlib.import_module(module).app, name=name)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+
+
+_mount_optional()
+
+
+def main() -> None:
+    try:
+        app()
+    except StructseqError as e:
+        Console(stderr=True).print(f"[bold red]error:[/] {e}")
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Reading sentence files and the TSV tables the compose commands write and read back."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from structseq.errors import DataError
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
+    return open(path, encoding="utf-8", newline="\n")
+
+
+def _is_tsv(path: Path) -> bool:
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    return name.endswith(".tsv")
+
+
+def read_sentences(path: str | os.PathLike, column: int | None = None) -> list[str]:
+    """One sentence per line; `.gz` is decompressed. TSV files (COGS style) give column 0 by default.
+
+    Whitespace is the tokeniser everywhere in `compose`, so tabs in plain text become spaces.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("no such file", path)
+    if column is None and _is_tsv(path):
+        column = 0
+    out: list[str] = []
+    with _open_text(path) as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\r\n")
+            if column is not None:
+                fields = line.split("\t")
+                if column >= len(fields):
+                    raise DataError(f"has {len(fields)} column(s), column {column} asked for", path, number)
+                line = fields[column]
+            out.append(line.replace("\t", " "))
+    return out
+
+
+def read_corpora(paths: Iterable[str | os.PathLike], column: int | None = None) -> list[str]:
+    """Concatenate several sentence files (e.g. CoGnition valid + test as one training side)."""
+    sentences: list[str] = []
+    for path in paths:
+        sentences.extend(read_sentences(path, column))
+    return sentences
+
+
+def format_float(value: float, digits: int = 6) -> str:
+    """TSV spelling of a float; NaN becomes the empty field so spreadsheets see a blank."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:.{digits}g}"
+
+
+def write_tsv(path: str | os.PathLike | None, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    """Write a header plus rows; `None` or "-" writes to stdout."""
+    import sys
+
+    def emit(handle) -> None:
+        handle.write("\t".join(header) + "\n")
+        for row in rows:
+            handle.write("\t".join(_cell(value) for value in row) + "\n")
+
+    if path is None or str(path) == "-":
+        emit(sys.stdout)
+        sys.stdout.flush()
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        emit(handle)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return format_float(value)
+    return str(value).replace("\t", " ").replace("\n", " ")
+
+
+def read_tsv(path: str | os.PathLike) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of a TSV file written by `write_tsv` (or any TSV with a header row)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("no such file", path)
+    with _open_text(path) as handle:
+        header_line = handle.readline()
+        if not header_line:
+            raise DataError("empty file, expected a header row", path)
+        header = header_line.rstrip("\r\n").split("\t")
+        rows = []
+        for number, line in enumerate(handle, 2):
+            fields = line.rstrip("\r\n").split("\t")
+            if len(fields) != len(header):
+                raise DataError(f"has {len(fields)} fields, header has {len(header)}", path, number)
+            rows.append(fields)
+    return header, rows
+
+
+def column(header: Sequence[str], rows: Sequence[Sequence[str]], name: str, path: object = None) -> list[str]:
+    """One named column; the error lists the columns that exist."""
+    try:
+        index = list(header).index(name)
+    except ValueError:
+        raise DataError(f"no column {name!r}; columns are {', '.join(header)}", path) from None
+    return [row[index] for row in rows]
+
+
+def parse_float(text: str) -> float:
+    return float(text) if text else math.nan

@@ -1,0 +1,248 @@
+"""Typed configuration: dataclasses with help text, loaded from YAML with `key=value` overrides.
+
+A config file has sections `data`, `model`, `optim`, `train`, `decode`. The `model` section picks its
+schema by `arch` (see `MODEL_CONFIGS`), so each model family only accepts its own keys. An unknown
+key or a value of the wrong type raises ConfigError naming the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from structseq.errors import ConfigError
+
+
+def _f(default, help: str, **kw):
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kw)
+    return field(default=default, metadata={"help": help}, **kw)
+
+
+@dataclass
+class DataConfig:
+    dataset: str = _f("scan-simple", "registered dataset name (see `structseq data list`) or 'files'")
+    train: str = _f("train", "training split name, or a file (TSV / SCAN / 'SRC,TGT') when dataset is 'files'")
+    valid: str | None = _f(None, "validation split or file; null holds out `valid_fraction` of train")
+    valid_fraction: float = _f(0.01, "fraction of train held out for validation when `valid` is null")
+    test: list[str] = _f(["test"], "splits (or files) that `evaluate` reports by default")
+    max_train_examples: int | None = _f(None, "use only the first N training examples (quick runs)")
+    min_freq: int = _f(1, "minimum token count to enter a vocabulary")
+    share_vocab: bool = _f(False, "one vocabulary for source and target (needed to tie all embeddings)")
+
+
+@dataclass
+class HeadConfig:
+    type: str = _f("softmax", "output head: softmax | copy")
+    dropout: float = _f(0.0, "dropout on the features entering the output layer")
+
+
+@dataclass
+class TransformerConfig:
+    arch: str = _f("transformer", "model family")
+    d_model: int = _f(512, "model width")
+    n_heads: int = _f(4, "attention heads")
+    ffn_dim: int = _f(1024, "feed-forward inner width")
+    encoder_layers: int = _f(6, "encoder depth")
+    decoder_layers: int = _f(6, "decoder depth")
+    dropout: float = _f(0.3, "residual and embedding dropout")
+    attention_dropout: float = _f(0.0, "dropout on attention weights")
+    activation_dropout: float = _f(0.0, "dropout after the FFN activation")
+    norm_first: bool = _f(False, "pre-norm (true) or post-norm (false)")
+    positions: str = _f("sinusoidal", "sinusoidal (absolute) | relative (Huang et al. 2020 key+query form)")
+    max_relative: int = _f(16, "relative positions are clipped to +-(max_relative - 1)")
+    share_decoder_embeddings: bool = _f(False, "tie the target embedding and the output projection")
+    share_all_embeddings: bool = _f(False, "also tie source and target embeddings (needs data.share_vocab)")
+    head: HeadConfig = field(default_factory=HeadConfig, metadata={"help": "output head"})
+
+
+@dataclass
+class LSTMConfig:
+    arch: str = _f("lstm", "model family")
+    embed_dim: int = _f(512, "embedding width")
+    hidden_dim: int = _f(512, "LSTM width")
+    layers: int = _f(2, "LSTM depth (encoder and decoder)")
+    dropout: float = _f(0.4, "dropout on embeddings, between layers and on the combined vector")
+    head: HeadConfig = field(default_factory=HeadConfig, metadata={"help": "output head"})
+
+
+MODEL_CONFIGS: dict[str, type] = {"transformer": TransformerConfig, "lstm": LSTMConfig}
+
+
+@dataclass
+class OptimConfig:
+    optimizer: str = _f("adam", "adam | adamw")
+    lr: float = _f(5e-4, "peak learning rate (Noam: the scale factor)")
+    betas: list[float] = _f([0.9, 0.98], "Adam betas")
+    eps: float = _f(1e-8, "Adam epsilon")
+    weight_decay: float = _f(0.0, "weight decay (decoupled for adamw)")
+    schedule: str = _f("inverse_sqrt", "constant | noam | inverse_sqrt | cosine")
+    warmup: int = _f(4000, "warm-up updates")
+    min_lr: float = _f(0.0, "final learning rate of the cosine schedule")
+    clip_norm: float = _f(0.0, "gradient-norm clipping threshold (0 = off)")
+    label_smoothing: float = _f(0.0, "label smoothing epsilon")
+    max_tokens: int | None = _f(4096, "token budget per batch (padded, fairseq's rule)")
+    batch_size: int | None = _f(None, "sentences per batch (with or without max_tokens)")
+    accumulate: int = _f(1, "batches per update (gradient accumulation)")
+
+
+@dataclass
+class TrainConfig:
+    max_steps: int = _f(10000, "number of updates")
+    valid_every: int = _f(500, "validate (and checkpoint) every N updates")
+    save_every: int = _f(0, "also save the last checkpoint every N updates (0 = only at validation)")
+    valid_metric: str = _f("loss", "early-stopping metric: loss | exact_match")
+    patience: int = _f(0, "stop after N validations without improvement (0 = never)")
+    log_every: int = _f(10, "write a metrics line every N updates")
+    seed: int = _f(1, "random seed (data order, initialisation, dropout)")
+    threads: int = _f(0, "torch CPU threads (0 = torch default)")
+
+
+@dataclass
+class DecodeConfig:
+    beam: int = _f(1, "beam size (1 = greedy)")
+    max_len_a: float = _f(2.0, "maximum output length a * |x| + b")
+    max_len_b: int = _f(10, "maximum output length a * |x| + b")
+    len_penalty: float = _f(1.0, "beam ranking by score / length ** len_penalty")
+    batch_size: int = _f(128, "sentences decoded together")
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: Any = field(default_factory=TransformerConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @property
+    def model_dim(self) -> int:
+        return getattr(self.model, "d_model", None) or getattr(self.model, "hidden_dim")
+
+
+# ---------------------------------------------------------------- validation
+
+def _check_type(value: Any, hint: Any, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _check_type(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"'{key}': invalid value {value!r}")
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"'{key}' must be a list, got {type(value).__name__} {value!r}")
+        (item,) = typing.get_args(hint)
+        return [_check_type(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"'{key}' must be a number, got {type(value).__name__} {value!r}")
+        return float(value)
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"'{key}' must be an integer, got {type(value).__name__} {value!r}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"'{key}' must be true or false, got {value!r}")
+        return value
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"'{key}' must be a string, got {type(value).__name__} {value!r}")
+        return value
+    return value
+
+
+def _build(cls: type, values: dict | None, prefix: str) -> Any:
+    values = {} if values is None else values
+    if not isinstance(values, dict):
+        raise ConfigError(f"'{prefix}' must be a mapping, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for k in values:
+        if k not in names:
+            raise ConfigError(f"unknown key '{prefix}{k}'; valid keys: {', '.join(sorted(names))}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        if dataclasses.is_dataclass(hints[f.name]):
+            kwargs[f.name] = _build(hints[f.name], values.get(f.name), key + ".")
+        elif f.name in values:
+            kwargs[f.name] = _check_type(values[f.name], hints[f.name], key)
+    return cls(**kwargs)
+
+
+def config_from_dict(d: dict) -> Config:
+    d = dict(d or {})
+    sections = {"data": DataConfig, "model": None, "optim": OptimConfig, "train": TrainConfig, "decode": DecodeConfig}
+    for k in d:
+        if k not in sections:
+            raise ConfigError(f"unknown key '{k}'; valid sections: {', '.join(sections)}")
+    model = dict(d.get("model") or {})
+    arch = model.get("arch", "transformer")
+    if arch not in MODEL_CONFIGS:
+        raise ConfigError(f"'model.arch': unknown model '{arch}'; choices: {', '.join(MODEL_CONFIGS)}")
+    cfg = Config(
+        data=_build(DataConfig, d.get("data"), "data."),
+        model=_build(MODEL_CONFIGS[arch], model, "model."),
+        optim=_build(OptimConfig, d.get("optim"), "optim."),
+        train=_build(TrainConfig, d.get("train"), "train."),
+        decode=_build(DecodeConfig, d.get("decode"), "decode."),
+    )
+    return cfg
+
+
+def apply_overrides(d: dict, overrides: list[str]) -> dict:
+    """`section.key=value` strings (value parsed as YAML) applied to a nested dict copy."""
+    import copy
+
+    d = copy.deepcopy(d or {})
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' is not of the form key=value")
+        key, raw = item.split("=", 1)
+        value = yaml.safe_load(raw) if raw.strip() else ""
+        node = d
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{key}': '{p}' is not a section")
+        node[parts[-1]] = value
+    return d
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
+    """Read a YAML (or JSON) config file, apply overrides, validate."""
+    raw: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    try:
+        return config_from_dict(apply_overrides(raw, list(overrides)))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}" if path is not None else str(e)) from None

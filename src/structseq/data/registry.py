@@ -1,0 +1,143 @@
+"""Named benchmarks: one explicit table from dataset name to how each split is read or generated.
+
+Every entry is a `Dataset` with a loader `(split, data_root) -> list[Example]`. Rule-defined splits
+(SCAN, Colors) are generated from their grammars and need no files; the rest read `data_root`
+(`--data-root`, $STRUCTSEQ_DATA, default ../shared/data; see `structseq.paths`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from structseq.data.example import Example
+from structseq.data.readers import read_file, read_parallel, read_tsv
+from structseq.errors import DataError
+from structseq.paths import data_root as resolve_root
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    description: str
+    splits: tuple[str, ...]
+    loader: Callable[[str, Path], list[Example]]
+    source: str  # "generated" (no files needed) or "files"
+    note: str = ""
+    files: dict[str, tuple[str, ...]] = field(default_factory=dict)  # split -> relative paths
+
+    def load(self, split: str, root: Path) -> list[Example]:
+        if split not in self.splits:
+            raise DataError(f"dataset '{self.name}' has no split '{split}'; splits: {', '.join(self.splits)}"
+                            + (f" ({self.note})" if self.note else ""))
+        for rel in self.files.get(split, ()):
+            if not (root / rel).exists():
+                raise DataError(
+                    f"missing file {root / rel} for {self.name}/{split}. Point --data-root or "
+                    f"${'STRUCTSEQ_DATA'} at a folder holding it; provenance and download locations "
+                    f"are in SOURCES.md of the shared data ({self.note or 'see README'})")
+        return self.loader(split, root)
+
+
+def _scan(name: str, split: str, root: Path) -> list[Example]:
+    from structseq.data import scan
+
+    return scan.SPLITS[name](root)[split]
+
+
+def _colors(split: str, root: Path) -> list[Example]:
+    from structseq.data import colors
+
+    return colors.splits()[split]
+
+
+def _cogs(split: str, root: Path) -> list[Example]:
+    return read_tsv(root / "cogs" / f"{split}.tsv", category_column=2)
+
+
+def _tatoeba(split: str, root: Path) -> list[Example]:
+    return read_tsv(root / "tatoeba_en_zh" / f"{split}.tsv")
+
+
+def _cognition(split: str, root: Path) -> list[Example]:
+    d = root / "cognition"
+    if split == "cg-test":
+        return read_parallel(d / "cg-test/cg-test.en", d / "cg-test/cg-test.zh", d / "cg-test/cg-test.compound")
+    return read_parallel(d / f"{split}.en", d / f"{split}.zh")
+
+
+def _react(split: str, root: Path) -> list[Example]:
+    name = {"cg-test": "cg_test"}.get(split, split)
+    return read_parallel(root / "react/raw" / f"{name}.de", root / "react/raw" / f"{name}.en")
+
+
+def _build() -> dict[str, Dataset]:
+    from structseq.data import scan
+
+    table: dict[str, Dataset] = {}
+    for name in scan.SPLITS:
+        generated = name != "scan-simple"
+        table[name] = Dataset(
+            name, f"SCAN {name[5:]} split (Lake & Baroni 2018)", ("train", "test"), partial(_scan, name),
+            "generated" if generated else "files",
+            note="" if generated else "a random 80/20 draw: read from the official files (brendenlake/SCAN)",
+            files={} if generated else dict(zip(("train", "test"), ((p,) for p in scan.OFFICIAL_FILES[name]))))
+    table["colors"] = Dataset("colors", "Colors few-shot instruction learning (Lake et al. 2019)",
+                              ("train", "test"), _colors, "generated")
+    table["cogs"] = Dataset(
+        "cogs", "COGS semantic parsing (Kim & Linzen 2020); category column kept", ("train", "dev", "test", "gen"),
+        _cogs, "files", note="najoungkim/COGS data/",
+        files={s: (f"cogs/{s}.tsv",) for s in ("train", "dev", "test", "gen")})
+    table["tatoeba-en-zh"] = Dataset(
+        "tatoeba-en-zh", "Tatoeba English-Chinese, tokenised (Akyürek & Andreas 2021)", ("train", "dev", "test"),
+        _tatoeba, "files", note="ekinakyurek/lexical TRANSLATE/",
+        files={s: (f"tatoeba_en_zh/{s}.tsv",) for s in ("train", "dev", "test")})
+    table["cognition"] = Dataset(
+        "cognition", "CoGnition en-zh compositional MT (Li et al. 2021)", ("valid", "test", "cg-test"), _cognition,
+        "files", note="no train set: the 196k-pair training data (yafuly/CoGnition data/train.*) is not in the shared data",
+        files={"valid": ("cognition/valid.en", "cognition/valid.zh"), "test": ("cognition/test.en", "cognition/test.zh"),
+               "cg-test": ("cognition/cg-test/cg-test.en", "cognition/cg-test/cg-test.zh")})
+    table["react"] = Dataset(
+        "react", "ReaCT de-en compositional test sets (Zheng & Lapata 2023)", ("valid", "test", "cg-test"), _react,
+        "files", note="no train set: the IWSLT14 training part (mswellhao/Dangle ReaCT_data) is not in the shared data",
+        files={s: (f"react/raw/{f}.de", f"react/raw/{f}.en")
+               for s, f in (("valid", "valid"), ("test", "test"), ("cg-test", "cg_test"))})
+    return table
+
+
+_DATASETS: dict[str, Dataset] | None = None
+
+
+def datasets() -> dict[str, Dataset]:
+    """The registry (built on first use)."""
+    global _DATASETS
+    if _DATASETS is None:
+        _DATASETS = _build()
+    return _DATASETS
+
+
+def get_dataset(name: str) -> Dataset:
+    table = datasets()
+    if name not in table:
+        raise DataError(f"unknown dataset '{name}'; known: {', '.join(sorted(table))}, "
+                        "or give a file path (TSV, SCAN format, or SRC,TGT parallel files)")
+    return table[name]
+
+
+def load_dataset(name: str, split: str = "train", data_root: str | Path | None = None) -> list[Example]:
+    """Examples of a named dataset split; `name` may also be a file path (then `split` is ignored)."""
+    if name not in datasets() and (Path(name).exists() or "," in name or "/" in name):
+        return read_file(name)
+    return get_dataset(name).load(split, resolve_root(data_root))
+
+
+def holdout(examples: list[Example], fraction: float, seed: int) -> tuple[list[Example], list[Example]]:
+    """Seeded random split of `examples` into (rest, held out); at least one example is held out."""
+    idx = list(range(len(examples)))
+    random.Random(seed).shuffle(idx)
+    k = max(1, round(fraction * len(examples)))
+    held = set(idx[:k])
+    return ([e for i, e in enumerate(examples) if i not in held], [examples[i] for i in sorted(held)])

@@ -1,0 +1,113 @@
+"""Batched greedy and beam search for every model that implements encode / init_state / step.
+
+Both searches share one loop (`_search`): greedy is the special case that keeps the single best
+continuation, so "beam 1 == greedy" holds by construction and is checked in the tests against an
+independent argmax loop. A finished hypothesis stays in its beam slot and can only be extended by
+</s> at zero cost; a sentence stops when every slot is finished, or, without a length penalty,
+when its best finished score beats every unfinished one (scores only fall as hypotheses grow).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from structseq.data.vocab import Vocab
+from structseq.models.base import map_state
+
+
+@dataclass
+class Hypotheses:
+    tokens: list[list[int]]  # best hypothesis per sentence, without </s>
+    scores: list[float]  # its total log-probability (including </s>)
+    nbest: list[list[tuple[list[int], float]]] | None = None  # all beam entries, best first
+
+
+def max_lengths(src: Tensor, a: float, b: int, pad: int = Vocab.pad) -> Tensor:
+    """Per-sentence output length limit ceil(a * |x| + b), |x| counting the source </s>."""
+    return (src.ne(pad).sum(1).float() * a + b).ceil().long().clamp_min(1)
+
+
+@torch.no_grad()
+def greedy(model, src: Tensor, max_len: Tensor, eos: int = Vocab.eos, bos: int = Vocab.bos) -> Hypotheses:
+    return beam_search(model, src, 1, max_len, len_penalty=0.0, eos=eos, bos=bos)
+
+
+@torch.no_grad()
+def beam_search(model, src: Tensor, beam: int, max_len: Tensor, len_penalty: float = 1.0, nbest: bool = False,
+                eos: int = Vocab.eos, bos: int = Vocab.bos) -> Hypotheses:
+    """Beam search; final ranking by score / length ** len_penalty (length counts </s>)."""
+    B, K = src.shape[0], beam
+    device = src.device
+    state = model.init_state(model.encode(src))
+    expand = torch.arange(B, device=device).repeat_interleave(K)
+    state = map_state(state, lambda t: t.index_select(0, expand))
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # identical beams at the start: keep one
+    finished = torch.zeros(B, K, dtype=torch.bool, device=device)
+    lengths = torch.zeros(B, K, dtype=torch.long, device=device)
+    history = torch.empty(B, K, 0, dtype=torch.long, device=device)
+    prev = torch.full((B * K,), bos, dtype=torch.long, device=device)
+    limit = max_len.to(device)[:, None]  # (B, 1)
+    for t in range(int(max_len.max()) + 1):
+        log_probs, state = model.step(prev, state)
+        V = log_probs.shape[-1]
+        lp = log_probs.view(B, K, V).float()
+        must_end = (lengths >= limit) & ~finished  # forced </s> at the length limit
+        only_eos = torch.full_like(lp[0, 0], float("-inf"))
+        lp = torch.where(must_end[..., None], torch.where(torch.arange(V, device=device) == eos, lp, only_eos), lp)
+        frozen = only_eos.clone()
+        frozen[eos] = 0.0
+        lp = torch.where(finished[..., None], frozen, lp)
+        cand = (scores[..., None] + lp).view(B, K * V)
+        scores, flat = cand.topk(K, dim=1)
+        origin, token = flat // V, flat % V
+        was_finished = finished.gather(1, origin)
+        lengths = lengths.gather(1, origin) + (~was_finished).long()
+        finished = was_finished | (token == eos)
+        history = torch.cat([history.gather(1, origin[..., None].expand(B, K, history.shape[2])), token[..., None]], 2)
+        reorder = (origin + torch.arange(B, device=device)[:, None] * K).view(-1)
+        state = map_state(state, lambda x: x.index_select(0, reorder))
+        prev = token.view(-1)
+        if finished.all():
+            break
+        if len_penalty == 0.0:
+            best_done = torch.where(finished, scores, float("-inf")).max(1).values
+            best_open = torch.where(finished, float("-inf"), scores).max(1).values
+            if bool((best_done >= best_open).all()):
+                break
+    norm = scores / lengths.clamp_min(1).float().pow(len_penalty) if len_penalty else scores
+    norm = torch.where(finished, norm, float("-inf"))
+    order = norm.argsort(1, descending=True)
+    out_tokens, out_scores, out_nbest = [], [], []
+    hist, sc = history.tolist(), scores.tolist()
+    for b in range(B):
+        entries = []
+        for k in order[b].tolist():
+            if not bool(finished[b, k]):
+                continue
+            seq = hist[b][k][: int(lengths[b, k]) - 1]  # drop </s>
+            entries.append((seq, sc[b][k]))
+        out_tokens.append(entries[0][0])
+        out_scores.append(entries[0][1])
+        out_nbest.append(entries)
+    return Hypotheses(out_tokens, out_scores, out_nbest if nbest else None)
+
+
+def decode(model, src: Tensor, *, beam: int = 1, max_len_a: float = 2.0, max_len_b: int = 10,
+           len_penalty: float = 1.0) -> Hypotheses:
+    """Greedy (beam 1) or beam search with the a*|x|+b length limit."""
+    max_len = max_lengths(src, max_len_a, max_len_b)
+    if beam <= 1:
+        return greedy(model, src, max_len)
+    return beam_search(model, src, beam, max_len, len_penalty)
+
+
+def sequence_log_prob(log_probs: Tensor, tgt_out: Tensor, pad: int = Vocab.pad) -> Tensor:
+    """Sum of per-token log-probabilities of `tgt_out` under teacher-forced `log_probs` (B, T, V)."""
+    tok = log_probs.gather(-1, tgt_out[..., None])[..., 0]
+    return tok.masked_fill(tgt_out.eq(pad), 0.0).sum(1)
+
+

@@ -1,0 +1,132 @@
+"""Integer-coded parallel corpus shared by the learners: ragged token arrays, set views, co-occurrence.
+
+Every learner works on these flat numpy arrays so that no Python loop runs over tokens after encoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from structseq.errors import DataError
+
+Pair = tuple[tuple[str, ...], tuple[str, ...]]
+
+#: Above this many cells a (source x target) table is kept sparse instead of dense.
+DENSE_LIMIT = 1 << 24
+
+
+def as_pairs(data: Iterable) -> list[Pair]:
+    """Accept `Example`-like objects (`.source`, `.target`) or (source, target) pairs of token sequences.
+
+    A string side is split on whitespace, so `("dax fep", "RED RED RED")` works too.
+    """
+    pairs: list[Pair] = []
+    for n, item in enumerate(data):
+        if hasattr(item, "source") and hasattr(item, "target"):
+            src, tgt = item.source, item.target
+        else:
+            try:
+                src, tgt = item
+            except (TypeError, ValueError):
+                raise DataError(f"item {n} is neither an Example nor a (source, target) pair: {item!r}") from None
+        src = tuple(src.split()) if isinstance(src, str) else tuple(src)
+        tgt = tuple(tgt.split()) if isinstance(tgt, str) else tuple(tgt)
+        pairs.append((src, tgt))
+    return pairs
+
+
+def _encode(sides: Sequence[tuple[str, ...]]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    vocab: dict[str, int] = {}
+    ids = np.fromiter((vocab.setdefault(t, len(vocab)) for side in sides for t in side), dtype=np.int64)
+    lengths = np.fromiter((len(side) for side in sides), dtype=np.int64, count=len(sides))
+    offsets = np.zeros(len(sides) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return list(vocab), ids, offsets
+
+
+def product_index(a_off: np.ndarray, b_off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All (a, b) position combinations within each segment: (segment, index into a, index into b)."""
+    na, nb = np.diff(a_off), np.diff(b_off)
+    sizes = na * nb
+    seg = np.repeat(np.arange(len(na)), sizes)
+    local = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    width = nb[seg]
+    return seg, a_off[seg] + local // width, b_off[seg] + local % width
+
+
+def count_keys(keys: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys and their counts; a dense bincount when the key space is small enough."""
+    if space <= DENSE_LIMIT:
+        counts = np.bincount(keys, minlength=space)
+        uniq = np.flatnonzero(counts)
+        return uniq, counts[uniq]
+    return np.unique(keys, return_counts=True)
+
+
+@dataclass
+class Corpus:
+    """Token ids of both sides, stored flat with per-pair offsets (pair k owns ids[off[k]:off[k+1]])."""
+
+    src_vocab: list[str]
+    tgt_vocab: list[str]
+    src_ids: np.ndarray
+    src_off: np.ndarray
+    tgt_ids: np.ndarray
+    tgt_off: np.ndarray
+
+    @classmethod
+    def from_data(cls, data: Iterable) -> "Corpus":
+        pairs = as_pairs(data)
+        if not pairs:
+            raise DataError("cannot learn a lexicon from an empty corpus")
+        sv, si, so = _encode([p[0] for p in pairs])
+        tv, ti, to = _encode([p[1] for p in pairs])
+        return cls(sv, tv, si, so, ti, to)
+
+    def __len__(self) -> int:
+        return len(self.src_off) - 1
+
+    def swapped(self) -> "Corpus":
+        """The same corpus with source and target exchanged."""
+        return Corpus(self.tgt_vocab, self.src_vocab, self.tgt_ids, self.tgt_off, self.src_ids, self.src_off)
+
+    @staticmethod
+    def _as_sets(ids: np.ndarray, off: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+        pair = np.repeat(np.arange(len(off) - 1), np.diff(off))
+        keys = np.unique(pair * vocab_size + ids)
+        set_ids = keys % vocab_size
+        set_off = np.searchsorted(keys // vocab_size, np.arange(len(off)), side="left")
+        return set_ids, set_off.astype(np.int64)
+
+    def source_sets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Distinct source ids per pair (sorted), as (ids, offsets)."""
+        return self._as_sets(self.src_ids, self.src_off, len(self.src_vocab))
+
+    def target_sets(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._as_sets(self.tgt_ids, self.tgt_off, len(self.tgt_vocab))
+
+    def cooccurrence(self) -> "Cooccurrence":
+        """Set-based counts: c(x, y) = number of pairs with x in the source and y in the target."""
+        xs, xo = self.source_sets()
+        ys, yo = self.target_sets()
+        nx, ny = len(self.src_vocab), len(self.tgt_vocab)
+        _, ia, ib = product_index(xo, yo)
+        keys, counts = count_keys(xs[ia] * ny + ys[ib], nx * ny)
+        return Cooccurrence(
+            x=keys // ny, y=keys % ny, count=counts.astype(np.int64),
+            count_x=np.bincount(xs, minlength=nx), count_y=np.bincount(ys, minlength=ny), pairs=len(self))
+
+
+@dataclass
+class Cooccurrence:
+    """Sparse co-occurrence table (entries sorted by (x, y)) with the marginal set counts."""
+
+    x: np.ndarray
+    y: np.ndarray
+    count: np.ndarray
+    count_x: np.ndarray
+    count_y: np.ndarray
+    pairs: int

@@ -1,0 +1,40 @@
+"""One JSON-able evaluation report, the output of `structseq evaluate --json`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
+
+from .base import Sentence, check_parallel
+from .bleu import bleu, nltk_corpus_bleu
+from .sequence import exact_match, per_category, token_accuracy
+
+
+def compute_all(
+    hyps: Sequence[Sentence],
+    refs: Sequence[Sentence],
+    categories: Sequence[Hashable] | None = None,
+    bleu_tokenize: str = "13a",
+) -> dict:
+    """Exact match, token accuracy, sacrebleu BLEU and NLTK BLEU (one reference per hypothesis),
+    each with its signature; with `categories`, exact match and counts per category too.
+    Scales: exact match, token accuracy and NLTK BLEU in [0, 1]; sacrebleu BLEU in [0, 100]."""
+    n = check_parallel(hyps, refs)
+    text_refs = [r if isinstance(r, str) else " ".join(r) for r in refs]
+    report = {
+        "n": n,
+        "exact_match": exact_match(hyps, refs).to_dict(),
+        "token_accuracy": token_accuracy(hyps, refs).to_dict(),
+        "bleu": bleu(hyps, text_refs, tokenize=bleu_tokenize).to_dict(),
+        "nltk_bleu": nltk_corpus_bleu(hyps, [[r] for r in refs]).to_dict(),
+    }
+    if categories is not None:
+        check_parallel(hyps, categories, "categories")
+        scores = per_category(exact_match, hyps, refs, categories)
+        counts = Counter(categories)
+        report["per_category"] = {
+            "metric": report["exact_match"]["signature"],
+            "exact_match": {str(c): s for c, s in scores.items()},
+            "n": {str(c): counts[c] for c in scores},
+        }
+    return report

@@ -1,0 +1,1 @@
+"""Building blocks shared by every model family: attention, layers, embeddings."""

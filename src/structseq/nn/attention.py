@@ -1,0 +1,114 @@
+"""Multi-head attention with separate key and value inputs, relative positions and KV caches."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class RelativePositionBias(nn.Module):
+    """Relative positions in the key+query form of Huang et al. (2020), as used by Dangle.
+
+    logits_ij = (q_i.k_j + q_i.r_ij + k_j.r_ij) / sqrt(d_head), r_ij = E[clip(i - j, -(M-1), M-1)].
+    One (2M-1, d_head) table per attention module, shared by its heads, initialised at zero like the
+    reference code; no relative term on the values. `bias` returns the two extra terms (unscaled).
+    """
+
+    def __init__(self, d_head: int, max_distance: int = 16):
+        super().__init__()
+        self.max_distance = max_distance
+        self.table = nn.Parameter(torch.zeros(2 * max_distance - 1, d_head))
+
+    def index(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        m = self.max_distance - 1
+        return (q_pos[:, None] - k_pos[None, :]).clamp(-m, m) + m  # (Tq, Tk)
+
+    def bias(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        B, H, Tq, _ = q.shape
+        Tk = k.shape[2]
+        idx = self.index(q_pos, k_pos).expand(B, H, Tq, Tk)
+        q_term = (q @ self.table.t()).gather(-1, idx)  # q_i . r_ij
+        k_term = (k @ self.table.t()).transpose(-1, -2).gather(-2, idx)  # k_j . r_ij
+        return q_term + k_term
+
+
+class MultiheadAttention(nn.Module):
+    """Scaled dot-product attention over `query` with keys from `key` and values from `value`.
+
+    Keys and values are projected from their own inputs (R-Dangle_sep needs K and V from different
+    tensors). `past_kv` holds already-projected keys/values of earlier steps (self-attention cache);
+    `static_kv` replaces projecting `key`/`value` altogether (cross-attention cache). The projected
+    (k, v) actually used are returned so the caller can cache them.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, relative: nn.Module | None = None):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
+        self.n_heads, self.d_head, self.dropout = n_heads, d_model // n_heads, dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.relative = relative
+
+    def _heads(self, x: Tensor) -> Tensor:  # (B, T, D) -> (B, H, T, dh)
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
+
+    def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        return self._heads(self.k_proj(key)), self._heads(self.v_proj(value))
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        key_padding_mask: Tensor | None = None,  # (B, Tk) True where padded
+        causal: bool = False,
+        past_kv: tuple[Tensor, Tensor] | None = None,
+        static_kv: tuple[Tensor, Tensor] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+        B, Tq, D = query.shape
+        q = self._heads(self.q_proj(query))  # (B, H, Tq, dh)
+        if static_kv is not None:
+            k, v = static_kv
+        else:
+            k, v = self.project_kv(query if key is None else key, query if value is None else value)
+            if past_kv is not None:
+                k, v = torch.cat([past_kv[0], k], 2), torch.cat([past_kv[1], v], 2)
+        Tk = k.shape[2]
+        offset = Tk - Tq if past_kv is not None else 0  # absolute position of the first query
+
+        mask = None  # additive float mask (B or 1, 1 or H, Tq, Tk)
+        plain_causal = causal and self.relative is None and key_padding_mask is None and offset == 0 and Tq == Tk
+        if plain_causal and not need_weights:
+            causal = False  # handled by SDPA's is_causal fast path below
+        if self.relative is not None or causal or key_padding_mask is not None:
+            mask = torch.zeros(1, 1, Tq, Tk, dtype=q.dtype, device=q.device)
+            q_pos = torch.arange(offset, offset + Tq, device=q.device)
+            k_pos = torch.arange(Tk, device=q.device)
+            if self.relative is not None:
+                mask = mask + self.relative.bias(q, k, q_pos, k_pos) / math.sqrt(self.d_head)
+            if causal:
+                mask = mask.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
+            if key_padding_mask is not None:
+                mask = mask.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        p = self.dropout if self.training else 0.0
+        if need_weights:
+            logits = (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)
+            if mask is not None:
+                logits = logits + mask
+            weights = logits.softmax(-1)
+            out = F.dropout(weights, p, self.training) @ v
+        else:
+            weights = None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
+                                                 is_causal=plain_causal and mask is None)
+        out = out.transpose(1, 2).reshape(B, Tq, D)
+        return self.out_proj(out), weights, (k, v)

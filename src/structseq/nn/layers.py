@@ -1,0 +1,112 @@
+"""Transformer layers (pre- or post-norm), feed-forward blocks and embeddings."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from structseq.nn.attention import MultiheadAttention, RelativePositionBias
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d_model, ffn_dim), nn.Linear(ffn_dim, d_model)
+        self.act = {"relu": F.relu, "gelu": F.gelu}[activation]
+        self.activation_dropout = activation_dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(F.dropout(self.act(self.fc1(x)), self.activation_dropout, self.training))
+
+
+class Residual(nn.Module):
+    """x + dropout(f(norm(x))) (pre-norm) or norm(x + dropout(f(x))) (post-norm)."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), dropout, norm_first
+
+    def forward(self, x: Tensor, f) -> tuple[Tensor, object]:
+        y, *rest = f(self.norm(x) if self.norm_first else x)
+        x = x + F.dropout(y, self.dropout, self.training)
+        return (x if self.norm_first else self.norm(x)), rest
+
+
+def _relative(d_model: int, n_heads: int, max_relative: int | None):
+    return RelativePositionBias(d_model // n_heads, max_relative) if max_relative else None
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, d_model, n_heads, ffn_dim, dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
+                 norm_first=False, max_relative: int | None = None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout, _relative(d_model, n_heads, max_relative))
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.attn_block = Residual(d_model, dropout, norm_first)
+        self.ffn_block = Residual(d_model, dropout, norm_first)
+
+    def forward(self, x: Tensor, pad_mask: Tensor | None) -> Tensor:
+        x, _ = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=pad_mask))
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h),))
+        return x
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention (keys and values may come from different memories), FFN."""
+
+    def __init__(self, d_model, n_heads, ffn_dim, dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
+                 norm_first=False, max_relative: int | None = None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout, _relative(d_model, n_heads, max_relative))
+        self.cross_attn = MultiheadAttention(d_model, n_heads, attention_dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.self_block = Residual(d_model, dropout, norm_first)
+        self.cross_block = Residual(d_model, dropout, norm_first)
+        self.ffn_block = Residual(d_model, dropout, norm_first)
+
+    def forward(self, x, *, memory_pad_mask, memory_keys=None, memory_values=None, cross_kv=None,
+                past_kv=None, need_weights=False):
+        """Returns (x, self-attention (k, v) for the cache, cross-attention weights or None)."""
+        causal = x.shape[1] > 1
+        x, (_, self_kv) = self.self_block(
+            x, lambda h: self.self_attn(h, causal=causal, past_kv=past_kv))
+        x, (weights, _) = self.cross_block(
+            x, lambda h: self.cross_attn(h, memory_keys, memory_values, key_padding_mask=memory_pad_mask,
+                                         static_kv=cross_kv, need_weights=need_weights))
+        x, _ = self.ffn_block(x, lambda h: (self.ffn(h),))
+        return x, self_kv, weights
+
+
+def sinusoidal_table(n_positions: int, dim: int) -> Tensor:
+    """The fixed sin/cos position table of Vaswani et al. (sin half, then cos half, like fairseq)."""
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000.0) / max(half - 1, 1)))
+    angles = torch.arange(n_positions, dtype=torch.float)[:, None] * freq[None, :]
+    table = torch.cat([angles.sin(), angles.cos()], 1)
+    return F.pad(table, (0, dim - 2 * half))
+
+
+class TokenEmbedding(nn.Module):
+    """Embedding scaled by sqrt(d), plus sinusoidal absolute positions unless disabled."""
+
+    def __init__(self, vocab_size: int, dim: int, padding_idx: int = 0, positions: bool = True,
+                 max_positions: int = 1024, dropout: float = 0.0):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim, padding_idx=padding_idx)
+        nn.init.normal_(self.embed.weight, 0.0, dim ** -0.5)
+        nn.init.zeros_(self.embed.weight[padding_idx])
+        self.scale, self.dropout = math.sqrt(dim), dropout
+        self.register_buffer("positions", sinusoidal_table(max_positions, dim) if positions else None,
+                             persistent=False)
+
+    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        x = self.embed(tokens) * self.scale
+        if self.positions is not None:
+            T = tokens.shape[1]
+            if offset + T > self.positions.shape[0]:
+                self.positions = sinusoidal_table(2 * (offset + T), x.shape[-1]).to(x.device)
+            x = x + self.positions[offset: offset + T]
+        return F.dropout(x, self.dropout, self.training)

@@ -1,0 +1,1 @@
+"""One training loop for every model: optimisers and schedules, checkpoints, logging."""
