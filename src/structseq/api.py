@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 
 from structseq.config import Config, config_from_dict, load_config
 from structseq.data.batching import collate
@@ -123,9 +124,13 @@ class Run:
         return metrics
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "best") -> Run:
-    """Load `checkpoints/{checkpoint}.pt` of a run (falls back to `last` if there is no `best`)."""
+def load_run(run_dir: str | Path, checkpoint: str | None = None) -> Run:
+    """Load `checkpoints/{checkpoint}.pt` of a run (default: the config's `train.eval_checkpoint`;
+    `best` falls back to `last` when no validation ran)."""
     run_dir = Path(run_dir)
+    if checkpoint is None:
+        saved = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").exists() else {}
+        checkpoint = ((saved or {}).get("train") or {}).get("eval_checkpoint", "best")
     path = run_dir / "checkpoints" / f"{checkpoint}.pt"
     if not path.exists() and checkpoint == "best":
         checkpoint, path = "last", run_dir / "checkpoints" / "last.pt"

@@ -98,7 +98,7 @@ def evaluate(
     run_dir: Path,
     split: Optional[str] = typer.Option(None, "--split", help="split name or file [default: the config's test split]"),
     beam: Optional[int] = typer.Option(None, "--beam", help="beam size [default: config]"),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best | last"),
+    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="best | last [default: train.eval_checkpoint]"),
     bleu_tokenize: Optional[str] = typer.Option(None, "--bleu-tokenize", help="sacrebleu tokenizer (13a, zh, none...)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object with every metric"),
     data_root: Optional[Path] = DataRoot,
@@ -137,7 +137,7 @@ def print_metrics(m: dict) -> None:
 
 @app.command()
 def predict(run_dir: Path, beam: Optional[int] = typer.Option(None, "--beam"),
-            checkpoint: str = typer.Option("best", "--checkpoint")):
+            checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="best | last [default: config]")):
     """Read source lines on stdin, write one output line each to stdout."""
     from structseq.api import load_run
 

@@ -102,6 +102,7 @@ class TrainConfig:
     log_every: int = _f(10, "write a metrics line every N updates")
     seed: int = _f(1, "random seed (data order, initialisation, dropout)")
     threads: int = _f(0, "torch CPU threads (0 = torch default)")
+    eval_checkpoint: str = _f("best", "checkpoint `evaluate` uses by default: best | last (the papers report last)")
 
 
 @dataclass
@@ -152,6 +153,11 @@ def _check_type(value: Any, hint: Any, key: str) -> Any:
         (item,) = typing.get_args(hint)
         return [_check_type(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
     if hint is float:
+        if isinstance(value, str):  # PyYAML reads `5e-4` (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"'{key}' must be a number, got {type(value).__name__} {value!r}")
         return float(value)

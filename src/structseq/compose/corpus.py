@@ -23,11 +23,32 @@ def _is_tsv(path: Path) -> bool:
     return name.endswith(".tsv")
 
 
-def read_sentences(path: str | os.PathLike, column: int | None = None) -> list[str]:
+def _dataset_split(spec: str) -> tuple[str, str] | None:
+    """`NAME:SPLIT` of a registered dataset (e.g. `cogs:gen`, `react:cg-test`), else None."""
+    if ":" not in spec or Path(spec).exists():
+        return None
+    from structseq.data.registry import datasets
+
+    name, _, split = spec.partition(":")
+    return (name, split) if name in datasets() else None
+
+
+def read_sentences(path: str | os.PathLike, column: int | None = None, side: str = "source") -> list[str]:
     """One sentence per line; `.gz` is decompressed. TSV files (COGS style) give column 0 by default.
 
-    Whitespace is the tokeniser everywhere in `compose`, so tabs in plain text become spaces.
+    `NAME:SPLIT` names a split of a registered dataset instead (`structseq data list`); `side` picks
+    its source or target side. Whitespace is the tokeniser everywhere in `compose`, so tabs in plain
+    text become spaces.
     """
+    dataset = _dataset_split(str(path))
+    if dataset is not None:
+        from structseq.data.registry import load_dataset
+        from structseq.paths import data_root
+
+        if side not in ("source", "target"):
+            raise DataError(f"side must be source or target, got {side!r}")
+        examples = load_dataset(dataset[0], dataset[1], data_root())
+        return [e.source_text if side == "source" else e.target_text for e in examples]
     path = Path(path)
     if not path.is_file():
         raise DataError("no such file", path)

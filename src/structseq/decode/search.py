@@ -37,7 +37,7 @@ def greedy(model, src: Tensor, max_len: Tensor, eos: int = Vocab.eos, bos: int =
 
 @torch.no_grad()
 def beam_search(model, src: Tensor, beam: int, max_len: Tensor, len_penalty: float = 1.0, nbest: bool = False,
-                eos: int = Vocab.eos, bos: int = Vocab.bos) -> Hypotheses:
+                eos: int = Vocab.eos, bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
     """Beam search; final ranking by score / length ** len_penalty (length counts </s>)."""
     B, K = src.shape[0], beam
     device = src.device
@@ -54,7 +54,8 @@ def beam_search(model, src: Tensor, beam: int, max_len: Tensor, len_penalty: flo
     for t in range(int(max_len.max()) + 1):
         log_probs, state = model.step(prev, state)
         V = log_probs.shape[-1]
-        lp = log_probs.view(B, K, V).float()
+        lp = log_probs.view(B, K, V).float().clone()
+        lp[..., [pad, bos]] = float("-inf")  # never generate padding or a second <s>
         must_end = (lengths >= limit) & ~finished  # forced </s> at the length limit
         only_eos = torch.full_like(lp[0, 0], float("-inf"))
         lp = torch.where(must_end[..., None], torch.where(torch.arange(V, device=device) == eos, lp, only_eos), lp)

@@ -9,18 +9,22 @@ tokens (the meanings present in the situation).
 Lexicon. A set l of (x, y) entries drawn from the support S = {(x, y): c(x, y) > 0}, where c(x, y) is
 the number of pairs with x in X_k and y in Y_k (no other entry can ever be proposed).
 
-Prior. log p(l) = -alpha |l| + const (description length; the paper's alpha = 2).
+Prior. log p(l) = -alpha |l| + const (description length). Section 4.1 writes exp(-|l|); we read the
+appendix's alpha = 2 as this weight, as in Frank et al.'s exp(-alpha |l|).
 
-Likelihood. Write deg(y) = |{x: (x, y) in l}| and R_k = {y in Y_k: deg(y) > 0}, the meanings of pair k
-the lexicon can refer to (the speaker's intention; Frank et al. sum over intentions, we fix it to R_k).
-Each word x in X_k is generated independently:
+Likelihood. Write deg(y) = |{x: (x, y) in l}|. The speaker's intention is the whole meaning set Y_k
+(Frank et al. sum over subsets of the situation; the paper's eq. 14 sums over all of y), and each word
+x in X_k is generated independently:
 
-    p(x | Y_k, l) = (1 - gamma) p_NR(x | l) + gamma (1/|R_k|) sum_{y in R_k} [(x, y) in l] / deg(y)   if R_k != {}
-    p(x | Y_k, l) = p_NR(x | l)                                                                   if R_k == {}
+    p(x | Y_k, l) = (1 - gamma) p_NR(x | l) + gamma (1 / |Y_k|) sum_{y in Y_k} [(x, y) in l] / deg(y)
 
-with the non-referential distribution p_NR(x | l) = w(x) / Z, w(x) = kappa if x has an entry in l and 1
-otherwise, Z = sum of w over the source vocabulary. Both cases are normalised over the source
-vocabulary. log p(D | l) = sum_k sum_{x in X_k} log p(x | Y_k, l); gamma = 0.95, kappa = 0.1.
+that is eq. 14 with Frank et al.'s 1/|I| averaging over the intended meanings, and p_R(x | y, l) =
+[(x, y) in l] / deg(y) (uniform over the words the lexicon gives y; 0 for every x when deg(y) = 0).
+The non-referential distribution is p_NR(x | l) = w(x) / Z, with w(x) = kappa if x has an entry in l
+and 1 otherwise, and Z = sum of w over the source vocabulary. As in the paper's equation, meanings
+without an entry keep their share gamma / |Y_k| unused (the model is deficient), so the empty lexicon
+pays (1 - gamma) on every word and entries are cheap, in line with the paper's remark that its Bayesian
+lexicons have too many entries. log p(D | l) = sum_k sum_{x in X_k} log p(x | Y_k, l); gamma = 0.95, kappa = 0.1.
 
 Sampler (the paper's appendix C). From the current l, with probability 1/2 propose an insertion: draw
 (x, y) from S with probability q(x, y) = c(x, y) / sum c (the empirical joint co-occurrence); if it is
@@ -28,10 +32,12 @@ already in l the chain stays. Otherwise propose a deletion: an entry of l unifor
 l is empty). The Hastings ratio of inserting e into l is (1 / (|l| + 1)) / q(e), of deleting e from l
 it is q(e) |l|. Each chain starts from the empty lexicon, discards `burn_in` steps, then records the
 state every `thin` steps until it has `samples` states; `runs` seeded chains are pooled. The score of
-(x, y) is its posterior frequency: the fraction of recorded states containing it.
+(x, y) is its posterior frequency: the fraction of recorded states containing it. The paper gives the
+burn-in (1000), the thinning (10) and the 5 runs but not the chain length; `samples=100` per chain
+(2000 steps) is our default.
 
-Cost: each step recomputes only the word tokens of pairs that contain y (and all tokens when Z changes),
-with vectorised numpy over those tokens.
+Cost: toggling (x, y) recomputes only the word tokens of pairs that contain y (all tokens when x gains its
+first or loses its last entry, since Z changes), with vectorised numpy over those tokens.
 """
 
 from __future__ import annotations
@@ -69,26 +75,20 @@ class MHSampler:
         self.tok_pair = np.repeat(np.arange(len(corpus)), np.diff(xo))
         self.num_pairs = len(corpus)
         # Word tokens of the pairs containing y, grouped by y (CSR).
-        _, iy, it = product_index(yo, xo)
+        iy, it = product_index(yo, xo)
         order = np.argsort(ys[iy], kind="stable")
         self.y_tokens = it[order].astype(np.int64)
         self.y_tokens_off = np.searchsorted(ys[iy][order], np.arange(self.ny + 1))
-        # Pairs containing y, grouped by y.
-        ypair = np.repeat(np.arange(len(corpus)), np.diff(yo))
-        self._set_pair, self._set_y = ypair, ys
-        order = np.argsort(ys, kind="stable")
-        self.y_pairs = ypair[order]
-        self.y_pairs_off = np.searchsorted(ys[order], np.arange(self.ny + 1))
+        self.tok_meanings = np.maximum(np.diff(yo), 1)[self.tok_pair].astype(float)  # |Y_k| per word token
         # Cross product (token, y) for from-scratch evaluation.
-        _, self._prod_tok, iy2 = product_index(xo, yo)
+        self._prod_tok, iy2 = product_index(xo, yo)
         self._prod_y = ys[iy2]
         self.reset()
 
     # ---- full evaluation (used to initialise the chain and by tests) ----
-    def _terms(self, wx: np.ndarray, z: float, ref: np.ndarray, n_ref: np.ndarray) -> np.ndarray:
-        nr = wx / z
-        mixed = (1.0 - self.gamma) * nr + self.gamma * ref / np.maximum(n_ref, 1)
-        return np.log(np.where(n_ref > 0, mixed, nr))
+    def _terms(self, wx: np.ndarray, z: float, ref: np.ndarray, tok: np.ndarray | slice) -> np.ndarray:
+        """log p(x | Y_k, l) of word tokens `tok` given their w(x), Z and referential sums."""
+        return np.log((1.0 - self.gamma) * wx / z + self.gamma * ref / self.tok_meanings[tok])
 
     def _caches(self, state: np.ndarray):
         deg_y = np.bincount(self.entry_y[state], minlength=self.ny)
@@ -100,16 +100,14 @@ class MHSampler:
         pos = np.minimum(np.searchsorted(keys, pk), max(len(keys) - 1, 0))
         linked = (keys[pos] == pk) if len(keys) else np.zeros(len(pk), bool)
         ref = np.bincount(self._prod_tok[linked], weights=1.0 / deg_y[self._prod_y[linked]],
-                          minlength=len(self.tok_x))
-        n_ref = np.bincount(self._set_pair, weights=(deg_y[self._set_y] > 0).astype(float),
-                            minlength=self.num_pairs).astype(np.int64)
-        return deg_y, deg_x, w, z, ref, n_ref
+                          minlength=len(self.tok_x)).astype(float)  # float even when nothing is linked
+        return deg_y, deg_x, w, z, ref
 
     def log_likelihood(self, state: np.ndarray) -> float:
         """log p(D | l) from scratch for a boolean mask over the support entries."""
         state = np.asarray(state, dtype=bool)
-        _, _, w, z, ref, n_ref = self._caches(state)
-        return float(self._terms(w[self.tok_x], z, ref, n_ref[self.tok_pair]).sum())
+        _, _, w, z, ref = self._caches(state)
+        return float(self._terms(w[self.tok_x], z, ref, slice(None)).sum())
 
     def log_posterior(self, state: np.ndarray) -> float:
         """Unnormalised log p(l | D)."""
@@ -120,8 +118,8 @@ class MHSampler:
     def reset(self, state: np.ndarray | None = None) -> None:
         """Set the chain to a lexicon (a boolean mask over support entries; default empty)."""
         self.state = np.zeros(self.num_entries, bool) if state is None else np.array(state, dtype=bool)
-        self.deg_y, self.deg_x, self.w, self.z, self.ref, self.n_ref = self._caches(self.state)
-        self.term = self._terms(self.w[self.tok_x], self.z, self.ref, self.n_ref[self.tok_pair])
+        self.deg_y, self.deg_x, self.w, self.z, self.ref = self._caches(self.state)
+        self.term = self._terms(self.w[self.tok_x], self.z, self.ref, slice(None))
         self.members = [int(e) for e in np.flatnonzero(self.state)]
         self.slot = {e: i for i, e in enumerate(self.members)}
         self.linked_x: dict[int, set[int]] = {}
@@ -146,24 +144,20 @@ class MHSampler:
         new = mark[xa]
         mark[list(linked | {x0})] = False
         ref_a = self.ref[toks] - (old / d if d else 0.0) + (new / d2 if d2 else 0.0)
-        dn = int(d2 > 0) - int(d > 0)
-        n_ref_a = self.n_ref[self.tok_pair[toks]] + dn
         dx2 = int(self.deg_x[x0]) + (1 if inserting else -1)
         w_changes = (self.deg_x[x0] > 0) != (dx2 > 0)
         if not w_changes:
-            new_a = self._terms(self.w[xa], self.z, ref_a, n_ref_a)
+            new_a = self._terms(self.w[xa], self.z, ref_a, toks)
             delta = float(new_a.sum() - self.term[toks].sum())
-            return delta, (x0, y0, inserting, d2, dx2, toks, ref_a, dn, None, new_a)
+            return delta, (x0, y0, inserting, d2, dx2, toks, ref_a, None, new_a)
         w2 = self.w.copy()
         w2[x0] = self.kappa if dx2 > 0 else 1.0
         z2 = self.z + (w2[x0] - self.w[x0])
         ref = self.ref.copy()
         ref[toks] = ref_a
-        n_tok = self.n_ref[self.tok_pair]
-        n_tok[toks] = n_ref_a
-        new_all = self._terms(w2[self.tok_x], z2, ref, n_tok)
+        new_all = self._terms(w2[self.tok_x], z2, ref, slice(None))
         delta = float(new_all.sum() - self.term.sum())
-        return delta, (x0, y0, inserting, d2, dx2, toks, ref_a, dn, (w2, z2), new_all)
+        return delta, (x0, y0, inserting, d2, dx2, toks, ref_a, (w2, z2), new_all)
 
     def log_acceptance_ratio(self, e: int) -> tuple[float, tuple]:
         """log of [p(l') q(l' -> l)] / [p(l) q(l -> l')] for toggling entry e of the current lexicon."""
@@ -176,10 +170,8 @@ class MHSampler:
         return ratio, commit
 
     def _commit(self, e: int, commit: tuple) -> None:
-        x0, y0, inserting, d2, dx2, toks, ref_a, dn, wz, new_terms = commit
+        x0, y0, inserting, d2, dx2, toks, ref_a, wz, new_terms = commit
         self.ref[toks] = ref_a
-        if dn:
-            self.n_ref[self.y_pairs[self.y_pairs_off[y0]:self.y_pairs_off[y0 + 1]]] += dn
         if wz is None:
             self.term[toks] = new_terms
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from structseq.errors import DataError
 Pair = tuple[tuple[str, ...], tuple[str, ...]]
 
 #: Above this many cells a (source x target) table is kept sparse instead of dense.
-DENSE_LIMIT = 1 << 24
+DENSE_LIMIT = 1 << 22
 
 
 def as_pairs(data: Iterable) -> list[Pair]:
@@ -39,22 +40,28 @@ def as_pairs(data: Iterable) -> list[Pair]:
 
 
 def _encode(sides: Sequence[tuple[str, ...]]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    vocab: dict[str, int] = {}
-    ids = np.fromiter((vocab.setdefault(t, len(vocab)) for side in sides for t in side), dtype=np.int64)
+    """Ids by first appearance; every loop here runs in C (chain, dict.fromkeys, map)."""
+    flat = list(chain.from_iterable(sides))
+    vocab = list(dict.fromkeys(flat))
+    index = {t: i for i, t in enumerate(vocab)}
+    ids = np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=len(flat))
     lengths = np.fromiter((len(side) for side in sides), dtype=np.int64, count=len(sides))
     offsets = np.zeros(len(sides) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return list(vocab), ids, offsets
+    return vocab, ids, offsets
 
 
-def product_index(a_off: np.ndarray, b_off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All (a, b) position combinations within each segment: (segment, index into a, index into b)."""
+def product_index(a_off: np.ndarray, b_off: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (a, b) position combinations within each segment, as (index into a, index into b)."""
     na, nb = np.diff(a_off), np.diff(b_off)
     sizes = na * nb
-    seg = np.repeat(np.arange(len(na)), sizes)
-    local = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-    width = nb[seg]
-    return seg, a_off[seg] + local // width, b_off[seg] + local % width
+    local = np.arange(int(sizes.sum()), dtype=np.int64)
+    local -= np.repeat(np.cumsum(sizes) - sizes, sizes)
+    q, r = np.divmod(local, np.repeat(nb, sizes))
+    del local
+    q += np.repeat(a_off[:-1], sizes)
+    r += np.repeat(b_off[:-1], sizes)
+    return q, r
 
 
 def count_keys(keys: np.ndarray, space: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,8 +120,13 @@ class Corpus:
         xs, xo = self.source_sets()
         ys, yo = self.target_sets()
         nx, ny = len(self.src_vocab), len(self.tgt_vocab)
-        _, ia, ib = product_index(xo, yo)
-        keys, counts = count_keys(xs[ia] * ny + ys[ib], nx * ny)
+        ia, ib = product_index(xo, yo)
+        key = np.take(xs, ia)
+        del ia
+        key *= ny
+        key += np.take(ys, ib)
+        del ib
+        keys, counts = count_keys(key, nx * ny)
         return Cooccurrence(
             x=keys // ny, y=keys % ny, count=counts.astype(np.int64),
             count_x=np.bincount(xs, minlength=nx), count_y=np.bincount(ys, minlength=ny), pairs=len(self))

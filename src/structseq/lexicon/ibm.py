@@ -6,7 +6,9 @@ i of m) is generated from a source position a_i in 0..n, where 0 is a NULL word,
 - Model 1: p(a_i = j) = 1 / (n + 1) for every j including NULL;
 - Model 2: p(a_i = 0) = p0 and p(a_i = j) = (1 - p0) exp(-lambda |i/m - j/n|) / Z_i for j >= 1
   (the paper's eq. 11); with `optimize_tension`, lambda gets fast_align's 8 gradient steps after every
-  EM iteration but the first, clamped to [0.1, 14];
+  EM iteration but the first, clamped to [0.1, 14] (fast_align computes its posterior feature with a
+  0-based target index and swaps m and n inside its closed-form expectation; we use the 1-based feature
+  of eq. 11 in both, so optimised tensions differ slightly from fast_align's);
 
 and p(y_i | x_{a_i}) = t(y_i | x_{a_i}). `iterations` counts passes over the data as fast_align does:
 the first `iterations - 1` passes are E+M steps, the last only computes the Viterbi alignment
@@ -14,9 +16,9 @@ the first `iterations - 1` passes are E+M steps, the last only computes the Vite
 the two Viterbi alignments are symmetrised (intersection by default); the lexicon holds, for every
 (source token, target token), the number of links between them.
 
-Which one matches the paper: the authors' published IBMM2 numbers come from `fast_align -o` without
-`-d`, which is Model 1 with a NULL word (the tension flag has no effect without the diagonal), and
-intersection. That is `ibm1` here; `ibm2` is the model the paper describes.
+Which one matches the paper: the authors' released lexicons (`intersect.align.o.json` in their code)
+come from `fast_align -o` without `-d`, which is Model 1 with a NULL word (the tension flag has no effect
+without the diagonal), intersected. That is `ibm1` here; `ibm2` is the model the paper describes.
 
 The E-step runs over one flat array holding every (target token, candidate source position) cell of
 the corpus, so each iteration is a handful of numpy gathers and `bincount`s.
@@ -28,7 +30,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from structseq.errors import ConfigError
 from structseq.lexicon.corpus import DENSE_LIMIT, Corpus, count_keys
@@ -48,21 +49,55 @@ class Alignment:
 
 
 def _digamma(x: np.ndarray) -> np.ndarray:
+    import torch  # only the variational-Bayes update needs it
+
     return torch.special.digamma(torch.from_numpy(x)).numpy()
 
 
-def _expected_feature(sizes: np.ndarray, counts: np.ndarray, tension: float) -> float:
-    """Sum over target tokens of E_prior[-|i/m - j/n|] for the diagonal prior (fast_align's model feature)."""
-    m, n = sizes[:, 0], sizes[:, 1]
-    rows = np.repeat(np.arange(len(m)), m)  # one row per (size class, target position i)
-    i = np.arange(len(rows)) - np.repeat(np.cumsum(m) - m, m) + 1
-    cells = np.repeat(np.arange(len(rows)), n[rows])
-    j = np.arange(len(cells)) - np.repeat(np.cumsum(n[rows]) - n[rows], n[rows]) + 1
-    h = -np.abs(i[cells] / m[rows][cells] - j / n[rows][cells])
-    w = np.exp(tension * h)
-    z = np.bincount(cells, weights=w, minlength=len(rows))
-    e = np.bincount(cells, weights=w * h, minlength=len(rows)) / z
-    return float((e * counts[rows]).sum())
+class DiagonalPrior:
+    """fast_align's alignment prior tabulated once per (m, n) size class, so the E-step only gathers from it.
+
+    Row (size class, target position i) holds n + 1 entries: NULL, then source positions j = 1..n.
+    """
+
+    def __init__(self, m: np.ndarray, n: np.ndarray, null_prob: float):
+        sizes, self.size_of_pair, pairs = np.unique(np.stack([m, n], axis=1), axis=0, return_inverse=True,
+                                                    return_counts=True)
+        self.size_of_pair = self.size_of_pair.reshape(-1)
+        sm, sn = sizes[:, 0], sizes[:, 1]
+        self.row_off = np.cumsum(sm) - sm  # first row of each size class
+        row_cls = np.repeat(np.arange(len(sm)), sm)
+        i = np.arange(len(row_cls)) - self.row_off[row_cls] + 1
+        width = sn[row_cls] + 1
+        self.row_start = np.cumsum(width) - width
+        self.row_width = width
+        cell_row = np.repeat(np.arange(len(row_cls)), width)
+        j = np.arange(len(cell_row)) - self.row_start[cell_row]
+        self.feat = -np.abs(i[cell_row] / sm[row_cls][cell_row] - j / np.maximum(sn[row_cls][cell_row], 1))
+        self.feat[self.row_start] = 0.0
+        self.row_pairs = pairs[row_cls].astype(float)  # corpus pairs of this size: weight of each row
+        self.null_prob = null_prob
+
+    def row_start_of(self, pair_of_token: np.ndarray, position: np.ndarray) -> np.ndarray:
+        """First table entry of each target token's row (tokens given by pair and 0-based position)."""
+        return self.row_start[self.row_off[self.size_of_pair[pair_of_token]] + position]
+
+    def table(self, tension: float) -> np.ndarray:
+        w = np.exp(tension * self.feat)
+        w[self.row_start] = 0.0
+        z = np.add.reduceat(w, self.row_start)
+        w *= np.repeat((1.0 - self.null_prob) / np.where(z > 0, z, 1.0), self.row_width)
+        w[self.row_start] = self.null_prob
+        return w
+
+    def expected_feature(self, tension: float) -> float:
+        """Sum over the corpus' target tokens of E[feature] under the prior over j = 1..n (fast_align's
+        model expectation in its tension gradient)."""
+        w = np.exp(tension * self.feat)
+        w[self.row_start] = 0.0
+        z = np.add.reduceat(w, self.row_start)
+        e = np.add.reduceat(w * self.feat, self.row_start) / np.where(z > 0, z, 1.0)
+        return float(np.dot(e, self.row_pairs))
 
 
 def align(corpus: Corpus, *, iterations: int = 5, diagonal: bool = False, tension: float = 4.0,
@@ -75,67 +110,69 @@ def align(corpus: Corpus, *, iterations: int = 5, diagonal: bool = False, tensio
         raise ConfigError(f"null_prob must be in (0, 1), not {null_prob}")
     src_off, tgt_off = corpus.src_off, corpus.tgt_off
     n, m = np.diff(src_off), np.diff(tgt_off)
-    num_tgt = len(corpus.tgt_ids)
+    num_pairs, num_tgt = len(n), len(corpus.tgt_ids)
     vs, vt = len(corpus.src_vocab), len(corpus.tgt_vocab)
-    null_id = vs
+    if num_tgt == 0:
+        return Alignment(np.zeros(0, np.int64), np.zeros(0, np.int64), [0.0] * iterations,
+                         tension if diagonal else None)
 
-    # One cell per (target token g, source position j in 0..n): contiguous groups of n + 1 cells.
-    tok_pair = np.repeat(np.arange(len(n)), m)
-    group = n[tok_pair] + 1
+    # One cell per (target token, source position j in 0..n): target token k owns the contiguous
+    # cells start[k] .. start[k] + n, and its first cell is the NULL word.
+    group = np.repeat(n + 1, m)
     start = np.cumsum(group) - group
-    g = np.repeat(np.arange(num_tgt, dtype=np.int64), group)
-    j = np.arange(len(g), dtype=np.int64) - start[g]
-    pair = tok_pair[g]
-    src_tok = np.where(j == 0, null_id, corpus.src_ids[np.minimum(src_off[pair] + j - 1, len(corpus.src_ids) - 1)])
-    key = src_tok * vt + corpus.tgt_ids[g]
+    num = int(group.sum())
+    # Source ids with a NULL (id vs) in front of every pair: pair k's block starts at src_off[k] + k.
+    ext_off = src_off[:-1] + np.arange(num_pairs)
+    ext = np.full(len(corpus.src_ids) + num_pairs, vs, dtype=np.int64)
+    is_word = np.ones(len(ext), bool)
+    is_word[ext_off] = False
+    ext[is_word] = corpus.src_ids
+    j = np.arange(num, dtype=np.int64) - np.repeat(start, group)
+    key = np.take(ext, np.repeat(np.repeat(ext_off, m), group) + j)
+    key *= vt
+    key += np.repeat(corpus.tgt_ids, group)
     space = (vs + 1) * vt
     if space <= DENSE_LIMIT:
         cell_key, _ = count_keys(key, space)
         lookup = np.zeros(space, dtype=np.int64)
         lookup[cell_key] = np.arange(len(cell_key))
-        cell = lookup[key]
+        cell = np.take(lookup, key)
         del lookup
     else:
         cell_key, cell = np.unique(key, return_inverse=True)
-    del key, src_tok
+    del key
     cell_src = cell_key // vt
     num_cells = len(cell_key)
 
-    nonnull = j > 0
     if diagonal:
-        mm, nn = m[pair].astype(float), n[pair].astype(float)
-        i_pos = (g - tgt_off[pair] + 1).astype(float)
-        feat = np.where(nonnull, -np.abs(i_pos / mm - j / nn), 0.0)
-        del mm, nn, i_pos
-        sizes, size_counts = np.unique(np.stack([m, n], axis=1), axis=0, return_counts=True)
-    del pair
-
-    def prior(lam: float) -> np.ndarray:
-        if not diagonal:
-            return 1.0 / group[g]
-        w = np.where(nonnull, np.exp(lam * feat), 0.0)
-        z = np.bincount(g, weights=w, minlength=num_tgt)
-        return np.where(nonnull, (1.0 - null_prob) * w / z[g], null_prob)
+        diag = DiagonalPrior(m, n, null_prob)
+        tok_pair = np.repeat(np.arange(num_pairs), m)
+        prior_index = np.repeat(diag.row_start_of(tok_pair, np.arange(num_tgt) - tgt_off[tok_pair]), group) + j
+        del tok_pair
+    del j
 
     t = np.full(num_cells, 1.0 / vt)
-    a = prior(tension)
+    a = np.take(diag.table(tension), prior_index) if diagonal else None
+    log_uniform = float(np.log(group).sum())  # Model 1's alignment prior 1 / (n + 1), constant
+    p = np.empty(num)
     lls: list[float] = []
     for it in range(iterations):
-        p = t[cell] * a
-        total = np.bincount(g, weights=p, minlength=num_tgt)
-        lls.append(float(np.log(total).sum()))
+        np.take(t, cell, out=p)
+        if diagonal:
+            p *= a
+        total = np.add.reduceat(p, start)
+        lls.append(float(np.log(total).sum()) - (0.0 if diagonal else log_uniform))
         if it == iterations - 1:
             break
-        post = p / total[g]
-        del p
-        counts = np.bincount(cell, weights=post, minlength=num_cells)
+        p /= np.repeat(total, group)  # posteriors, in place
+        counts = np.bincount(cell, weights=p, minlength=num_cells)
         if diagonal and optimize_tension and it > 0:
-            emp = float((post * feat).sum()) / num_tgt
+            posterior_by_entry = np.bincount(prior_index, weights=p, minlength=len(diag.feat))
+            emp = float(np.dot(posterior_by_entry, diag.feat)) / num_tgt
             for _ in range(8):
-                mod = _expected_feature(sizes, size_counts, tension) / num_tgt
+                mod = diag.expected_feature(tension) / num_tgt
                 tension = min(max(tension + (emp - mod) * 20.0, 0.1), 14.0)
-            a = prior(tension)
-        del post
+            a = np.take(diag.table(tension), prior_index)
         if variational_bayes:
             row = np.bincount(cell_src, weights=counts + vb_alpha, minlength=vs + 1)
             t = np.exp(_digamma(counts + vb_alpha) - _digamma(row)[cell_src])
@@ -143,14 +180,12 @@ def align(corpus: Corpus, *, iterations: int = 5, diagonal: bool = False, tensio
             row = np.bincount(cell_src, weights=counts, minlength=vs + 1)
             t = counts / np.where(row > 0, row, 1.0)[cell_src]
 
-    # Viterbi: the first cell reaching the group maximum (NULL is first, so it wins ties).
+    # Viterbi: the first cell reaching its group's maximum (NULL comes first, so it wins ties).
     best_val = np.maximum.reduceat(p, start)
-    cand = np.where(p == best_val[g], np.arange(len(p)), len(p))
-    best = np.minimum.reduceat(cand, start)
-    best_j = j[best]
-    linked = best_j > 0
-    tgt_index = np.flatnonzero(linked)
-    src_index = src_off[tok_pair[tgt_index]] + best_j[linked] - 1
+    cand = np.where(p == np.repeat(best_val, group), np.arange(num), num)
+    best_j = np.minimum.reduceat(cand, start) - start
+    tgt_index = np.flatnonzero(best_j > 0)
+    src_index = np.repeat(src_off[:-1], m)[tgt_index] + best_j[tgt_index] - 1
     return Alignment(src_index, tgt_index, lls, tension if diagonal else None)
 
 

@@ -93,8 +93,18 @@ class Lexicon(Mapping):
         path = Path(path)
         if path.parent != Path(""):
             path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        path.write_text(self.to_json(), encoding="utf-8")
         return path
+
+    def to_json(self) -> str:
+        """Indented JSON with one line per source row, so large lexicons stay readable and diffable."""
+        obj = self.to_dict()
+        dump = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+        settings = json.dumps(obj["settings"], ensure_ascii=False, indent=2).replace("\n", "\n  ")
+        rows = ",\n".join(f"    {dump(s)}: {dump(row)}" for s, row in obj["entries"].items())
+        return (f'{{\n  "method": {dump(obj["method"])},\n  "settings": {settings},\n'
+                f'  "entries": {{\n{rows}\n  }}\n}}\n' if rows else
+                f'{{\n  "method": {dump(obj["method"])},\n  "settings": {settings},\n  "entries": {{}}\n}}\n')
 
     @classmethod
     def from_dict(cls, obj: Any, path: object = None) -> "Lexicon":

@@ -1,0 +1,282 @@
+"""`structseq compose ...`: thin commands over the compose Python API (same names, same defaults)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from structseq.compose.corpus import read_corpora, read_sentences, write_tsv
+from structseq.compose.degree import NgramDictionary, score_pool
+from structseq.compose.plot import BINNINGS, align, bleu_difference_by_degree, plot_difference, read_scores, score_difference_by_degree
+from structseq.compose.select import (
+    BuildConfig,
+    build_benchmark,
+    read_degree_tsv,
+    read_uncertainty_tsv,
+    write_degree_tsv,
+    write_uncertainty_tsv,
+)
+from structseq.compose.stats import get_tagger, table2_stats
+from structseq.compose.uncertainty import MEASURES, load_ensemble, score_ensemble
+from structseq.errors import ConfigError, StructseqError
+
+app = typer.Typer(
+    help="Detect compositional test examples in a candidate pool relative to a training corpus (ReaCT method).",
+    no_args_is_help=True,
+)
+err = Console(stderr=True)
+
+TrainOpt = Annotated[list[Path], typer.Option("--train", help="Training sentences, one per line, or NAME:SPLIT of a registered dataset (repeat to concatenate).")]
+MinCountOpt = Annotated[int, typer.Option(help="A word seen fewer times than this in train is OOV.")]
+AtomOpt = Annotated[int, typer.Option(help="An n-gram seen more times than this in train is an atom.")]
+MaxNOpt = Annotated[Optional[int], typer.Option(help="Longest atom n-gram (default: unbounded).")]
+ColumnOpt = Annotated[Optional[int], typer.Option(help="TSV column holding the sentence (default 0 for .tsv files).")]
+
+
+@contextmanager
+def _progress() -> Iterator:
+    """Rich progress bars on stderr; yields a factory (description, total) -> advance callback."""
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err) as progress:
+
+        def factory(description: str, total: int):
+            task = progress.add_task(description, total=total)
+            return lambda n: progress.advance(task, n)
+
+        yield factory
+
+
+def _fail(error: StructseqError) -> None:
+    err.print(f"[red]error:[/red] {error}")
+    raise typer.Exit(2)
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    """Let `--ensemble 'runs/seed*'` name every matching run directory."""
+    out: list[Path] = []
+    for path in paths:
+        text = str(path)
+        if not path.exists() and any(c in text for c in "*?["):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise ConfigError(f"no run directory matches {text!r}")
+            out.extend(Path(m) for m in matches)
+        else:
+            out.append(path)
+    return out
+
+
+@app.command()
+def degree(
+    train: TrainOpt,
+    pool: Annotated[Path, typer.Option(help="Candidate sentences, one per line.")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="TSV to write (default: stdout).")] = None,
+    min_count: MinCountOpt = 3,
+    atom_threshold: AtomOpt = 3,
+    max_n: MaxNOpt = None,
+    explain: Annotated[bool, typer.Option(help="Add a `cover` column with the minimum segmentation (a b | c | d e).")] = False,
+    oov_as_atoms: Annotated[bool, typer.Option(help="Score sentences with OOV words, each OOV word one atom.")] = False,
+    column: ColumnOpt = None,
+) -> None:
+    """Compositional degree of every pool sentence: minimum n-gram cover size / length.
+
+    Columns: line (1-based), length, n_oov, cover_size, degree (blank when the sentence has an OOV
+    word or is empty), [cover], sentence.
+    """
+    try:
+        clock = time.perf_counter()
+        dictionary = NgramDictionary.from_corpus(
+            read_corpora(train, column), min_count=min_count, atom_threshold=atom_threshold, max_n=max_n
+        )
+        sentences = read_sentences(pool, column)
+        with _progress() as progress:
+            result = score_pool(dictionary, sentences, explain=explain, oov_as_atoms=oov_as_atoms, progress=progress("degree", len(sentences)))
+        write_degree_tsv(output, result, sentences, explain)
+    except StructseqError as error:
+        _fail(error)
+    scored = result.degree[result.degree == result.degree]
+    err.print(
+        f"{len(sentences)} sentences, {len(scored)} scored ({int((result.n_oov > 0).sum())} with OOV words); "
+        f"mean degree {scored.mean() if len(scored) else float('nan'):.4f}; "
+        f"{sum(dictionary.sizes().values())} atoms up to n={dictionary.longest}; "
+        f"{time.perf_counter() - clock:.1f}s"
+    )
+
+
+@app.command()
+def uncertainty(
+    ensemble: Annotated[list[Path], typer.Option("--ensemble", help="Trained run directory (repeat per member, or a quoted glob).")],
+    pool: Annotated[Path, typer.Option(help="Source sentences to decode and score, one per line.")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="TSV to write (default: stdout).")] = None,
+    beam: Annotated[Optional[int], typer.Option(help="Beam size of the decoding member (default: its configured beam).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Sentences per model call.")] = 32,
+    decoder: Annotated[int, typer.Option(help="Index of the member whose translation is the hypothesis.")] = 0,
+    column: ColumnOpt = None,
+) -> None:
+    """Decode with the ensemble and score each sentence by total, data, MI, EPKL and reverse MI (mean per token).
+
+    Columns: index (0-based), n_rows, total, data, mi, epkl, rmi, source, hypothesis.
+    """
+    try:
+        runs = load_ensemble(_expand(ensemble))
+        sources = read_sentences(pool, column)
+        with _progress() as progress:
+            result = score_ensemble(runs, sources, beam=beam, batch_size=batch_size, decoder=decoder, progress=progress("uncertainty", len(sources)))
+        write_uncertainty_tsv(output, result)
+    except StructseqError as error:
+        _fail(error)
+    err.print(f"{len(result)} sentences scored by an ensemble of {len(runs)}; mean rmi {result.measures['rmi'].mean():.4g}")
+
+
+@app.command()
+def build(
+    train: TrainOpt,
+    pool: Annotated[Path, typer.Option(help="Candidate source sentences, one per line.")],
+    out_dir: Annotated[Path, typer.Option("-o", "--out-dir", help="Directory for test.src, report.json and the tables.")],
+    ensemble: Annotated[Optional[list[Path]], typer.Option("--ensemble", help="Trained run directory (repeat per member, or a quoted glob).")] = None,
+    uncertainty_tsv: Annotated[Optional[Path], typer.Option("--uncertainty", help="Precomputed `compose uncertainty` table over OUT_DIR/candidates.txt.")] = None,
+    pool_target: Annotated[Optional[Path], typer.Option(help="References aligned with --pool (NAME:SPLIT: its target side); the selected ones go to test.ref.")] = None,
+    candidates: Annotated[int, typer.Option("--candidates", "-k", help="K: top-K distinct sentences by degree.")] = 60_000,
+    drop_top: Annotated[int, typer.Option("--drop-top", "-d", help="D: most uncertain candidates to discard.")] = 2_000,
+    window: Annotated[int, typer.Option("--window", "-r", help="R: the next R candidates by uncertainty.")] = 18_000,
+    sample: Annotated[int, typer.Option("--sample", "-s", help="S: examples sampled uniformly from the window.")] = 3_000,
+    measure: Annotated[str, typer.Option(help=f"Uncertainty that ranks candidates: {', '.join(MEASURES)}.")] = "rmi",
+    seed: Annotated[int, typer.Option(help="Seed of every random choice (degree ties, uncertainty ties, the sample).")] = 0,
+    min_count: MinCountOpt = 3,
+    atom_threshold: AtomOpt = 3,
+    max_n: MaxNOpt = None,
+    min_length: Annotated[int, typer.Option(help="Shortest candidate sentence in tokens.")] = 1,
+    beam: Annotated[Optional[int], typer.Option(help="Beam size of the decoding member (default: its configured beam).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Sentences per model call.")] = 32,
+    decoder: Annotated[int, typer.Option(help="Index of the member whose translation is the hypothesis.")] = 0,
+    column: ColumnOpt = None,
+) -> None:
+    """The whole pipeline: degree -> top-K candidates -> uncertainty -> drop D -> sample S from the next R.
+
+    Without --ensemble or --uncertainty it stops after writing OUT_DIR/candidates.txt, so the decoding
+    can run elsewhere (`compose uncertainty --pool OUT_DIR/candidates.txt`) and the build be resumed.
+    """
+    config = BuildConfig(
+        min_count=min_count, atom_threshold=atom_threshold, max_n=max_n, min_length=min_length, candidates=candidates,
+        drop_top=drop_top, window=window, sample=sample, measure=measure, seed=seed, beam=beam,
+        batch_size=batch_size, decoder=decoder,
+    )
+    try:
+        runs = load_ensemble(_expand(ensemble)) if ensemble else None
+        table = read_uncertainty_tsv(uncertainty_tsv) if uncertainty_tsv else None
+        targets = read_sentences(pool_target, side="target") if pool_target else None
+        with _progress() as progress:
+            report = build_benchmark(
+                read_corpora(train, column), read_sentences(pool, column), out_dir, config=config, runs=runs,
+                uncertainty=table, pool_targets=targets, progress=progress,
+            )
+    except StructseqError as error:
+        _fail(error)
+    summary = {k: report[k] for k in ("pool", "candidates") if k in report}
+    if "selection" in report:
+        summary["selection"] = {k: v for k, v in report["selection"].items() if k != "selected_lines"}
+    err.print_json(json.dumps(summary))
+    err.print(report.get("stopped", f"wrote {out_dir}/test.src and {out_dir}/report.json"))
+
+
+@app.command()
+def stats(
+    train: TrainOpt,
+    test: Annotated[list[Path], typer.Option("--test", help="A test set (repeat for several, shown side by side).")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the table as .json or .tsv.")] = None,
+    tagger: Annotated[str, typer.Option(help="POS tagger: textblob (offline, English) or none.")] = "textblob",
+    min_count: MinCountOpt = 3,
+    atom_threshold: AtomOpt = 3,
+    max_n: MaxNOpt = None,
+    oov_as_atoms: Annotated[bool, typer.Option(help="Count each OOV test word as its own atom (else skip such sentences).")] = True,
+    column: ColumnOpt = None,
+) -> None:
+    """Table 2 statistics of test sets against one training corpus: average degree and novel word/POS 2-/3-grams."""
+    try:
+        pos = get_tagger(tagger)
+        tests = {str(path): read_sentences(path, column) for path in test}
+        rows = table2_stats(
+            read_corpora(train, column), tests, tagger=pos, min_count=min_count, atom_threshold=atom_threshold,
+            max_n=max_n, oov_as_atoms=oov_as_atoms,
+        )
+    except StructseqError as error:
+        _fail(error)
+    keys = list(rows[0]) if rows else []
+    short = {"examples": "n", "avg_degree": "degree", "with_oov": "oov"}
+    table = Table(title=f"compose stats vs {', '.join(p.name for p in train)}")
+    for key in keys:
+        label = short.get(key, key.replace("gram_novel", "").replace("word_", "w").replace("pos_", "pos"))
+        table.add_column(label, justify="left" if key == "test" else "right")
+    names = [Path(r["test"]).name for r in rows]
+    for row, name in zip(rows, names):
+        shown = name if names.count(name) == 1 else row["test"]
+        table.add_row(*(shown if k == "test" else f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k in keys))
+    Console(width=max(Console().width, 100)).print(table)
+    if output is not None:
+        if output.suffix == ".tsv":
+            write_tsv(output, keys, ([row[k] for k in keys] for row in rows))
+        else:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+
+@app.command()
+def plot(
+    degree_tsv: Annotated[Path, typer.Option("--degree", help="Degree table from `compose degree`.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Figure to write (.png, .pdf, .svg).")],
+    scores: Annotated[Optional[tuple[Path, Path]], typer.Option(help="Per-example scores of systems A and B.")] = None,
+    hyps: Annotated[Optional[tuple[Path, Path]], typer.Option(help="Hypotheses of A and B (one per degree row), for corpus BLEU per bin.")] = None,
+    refs: Annotated[Optional[Path], typer.Option(help="References for --hyps.")] = None,
+    column: Annotated[Optional[str], typer.Option(help="Score column of --scores files (default: score, else the last).")] = None,
+    bins: Annotated[int, typer.Option(help="Number of bins.")] = 10,
+    binning: Annotated[str, typer.Option(help=f"Bins of equal {' or '.join(BINNINGS)}.")] = "count",
+    bin_size: Annotated[Optional[int], typer.Option(help="Examples per bin (count binning; the paper uses 30000).")] = None,
+    labels: Annotated[tuple[str, str], typer.Option(help="Names of A and B.")] = ("A", "B"),
+    table: Annotated[Optional[Path], typer.Option(help="Also write the bin values as TSV.")] = None,
+) -> None:
+    """Score difference A - B by compositional degree (Figure 1a)."""
+    try:
+        degrees = read_degree_tsv(degree_tsv)
+        if (scores is None) == (hyps is None):
+            raise ConfigError("give exactly one of --scores A B or --hyps A B (with --refs)")
+        if scores is not None:
+            a = align(read_scores(scores[0], column), degrees.lines, str(scores[0]))
+            b = align(read_scores(scores[1], column), degrees.lines, str(scores[1]))
+            rows = score_difference_by_degree(degrees.degree, a, b, bins=bins, binning=binning, bin_size=bin_size)
+            metric = column or "score"
+        else:
+            if refs is None:
+                raise ConfigError("--hyps needs --refs")
+            rows = bleu_difference_by_degree(
+                degrees.degree, read_sentences(hyps[0]), read_sentences(hyps[1]), read_sentences(refs),
+                bins=bins, binning=binning, bin_size=bin_size,
+            )
+            metric = "BLEU"
+        plot_difference(rows, output, labels=labels, metric=metric)
+        if table is not None:
+            keys = list(rows[0])
+            write_tsv(table, keys, ([r[k] for k in keys] for r in rows))
+    except StructseqError as error:
+        _fail(error)
+    for r in rows:
+        err.print(f"degree {r['degree_min']:.3f}-{r['degree_max']:.3f}  n={r['examples']}  {r['a']:.3f} - {r['b']:.3f} = {r['difference']:+.3f}")
+    err.print(f"wrote {output}")
+
+
+if __name__ == "__main__":  # `python -m structseq.compose.cli ...` before the app is mounted as `structseq compose`
+    app()

@@ -1,0 +1,77 @@
+"""Search: beam 1 equals an independent greedy loop; beam finds at least as probable outputs."""
+
+import pytest
+import torch
+
+from structseq.decode.search import beam_search, greedy, max_lengths, sequence_log_prob
+from test_models import VARIANTS, batch, make
+
+
+def argmax_loop(model, src, max_len):
+    """Reference greedy decoding, written independently of `beam_search`."""
+    out = []
+    for b in range(src.shape[0]):
+        s = src[b: b + 1][:, : int(src[b].ne(0).sum())]
+        state = model.init_state(model.encode(s))
+        prev, seq, score = torch.tensor([1]), [], 0.0
+        for t in range(int(max_len[b]) + 1):
+            lp, state = model.step(prev, state)
+            tok = 2 if t == int(max_len[b]) else int(lp[0, 2:].argmax()) + 2  # no <pad>/<s>
+            score += float(lp[0, tok])
+            if tok == 2:
+                break
+            seq.append(tok)
+            prev = torch.tensor([tok])
+        out.append((seq, score))
+    return out
+
+
+@pytest.mark.parametrize("name", ["transformer-pre-relative", "lstm-copy"])
+@torch.no_grad()
+def test_beam_one_equals_greedy_reference(name):
+    model = make(VARIANTS[name])
+    src, _ = batch()
+    max_len = max_lengths(src, 1.0, 3)
+    hyp = beam_search(model, src, 1, max_len, len_penalty=0.0)
+    ref = argmax_loop(model, src, max_len)
+    assert hyp.tokens == [r[0] for r in ref]
+    assert hyp.scores == pytest.approx([r[1] for r in ref], abs=1e-4)
+    g = greedy(model, src, max_len)
+    assert g.tokens == hyp.tokens
+
+
+@pytest.mark.parametrize("name", ["transformer-post-sinusoidal", "lstm"])
+@torch.no_grad()
+def test_beam_at_least_as_probable_as_greedy_and_scores_are_true_log_probs(name):
+    model = make(VARIANTS[name])
+    torch.manual_seed(3)
+    src = torch.randint(4, 12, (16, 7))
+    src[:, -1] = 2
+    max_len = max_lengths(src, 1.0, 2)
+    g = greedy(model, src, max_len)
+    b = beam_search(model, src, 5, max_len, len_penalty=0.0, nbest=True)
+    for gs, bs in zip(g.scores, b.scores):
+        assert bs >= gs - 1e-5
+    # every returned score equals the teacher-forced log-probability of the returned sequence
+    for i, (toks, score) in enumerate(zip(b.tokens, b.scores)):
+        tgt_in = torch.tensor([[1] + toks])
+        tgt_out = torch.tensor([toks + [2]])
+        lp = model(src[i: i + 1], tgt_in)
+        assert float(sequence_log_prob(lp, tgt_out)) == pytest.approx(score, abs=1e-4)
+    # n-best lists are sorted, distinct, and respect the length limit
+    for i, entries in enumerate(b.nbest):
+        scores = [s for _, s in entries]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(t) for t, _ in entries}) == len(entries)
+        assert all(len(t) <= int(max_len[i]) for t, _ in entries)
+
+
+@torch.no_grad()
+def test_length_penalty_reranks_by_normalised_score():
+    model = make(VARIANTS["lstm"])
+    src, _ = batch()
+    max_len = max_lengths(src, 1.0, 3)
+    b = beam_search(model, src, 4, max_len, len_penalty=1.0, nbest=True)
+    for entries in b.nbest:
+        norm = [s / (len(t) + 1) for t, s in entries]
+        assert norm == sorted(norm, reverse=True)
