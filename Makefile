@@ -27,6 +27,8 @@ test-slow: venv
 
 bench: venv
 	$(BIN)/python benchmarks/bench_train.py
+	$(BIN)/python benchmarks/bench_compose.py
+	$(BIN)/python benchmarks/bench_lexicon.py
 
 clean:
 	rm -rf $(VENV) runs benchmarks/work

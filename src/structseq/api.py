@@ -112,7 +112,8 @@ class Run:
                         "checkpoint": self.checkpoint, "seed": self.config.train.seed,
                         "source_oov_tokens": oov})
         if write_predictions:
-            path = self.run_dir / "predictions" / f"{Path(split).name}.tsv"
+            label = Path(split).stem if ("/" in split or "." in split) else split  # a file: its stem
+            path = self.run_dir / "predictions" / f"{label}.tsv"
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", newline="") as f:
                 w = csv.writer(f, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
@@ -120,7 +121,7 @@ class Run:
                 for e, h, r in zip(examples, hyp_text, ref_text):
                     w.writerow([e.source_text, r, h, int(h == r), e.category or ""])
             metrics["predictions"] = str(path)
-            (self.run_dir / "predictions" / f"{Path(split).name}.metrics.json").write_text(json.dumps(metrics, indent=1))
+            (self.run_dir / "predictions" / f"{label}.metrics.json").write_text(json.dumps(metrics, indent=1))
         return metrics
 
 

@@ -39,8 +39,17 @@ class DataConfig:
 
 @dataclass
 class HeadConfig:
-    type: str = _f("softmax", "output head: softmax | copy")
+    type: str = _f("softmax", "output head: softmax | copy | lexical (lexical translation, Akyürek & Andreas 2021)")
     dropout: float = _f(0.0, "dropout on the features entering the output layer")
+    gate: str = _f("learned", "copy/lexical gate: learned (paper: sigmoid(w.h)) | copy_token (reference code: the "
+                              "softmax probability of an extra <copy> output)")
+    lexicon: str | None = _f(None, "lexical: a learner (simple | pmi | ibm1 | ibm2 | bayesian), learned from the "
+                                   "training data, or a lexicon JSON file; null = no entries (copy + mutual exclusivity)")
+    lexicon_settings: dict = _f({}, "lexical: keyword arguments of the lexicon learner, e.g. {epsilon: 3}")
+    tau: float = _f(0.0, "lexical: 0 = hard rows (argmax), > 0 = softmax(score / tau)")
+    init: str = _f("frozen", "lexical: frozen (fixed, tau = 0) | soft (fixed, tau > 0) | learned (trainable, "
+                             "initialised from the lexicon) | uniform (trainable, every row uniform)")
+    mutual_exclusivity: bool = _f(True, "lexical: rows without entries spread over the targets no row maps to")
 
 
 @dataclass
@@ -169,6 +178,10 @@ def _check_type(value: Any, hint: Any, key: str) -> Any:
         if not isinstance(value, bool):
             raise ConfigError(f"'{key}' must be true or false, got {value!r}")
         return value
+    if hint is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"'{key}' must be a mapping, got {type(value).__name__} {value!r}")
+        return dict(value)
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"'{key}' must be a string, got {type(value).__name__} {value!r}")

@@ -102,7 +102,7 @@ class Trainer:
             raise StructseqError(f"{self.out} already holds a run; use --resume to continue it or another --out")
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)
-        self.model = build_model(cfg.model, self.data.src_vocab, self.data.tgt_vocab)
+        self.model = build_model(cfg.model, self.data.src_vocab, self.data.tgt_vocab, self.data.train)
         self.optimizer = build_optimizer(cfg.optim, self.model.parameters())
         self.lr_at = lr_multiplier(cfg.optim, cfg.model_dim, cfg.train.max_steps)
         self.progress = Progress()

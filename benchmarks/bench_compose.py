@@ -1,0 +1,194 @@
+"""Degree scoring at the paper's scale: sentences/s and peak memory vs pool size, max n and train size.
+
+The paper scores about 1.3M WMT sentences against IWSLT14 (160k sentences); neither is available here,
+so both are synthesised from the real English data under the data root: the training side from ReaCT
+valid+test, CoGnition valid+test and Tatoeba train; the pool from ReaCT cg_test, CoGnition cg-test,
+Tatoeba dev/test and the Maruf et al. document-level sets, where half of the sentences are real and
+half splice the prefix of one real sentence to the suffix of another (new n-gram junctions, realistic
+lengths and OOV rate). Each measurement runs in a fresh subprocess, so its peak RSS is its own;
+timings include reading the files, building the dictionary and scoring (the CLI's work minus writing).
+
+    .venv/bin/python benchmarks/bench_compose.py            # full sweep, JSON to benchmarks/work/
+    .venv/bin/python benchmarks/bench_compose.py --quick    # small pools, a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+WORK = Path(__file__).resolve().parent / "work"
+TOKEN = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]")
+
+
+def _lines(path: Path, column: int | None = None) -> list[str]:
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        rows = [line.rstrip("\r\n") for line in handle]
+    if column is not None:
+        rows = [row.split("\t")[column] for row in rows]
+    return [" ".join(TOKEN.findall(row.lower())) for row in rows if row.strip() and row.strip() != "<d>"]
+
+
+def material(root: Path) -> tuple[list[str], list[str]]:
+    """(training sentences, pool source sentences) from the real data."""
+    train = []
+    for rel in ("react/raw/valid.en", "react/raw/test.en", "cognition/valid.en", "cognition/test.en"):
+        train += _lines(root / rel)
+    train += _lines(root / "tatoeba_en_zh/train.tsv", 0)
+    pool = []
+    for rel in ("react/raw/cg_test.en", "cognition/cg-test/cg-test.en"):
+        pool += _lines(root / rel)
+    for rel in ("tatoeba_en_zh/dev.tsv", "tatoeba_en_zh/test.tsv"):
+        pool += _lines(root / rel, 0)
+    for path in sorted((root / "doclevel_mt/maruf2019_en_de").glob("*/*_en.txt")):
+        pool += _lines(path)
+    return train, pool
+
+
+def synthesise(base: list[str], size: int, seed: int) -> list[str]:
+    """`size` sentences: half real ones drawn with replacement, half splices of two real ones."""
+    rng = np.random.default_rng(seed)
+    tokens = [s.split() for s in base]
+    first = rng.integers(0, len(base), size)
+    second = rng.integers(0, len(base), size)
+    splice = rng.random(size) < 0.5
+    cut_a, cut_b = rng.random(size), rng.random(size)
+    out = []
+    for i in range(size):
+        a = tokens[first[i]]
+        if not splice[i]:
+            out.append(base[first[i]])
+            continue
+        b = tokens[second[i]]
+        out.append(" ".join(a[: max(1, int(len(a) * cut_a[i]))] + b[int(len(b) * cut_b[i]) :]))
+    return out
+
+
+def prepare(root: Path, sizes: list[int], train_sizes: list[int]) -> dict:
+    WORK.mkdir(parents=True, exist_ok=True)
+    train, pool = material(root)
+    files = {"pool": {}, "train": {}}
+    for size in sizes:
+        path = WORK / f"pool_{size}.txt"
+        if not path.exists():
+            path.write_text("\n".join(synthesise(pool, size, seed=size)) + "\n", encoding="utf-8")
+        files["pool"][size] = str(path)
+    for size in train_sizes:  # None: the real sentences only; larger: padded with splices of them
+        path = WORK / f"train_{size or 'real'}.txt"
+        if not path.exists():
+            rows = train if size is None else train + synthesise(train, size - len(train), seed=7)
+            path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+        files["train"][size] = str(path)
+    files["real_train_sentences"] = len(train)
+    files["real_pool_sentences"] = len(pool)
+    return files
+
+
+def peak_rss_mib() -> float:
+    """VmHWM of this process: unlike ru_maxrss it does not inherit the forking parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def measure_one(train_file: str, pool_file: str, max_n: int | None, explain: bool) -> dict:
+    """One measurement (run in a child process)."""
+    from structseq.compose import NgramDictionary, read_sentences, score_pool
+
+    start = time.perf_counter()
+    train = read_sentences(train_file)
+    dictionary = NgramDictionary.from_corpus(train, max_n=max_n)
+    built = time.perf_counter()
+    pool = read_sentences(pool_file)
+    loaded = time.perf_counter()
+    result = score_pool(dictionary, pool, explain=explain)
+    done = time.perf_counter()
+    scored = np.isfinite(result.degree)
+    return {
+        "pool_sentences": len(pool),
+        "pool_tokens": int(result.lengths.sum()),
+        "train_sentences": len(train),
+        "max_n": max_n,
+        "explain": explain,
+        "atoms_per_n": {str(k): v for k, v in dictionary.sizes().items()},
+        "in_vocabulary": int(scored.sum()),
+        "mean_degree": float(result.degree[scored].mean()),
+        "seconds_dictionary": round(built - start, 3),
+        "seconds_read_pool": round(loaded - built, 3),
+        "seconds_score": round(done - loaded, 3),
+        "seconds_total": round(done - start, 3),
+        "sentences_per_s_score": round(len(pool) / (done - loaded)),
+        "sentences_per_s_total": round(len(pool) / (done - start)),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def run_child(train_file: str, pool_file: str, max_n: int | None, explain: bool) -> dict:
+    command = [sys.executable, __file__, "--one", train_file, pool_file, str(max_n), str(int(explain))]
+    completed = subprocess.run(command, check=True, capture_output=True, text=True)
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small pools only")
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--one", nargs=4, metavar=("TRAIN", "POOL", "MAX_N", "EXPLAIN"), help=argparse.SUPPRESS)
+    parser.add_argument("-o", "--output", default=str(WORK / "bench_compose.json"))
+    args = parser.parse_args()
+    if args.one:
+        train_file, pool_file, max_n, explain = args.one
+        print(json.dumps(measure_one(train_file, pool_file, None if max_n == "None" else int(max_n), explain == "1")))
+        return
+
+    from structseq.paths import data_root
+
+    full = 1_300_000
+    sizes = [20_000, 50_000] if args.quick else [100_000, 300_000, 1_000_000, full]
+    top = sizes[-1]
+    train_sizes = [None] if args.quick else [None, 160_000]
+    files = prepare(data_root(args.data_root), sizes, train_sizes)
+    train_real = files["train"][None]
+    results: dict = {
+        "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version(), "numpy": np.__version__},
+        "data": {"real_train_sentences": files["real_train_sentences"], "real_pool_sentences": files["real_pool_sentences"]},
+        "by_pool_size": [],
+        "by_max_n": [],
+        "by_train_size": [],
+        "explain": None,
+    }
+    for size in sizes:
+        row = run_child(train_real, files["pool"][size], None, False)
+        results["by_pool_size"].append(row)
+        print(f"pool {size:>9}: {row['seconds_total']:6.1f}s total, {row['sentences_per_s_score']:>8} sent/s scoring, {row['peak_rss_mib']} MiB", flush=True)
+    for max_n in [1, 2, 3, 4, 6, None]:
+        row = run_child(train_real, files["pool"][top], max_n, False)
+        results["by_max_n"].append(row)
+        print(f"max_n {str(max_n):>4}: {row['seconds_total']:6.1f}s total, {row['peak_rss_mib']} MiB", flush=True)
+    for size in train_sizes[1:]:
+        row = run_child(files["train"][size], files["pool"][top], None, False)
+        results["by_train_size"].append(row)
+        atoms = row["atoms_per_n"]
+        print(f"train {size:>7}: {row['seconds_total']:6.1f}s total, {sum(atoms.values())} atoms up to n={max(map(int, atoms))}", flush=True)
+    results["explain"] = run_child(train_real, files["pool"][top], None, True)
+    print(f"explain: {results['explain']['seconds_total']:.1f}s, {results['explain']['peak_rss_mib']} MiB", flush=True)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""`structseq compose` commands end to end on toy files (the ensemble is faked)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from structseq.compose import cli
+from structseq.compose.select import read_degree_tsv
+from test_compose_select import toy_corpus
+from test_compose_uncertainty import FakeRun
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def files(tmp_path):
+    train, pool, targets = toy_corpus()
+    (tmp_path / "train.txt").write_text("\n".join(train) + "\n")
+    (tmp_path / "pool.txt").write_text("\n".join(pool) + "\n")
+    (tmp_path / "pool.ref").write_text("\n".join(targets) + "\n")
+    return tmp_path
+
+
+@pytest.fixture
+def fake_ensemble(monkeypatch):
+    loaded = []
+
+    def load(run_dirs):
+        loaded.append([str(p) for p in run_dirs])
+        return [FakeRun(i) for i, _ in enumerate(run_dirs)]
+
+    monkeypatch.setattr(cli, "load_ensemble", load)
+    return loaded
+
+
+def test_degree_command(files):
+    out = files / "scores.tsv"
+    result = runner.invoke(cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "-o", str(out), "--explain"])
+    assert result.exit_code == 0, result.output
+    table = read_degree_tsv(out)
+    assert len(table.sentences) == 300 and table.lines[0] == 1
+    header = out.read_text().splitlines()[0].split("\t")
+    assert header == ["line", "length", "n_oov", "cover_size", "degree", "cover", "sentence"]
+    row = out.read_text().splitlines()[1].split("\t")
+    assert row[5].replace(" | ", " ") == row[6] or row[4] == ""
+    stdout = runner.invoke(cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "--max-n", "2"])
+    assert stdout.exit_code == 0 and stdout.stdout.startswith("line\tlength")
+    missing = runner.invoke(cli.app, ["degree", "--train", str(files / "nope.txt"), "--pool", str(files / "pool.txt")])
+    assert missing.exit_code == 2 and "no such file" in missing.output
+
+
+def test_uncertainty_and_build_commands(files, fake_ensemble):
+    for name in ("seed1", "seed2", "seed3"):
+        (files / "runs" / name).mkdir(parents=True)
+    out = files / "bench"
+    data = ["--train", str(files / "train.txt"), "--pool", str(files / "pool.txt")]
+    sizes = ["-k", "40", "-d", "5", "-r", "20", "-s", "8", "--seed", "1"]
+    result = runner.invoke(cli.app, ["build", *data, *sizes, "-o", str(out), "--ensemble", str(files / "runs" / "seed*"), "--pool-target", str(files / "pool.ref")])
+    assert result.exit_code == 0, result.output
+    assert len(fake_ensemble[-1]) == 3
+    report = json.loads((out / "report.json").read_text())
+    assert report["selection"]["selected"] == 8 and report["config"]["seed"] == 1
+    assert len((out / "test.ref").read_text().splitlines()) == 8
+
+    unc = files / "unc.tsv"
+    result = runner.invoke(cli.app, ["uncertainty", "--ensemble", str(files / "runs" / "seed1"), "--ensemble",
+                                     str(files / "runs" / "seed2"), "--ensemble", str(files / "runs" / "seed3"),
+                                     "--pool", str(out / "candidates.txt"), "-o", str(unc)])
+    assert result.exit_code == 0, result.output
+    assert unc.read_text().splitlines()[0].split("\t") == ["index", "n_rows", "total", "data", "mi", "epkl", "rmi", "source", "hypothesis"]
+    resumed = files / "resumed"
+    result = runner.invoke(cli.app, ["build", *data, *sizes, "-o", str(resumed), "--uncertainty", str(unc)])
+    assert result.exit_code == 0, result.output
+    assert (resumed / "test.src").read_text() == (out / "test.src").read_text()
+
+    too_few = runner.invoke(cli.app, ["build", *data, "-o", str(files / "x"), "-k", "10", "-d", "5", "-r", "20", "-s", "8"])
+    assert too_few.exit_code == 2 and "exceeds candidates" in too_few.output
+    no_match = runner.invoke(cli.app, ["uncertainty", "--ensemble", str(files / "runs" / "none*"), "--pool", str(files / "pool.txt")])
+    assert no_match.exit_code == 2 and "no run directory" in no_match.output
+
+
+def test_stats_and_plot_commands(files):
+    test_a, test_b = files / "a.txt", files / "b.txt"
+    test_a.write_text("w1 w2 w3\nw4 w5\n")
+    test_b.write_text("w1 zz\n")
+    out = files / "stats.json"
+    result = runner.invoke(cli.app, ["stats", "--train", str(files / "train.txt"), "--test", str(test_a), "--test", str(test_b),
+                                     "--tagger", "none", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())
+    assert [r["test"] for r in rows] == [str(test_a), str(test_b)] and rows[1]["with_oov"] == 1
+    tsv = files / "stats.tsv"
+    assert runner.invoke(cli.app, ["stats", "--train", str(files / "train.txt"), "--test", str(test_a), "--tagger", "none", "-o", str(tsv)]).exit_code == 0
+    assert tsv.read_text().startswith("test\texamples\tavg_degree")
+
+    degree = files / "scores.tsv"
+    assert runner.invoke(cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "-o", str(degree)]).exit_code == 0
+    (files / "A.tsv").write_text("".join(f"{i % 7}\n" for i in range(300)))
+    (files / "B.tsv").write_text("line\tscore\n" + "".join(f"{i + 1}\t{i % 5}\n" for i in range(300)))
+    fig, bins = files / "fig.png", files / "bins.tsv"
+    result = runner.invoke(cli.app, ["plot", "--scores", str(files / "A.tsv"), str(files / "B.tsv"), "--degree", str(degree),
+                                     "-o", str(fig), "--bins", "4", "--table", str(bins), "--labels", "new", "old"])
+    assert result.exit_code == 0, result.output
+    assert fig.read_bytes()[:4] == b"\x89PNG" and len(bins.read_text().splitlines()) == 5
+    both = runner.invoke(cli.app, ["plot", "--degree", str(degree), "-o", str(fig)])
+    assert both.exit_code == 2 and "exactly one" in both.output
+
+
+def test_dataset_specs_read_registered_splits(tmp_path):
+    from structseq.compose import read_sentences
+
+    sources, targets = read_sentences("colors:train"), read_sentences("colors:train", side="target")
+    assert len(sources) == len(targets) == 14
+    assert sources[0] == "dax" and targets[0] == "RED"
+    out = tmp_path / "s.json"
+    result = runner.invoke(cli.app, ["stats", "--train", "colors:train", "--test", "colors:test", "--tagger", "none", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())[0]["examples"] == 10

@@ -1,0 +1,70 @@
+"""`structseq lexicon learn/show/plot` through typer's test runner."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from structseq.lexicon import Lexicon
+from structseq.lexicon.cli import app
+
+runner = CliRunner()
+COLORS = [("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW"), ("lug fep", "BLUE BLUE BLUE"),
+          ("dax fep", "RED RED RED"), ("lug blicket wif", "BLUE GREEN BLUE"), ("wif blicket dax", "GREEN RED GREEN"),
+          ("lug kiki wif", "GREEN BLUE"), ("dax kiki lug", "BLUE RED")]
+
+
+@pytest.fixture
+def tsv(tmp_path):
+    path = tmp_path / "colors.tsv"
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in COLORS), encoding="utf-8")
+    return path
+
+
+def test_learn_show_plot(tmp_path, tsv):
+    out = tmp_path / "lex.json"
+    res = runner.invoke(app, ["learn", str(tsv), "--method", "simple", "--epsilon", "3", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    lex = Lexicon.load(out)
+    assert lex.best() == {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
+    assert lex.settings["epsilon"] == 3 and lex.settings["data"] == str(tsv)
+
+    res = runner.invoke(app, ["show", str(out), "--plain"])
+    assert res.exit_code == 0 and "dax\tRED\t" in res.output
+    res = runner.invoke(app, ["show", str(out)])
+    assert res.exit_code == 0 and "simple lexicon" in res.output
+
+    png = tmp_path / "lexicon.png"
+    res = runner.invoke(app, ["plot", str(out), "-o", str(png), "--tau", "0.1"])
+    assert res.exit_code == 0, res.output
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_learn_named_dataset_prints_a_table():
+    res = runner.invoke(app, ["learn", "colors", "-m", "ibm1"])
+    assert res.exit_code == 0, res.output
+    assert "ibm1 lexicon" in res.output and "YELLOW" in res.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["learn", "{tsv}", "-m", "giza"], "unknown lexicon method 'giza'; choices: simple, pmi, ibm1, ibm2, bayesian"),
+    (["learn", "{tsv}", "-m", "ibm2", "--epsilon", "2"], "--epsilon does not apply to method 'ibm2'"),
+    (["learn", "{tsv}", "-m", "simple", "--rule", "loose"], "rule must be one of"),
+    (["learn", "no-such-dataset"], "unknown dataset 'no-such-dataset'"),
+    (["show", "{missing}"], "lexicon file not found"),
+    (["plot", "{bad}"], "not valid JSON"),
+])
+def test_errors_are_one_line_and_exit_2(tmp_path, tsv, args, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    args = [a.format(tsv=tsv, missing=tmp_path / "missing.json", bad=bad) for a in args]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2
+    assert message in res.output
+
+
+def test_bad_tsv_line_is_named(tmp_path):
+    path = tmp_path / "broken.tsv"
+    path.write_text("dax\tRED\nlug BLUE\n")
+    res = runner.invoke(app, ["learn", str(path)])
+    assert res.exit_code == 2 and f"{path}:2:" in res.output
