@@ -173,15 +173,16 @@ FAIRSEQ_OPTIM = {"optimizer": "adamw", "betas": [0.9, 0.98], "eps": 1e-8, "lr": 
                  "warmup": 4000, "weight_decay": 1e-4, "label_smoothing": 0.1, "clip_norm": 0.0}
 
 
-def cfg(dataset: str, model: dict, optim: dict, seed: int = 1) -> str:
-    return json.dumps({"data": {"dataset": dataset, "valid_fraction": 0.001}, "model": model,
+def cfg(dataset: str, valid: str, model: dict, optim: dict, seed: int = 1) -> str:
+    # an explicit validation split keeps every training example (batch plans index the whole file)
+    return json.dumps({"data": {"dataset": dataset, "valid": valid}, "model": model,
                        "optim": optim, "train": {"seed": seed, "max_steps": 10 ** 6, "valid_every": 0}})
 
 
 def section_models(args) -> dict:
     out = {}
-    t_cfg = cfg("cogs", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": 4096})
-    l_cfg = cfg("cogs", LSTM, {"optimizer": "adam", "betas": [0.9, 0.998], "lr": 1.0, "schedule": "noam",
+    t_cfg = cfg("cogs", "dev", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": 4096})
+    l_cfg = cfg("cogs", "dev", LSTM, {"optimizer": "adam", "betas": [0.9, 0.998], "lr": 1.0, "schedule": "noam",
                                "warmup": 4000, "clip_norm": 5.0, "max_tokens": None, "batch_size": 128})
     for name, c in (("transformer_6+6_d512", t_cfg), ("lstm_2x512", l_cfg)):
         tr = run_worker("train", c, args.threads, args.updates, args.warmup, None, threads=args.threads)
@@ -202,7 +203,7 @@ def section_fairseq(args) -> dict:
     plan_path = WORK / f"fairseq_batches_mt{args.max_tokens}_seed1.json"
     if not plan_path.exists():
         plan_path.write_text(json.dumps(fb.fairseq_batches(args.max_tokens, 1)))
-    ours_cfg = cfg("scan-simple", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": args.max_tokens})
+    ours_cfg = cfg("scan-simple", "test", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": args.max_tokens})
     runs = {"fairseq": [], "structseq": []}
     for r in range(args.repeats):
         f = fb.run_fairseq(args.updates, args.max_tokens, 1, args.threads, warmup=args.warmup)

@@ -4,8 +4,8 @@
         --seeds 1 2 3 --out results/foundation.jsonl --runs runs/repro --jobs 2
 
 Each record has the config, seed, split, every metric, the training wall time and the machine. A run
-whose directory already holds a finished training is evaluated again without retraining, and an
-interrupted one resumes from its last checkpoint, so the script can be restarted at any time.
+already recorded in the results file is skipped, a finished training is evaluated without retraining,
+and an interrupted one resumes from its last checkpoint, so the script can be restarted at any time.
 """
 
 from __future__ import annotations
@@ -64,7 +64,13 @@ def main(argv=None) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[])
     a = p.parse_args(argv)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    jobs = [(c, s) for c in a.configs for s in a.seeds]
+    done = set()
+    if Path(a.out).exists():  # restartable: skip (config, seed) pairs already recorded
+        for line in open(a.out):
+            if line.strip():
+                r = json.loads(line)
+                done.add((r["config"], r["seed"]))
+    jobs = [(c, s) for c in a.configs for s in a.seeds if (c, s) not in done]
     with ProcessPoolExecutor(a.jobs) as pool:
         futures = [pool.submit(one, c, s, a.runs, a.out, a.overrides) for c, s in jobs]
         for f in futures:

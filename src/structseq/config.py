@@ -78,6 +78,8 @@ class LSTMConfig:
     hidden_dim: int = _f(512, "LSTM width")
     layers: int = _f(2, "LSTM depth (encoder and decoder)")
     dropout: float = _f(0.4, "dropout on embeddings, between layers and on the combined vector")
+    combine_feed: bool = _f(False, "combined vector from [embedding; previous combined vector; h; context] "
+                                   "(the reference code of Akyürek & Andreas 2021) instead of [embedding; h; context]")
     head: HeadConfig = field(default_factory=HeadConfig, metadata={"help": "output head"})
 
 
@@ -141,6 +143,14 @@ class Config:
 
 # ---------------------------------------------------------------- validation
 
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_type(value: Any, hint: Any, key: str) -> Any:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -162,11 +172,8 @@ def _check_type(value: Any, hint: Any, key: str) -> Any:
         (item,) = typing.get_args(hint)
         return [_check_type(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
     if hint is float:
-        if isinstance(value, str):  # PyYAML reads `5e-4` (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
+        if isinstance(value, str) and _is_float(value):  # PyYAML reads `5e-4` (no dot) as a string
+            return float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"'{key}' must be a number, got {type(value).__name__} {value!r}")
         return float(value)

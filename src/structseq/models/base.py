@@ -11,6 +11,7 @@ States are nested dicts/lists/tuples of tensors whose first dimension is the bat
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from typing import Any
 
@@ -31,22 +32,26 @@ def map_state(state: Any, fn: Callable[[Tensor], Tensor]) -> Any:
     return state
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(nn.Module, abc.ABC):
     """Base class: subclasses implement encode / init_state / step / forward."""
 
     pad: int = 0
 
+    @abc.abstractmethod
     def encode(self, src: Tensor) -> State:
-        raise NotImplementedError
+        """Source-only computation, done once per batch."""
 
+    @abc.abstractmethod
     def init_state(self, enc: State) -> State:
-        raise NotImplementedError
+        """Decoder state before the first target token."""
 
+    @abc.abstractmethod
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
-        raise NotImplementedError
+        """Log-probabilities (B, V) of the next token given the previous one (B,), and the new state."""
 
+    @abc.abstractmethod
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        raise NotImplementedError
+        """Teacher-forced log-probabilities (B, T, V)."""
 
     @torch.no_grad()
     def incremental_log_probs(self, src: Tensor, tgt_in: Tensor) -> Tensor:

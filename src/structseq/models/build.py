@@ -2,26 +2,68 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from torch import nn
 
 from structseq.config import HeadConfig, LSTMConfig, TransformerConfig
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
-from structseq.models.heads import HEADS, CopyHead, SoftmaxHead, shared_token_map
+from structseq.lexicon import LEARNERS, Lexicon
+from structseq.lexicon import learn as learn_lexicon
+from structseq.models.heads import GATES, HEADS, INITS, CopyHead, LexicalHead, SoftmaxHead, shared_token_map
+from structseq.models.lexical import LexiconRows, lexicon_rows
 from structseq.models.lstm import LSTMSeq2Seq
 from structseq.models.transformer import TransformerDecoder, TransformerEncoder, TransformerSeq2Seq
 from structseq.nn.layers import DecoderLayer, EncoderLayer, TokenEmbedding
 
 
-def build_head(cfg: HeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab) -> nn.Module:
+def build_head(cfg: HeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab,
+               train_examples: Sequence | None = None) -> nn.Module:
+    """`train_examples` (the training pairs) resolve a lexical head's lexicon; without them (loading a
+    checkpoint, or checking a config) L is a placeholder of the right shape that `load_state_dict` fills."""
     if cfg.type not in HEADS:
         raise ConfigError(f"'model.head.type': unknown head '{cfg.type}'; choices: {', '.join(HEADS)}")
+    if cfg.type in ("copy", "lexical") and cfg.gate not in GATES:
+        raise ConfigError(f"'model.head.gate' must be one of {', '.join(GATES)}, not '{cfg.gate}'")
     if cfg.type == "copy":
-        return CopyHead(d_model, len(tgt_vocab), shared_token_map(src_vocab, tgt_vocab), cfg.dropout)
+        return CopyHead(d_model, len(tgt_vocab), shared_token_map(src_vocab, tgt_vocab), cfg.dropout, cfg.gate)
+    if cfg.type == "lexical":
+        return build_lexical_head(cfg, d_model, src_vocab, tgt_vocab, train_examples)
     return SoftmaxHead(d_model, len(tgt_vocab), cfg.dropout)
 
 
-def build_transformer(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> TransformerSeq2Seq:
+def resolve_lexicon(cfg: HeadConfig, train_examples: Sequence) -> Lexicon | None:
+    """The configured lexicon: learned from the training pairs (a method name) or read from a file."""
+    if cfg.lexicon is None:
+        return None
+    if cfg.lexicon in LEARNERS:
+        return learn_lexicon(train_examples, cfg.lexicon, **cfg.lexicon_settings)
+    if not Path(cfg.lexicon).is_file():
+        raise ConfigError(f"'model.head.lexicon': '{cfg.lexicon}' is neither a lexicon file nor a method "
+                          f"({', '.join(LEARNERS)})")
+    return Lexicon.load(cfg.lexicon)
+
+
+def build_lexical_head(cfg: HeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab,
+                       train_examples: Sequence | None = None) -> LexicalHead:
+    if cfg.init not in INITS:
+        raise ConfigError(f"'model.head.init' must be one of {', '.join(INITS)}, not '{cfg.init}'")
+    if cfg.tau < 0 or (cfg.init == "frozen" and cfg.tau != 0) or (cfg.init == "soft" and cfg.tau <= 0):
+        raise ConfigError(f"'model.head.tau' = {cfg.tau} does not fit init '{cfg.init}': frozen is the hard "
+                          "lexicon (tau 0), soft needs tau > 0, learned takes either")
+    if cfg.init == "uniform":
+        rows = LexiconRows.uniform(len(src_vocab), len(tgt_vocab))
+    else:
+        lexicon = resolve_lexicon(cfg, train_examples) if train_examples is not None else None
+        rows = lexicon_rows(lexicon, src_vocab, tgt_vocab, cfg.tau, cfg.mutual_exclusivity)
+    return LexicalHead(d_model, len(tgt_vocab), rows, gate=cfg.gate, learn=cfg.init in ("learned", "uniform"),
+                       dropout=cfg.dropout)
+
+
+def build_transformer(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab,
+                      train_examples: Sequence | None = None) -> TransformerSeq2Seq:
     if cfg.positions not in ("sinusoidal", "relative"):
         raise ConfigError(f"'model.positions' must be sinusoidal or relative, got '{cfg.positions}'")
     relative = cfg.max_relative if cfg.positions == "relative" else None
@@ -40,24 +82,26 @@ def build_transformer(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab
     norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.norm_first else (lambda: None)
     encoder = TransformerEncoder(src_embed, [EncoderLayer(**layer_args) for _ in range(cfg.encoder_layers)], norm())
     decoder = TransformerDecoder(tgt_embed, [DecoderLayer(**layer_args) for _ in range(cfg.decoder_layers)], norm())
-    head = build_head(cfg.head, cfg.d_model, src_vocab, tgt_vocab)
+    head = build_head(cfg.head, cfg.d_model, src_vocab, tgt_vocab, train_examples)
     if cfg.share_decoder_embeddings or cfg.share_all_embeddings:
-        write = head.write if isinstance(head, CopyHead) else head
+        write = head.write if isinstance(head, LexicalHead) else head
         assert isinstance(write, SoftmaxHead)
         write.proj.weight = tgt_embed.embed.weight
     return TransformerSeq2Seq(encoder, decoder, head)
 
 
-def build_lstm(cfg: LSTMConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> LSTMSeq2Seq:
-    head = build_head(cfg.head, cfg.hidden_dim, src_vocab, tgt_vocab)
+def build_lstm(cfg: LSTMConfig, src_vocab: Vocab, tgt_vocab: Vocab,
+               train_examples: Sequence | None = None) -> LSTMSeq2Seq:
+    head = build_head(cfg.head, cfg.hidden_dim, src_vocab, tgt_vocab, train_examples)
     return LSTMSeq2Seq(len(src_vocab), len(tgt_vocab), head, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim,
-                       layers=cfg.layers, dropout=cfg.dropout)
+                       layers=cfg.layers, dropout=cfg.dropout, combine_feed=cfg.combine_feed)
 
 
 BUILDERS = {"transformer": build_transformer, "lstm": build_lstm}
 
 
-def build_model(cfg, src_vocab: Vocab, tgt_vocab: Vocab) -> nn.Module:
+def build_model(cfg, src_vocab: Vocab, tgt_vocab: Vocab, train_examples: Sequence | None = None) -> nn.Module:
+    """`train_examples`: the training pairs, needed when the head learns a lexicon from them (see build_head)."""
     if cfg.arch not in BUILDERS:
         raise ConfigError(f"'model.arch': unknown model '{cfg.arch}'; choices: {', '.join(BUILDERS)}")
-    return BUILDERS[cfg.arch](cfg, src_vocab, tgt_vocab)
+    return BUILDERS[cfg.arch](cfg, src_vocab, tgt_vocab, train_examples)

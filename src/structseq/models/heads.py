@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from structseq.data.vocab import Vocab
+from structseq.models.lexical import LexiconRows
 
 TINY = 1e-30  # floor for probabilities before log: keeps log(0) out of mixtures
 
@@ -38,35 +39,103 @@ def mix_log_probs(log_write: Tensor, source_dist: Tensor, gate_logit: Tensor) ->
 
 
 def shared_token_map(src_vocab: Vocab, tgt_vocab: Vocab) -> Tensor:
-    """For each source id, the target id of the same string (</s> -> </s>); <unk> if none."""
-    m = torch.full((len(src_vocab),), tgt_vocab.unk, dtype=torch.long)
+    """For each source id, the target id of the same string (</s> -> </s>); `len(tgt_vocab)` (the lexical
+    head's "no translation" column) if none."""
+    m = torch.full((len(src_vocab),), len(tgt_vocab), dtype=torch.long)
     for i, tok in enumerate(src_vocab.itos):
         if tok in tgt_vocab:
             m[i] = tgt_vocab.stoi[tok]
-    m[src_vocab.pad] = tgt_vocab.pad
     return m
 
 
-class CopyHead(nn.Module):
-    """Pointer-generator: p = (1 - g) softmax(W h) + g sum_j alpha_j [y = x_j], g = sigmoid(w.h)."""
+GATES = ("learned", "copy_token")
+INITS = ("frozen", "soft", "learned", "uniform")
+EPS = 1e-7  # floor of a learned lexicon's initial probabilities (as in the reference code): keeps log finite
+
+
+class LexicalHead(nn.Module):
+    """Lexical translation (Akyürek & Andreas 2021): p(w) = (1 - g) p_write(w) + g sum_j alpha_j L[x_j, w].
+
+    `rows` gives L (see `structseq.models.lexical`) with one extra column, "no translation": the mass
+    g sum_j alpha_j L[x_j, none] is dropped and the rest renormalised, so attending to a token without a
+    translation defers to p_write (the reference code does the same by sending such rows to <pad> and
+    masking <pad> out of the output). `learn=False` keeps L as buffers (in the state dict, no gradient);
+    `learn=True` makes it a dense parameter of log-probabilities, softmaxed per row.
+    The gate: "learned" is the paper's g = sigmoid(w . h); "copy_token" is the reference code's reserved
+    <copy> output whose softmax probability is g and is then removed: here one extra logit c . h beside
+    the V output logits (a separate row, so those can still be tied to the embeddings), i.e.
+    g = softmax([W h; c . h])[V], gate logit c . h - logsumexp(W h).
+    """
 
     needs_attention = True
 
-    def __init__(self, d_model: int, vocab_size: int, src_to_tgt: Tensor, dropout: float = 0.0):
+    def __init__(self, d_model: int, vocab_size: int, rows: LexiconRows, *, gate: str = "learned",
+                 learn: bool = False, dropout: float = 0.0):
         super().__init__()
+        if gate not in GATES:
+            raise ValueError(f"gate must be one of {', '.join(GATES)}, not {gate!r}")
         self.write = SoftmaxHead(d_model, vocab_size, dropout)
         self.gate = nn.Linear(d_model, 1)
-        self.register_buffer("src_to_tgt", src_to_tgt)
-        self.vocab_size = vocab_size
+        self.gate_type, self.vocab_size = gate, vocab_size
+        if learn:
+            self.log_table = nn.Parameter(rows.dense().clamp_min(EPS).log())
+        else:
+            self.register_buffer("index", rows.index)
+            self.register_buffer("weight", rows.weight)
+            self.register_buffer("me_row", rows.me_row)
+            self.register_buffer("me_dist", rows.me_dist)
+
+    @property
+    def trainable_lexicon(self) -> bool:
+        return hasattr(self, "log_table")
+
+    def matrix(self) -> Tensor:
+        """The dense L (V_x, V_y + 1), rows summing to 1; the last column is "no translation"."""
+        if self.trainable_lexicon:
+            return self.log_table.softmax(-1)
+        return LexiconRows(self.index, self.weight, self.me_row, self.me_dist).dense()
 
     def source_distribution(self, attn: Tensor, src: Tensor) -> Tensor:
-        """Scatter attention mass onto the target ids of the attended source tokens: (B, T, V)."""
+        """sum_j alpha_tj L[x_j]: (B, T, V + 1), the last column the mass of untranslatable positions."""
+        if self.trainable_lexicon:
+            return torch.bmm(attn, self.log_table.softmax(-1)[src])
         B, T, S = attn.shape
-        index = self.src_to_tgt[src][:, None, :].expand(B, T, S)
-        return attn.new_zeros(B, T, self.vocab_size).scatter_add_(2, index, attn)
+        K = self.index.shape[1]
+        index = self.index[src][:, None].expand(B, T, S, K).reshape(B, T, S * K)
+        values = (attn[..., None] * self.weight[src][:, None]).reshape(B, T, S * K)
+        out = attn.new_zeros(B, T, self.vocab_size + 1).scatter_add_(2, index, values)
+        return out + (attn * self.me_row[src][:, None]).sum(-1, keepdim=True) * self.me_dist
 
     def forward(self, features: Tensor, attn: Tensor, src: Tensor) -> Tensor:
-        return mix_log_probs(self.write(features), self.source_distribution(attn, src), self.gate(features))
+        h = F.dropout(features, self.write.dropout, self.training)
+        logits = self.write.proj(h)
+        if self.gate_type == "copy_token":
+            gate_logit = self.gate(h) - logits.logsumexp(-1, keepdim=True)
+        else:
+            gate_logit = self.gate(features)
+        lex = self.source_distribution(attn, src)[..., :-1]
+        mixed = mix_log_probs(logits.log_softmax(-1), lex, gate_logit)
+        # drop the untranslatable mass g * L[., null] and renormalise: divide by (1 - g) + g * sum(lex)
+        kept = torch.logaddexp(F.logsigmoid(-gate_logit), F.logsigmoid(gate_logit) + lex.sum(-1, keepdim=True).clamp_min(TINY).log())
+        return mixed - kept
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # K (targets per row) depends on the lexicon, which a model built only to load a checkpoint lacks.
+        for name in ("index", "weight"):
+            saved = state_dict.get(prefix + name)
+            if saved is not None and name in self._buffers and saved.shape != self._buffers[name].shape:
+                self._buffers[name] = torch.empty_like(saved)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
-HEADS = {"softmax": SoftmaxHead, "copy": CopyHead}
+class CopyHead(LexicalHead):
+    """Pointer-generator: the lexical head with L = I over the tokens both vocabularies share (an empty
+    lexicon without mutual exclusivity); attention on other source tokens defers to p_write."""
+
+    def __init__(self, d_model: int, vocab_size: int, src_to_tgt: Tensor, dropout: float = 0.0,
+                 gate: str = "learned"):
+        super().__init__(d_model, vocab_size, LexiconRows.from_map(src_to_tgt, vocab_size), gate=gate,
+                         dropout=dropout)
+
+
+HEADS = {"softmax": SoftmaxHead, "copy": CopyHead, "lexical": LexicalHead}

@@ -75,13 +75,16 @@ class MultiheadAttention(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         B, Tq, D = query.shape
-        q = self._heads(self.q_proj(query))  # (B, H, Tq, dh)
-        if static_kv is not None:
-            k, v = static_kv
+        if static_kv is None and key is None and value is None:
+            # self-attention: one (D, 3D) GEMM instead of three (D, D) ones, same result
+            weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+            bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+            q, k, v = (self._heads(t) for t in F.linear(query, weight, bias).chunk(3, dim=-1))
         else:
-            k, v = self.project_kv(query if key is None else key, query if value is None else value)
-            if past_kv is not None:
-                k, v = torch.cat([past_kv[0], k], 2), torch.cat([past_kv[1], v], 2)
+            q = self._heads(self.q_proj(query))  # (B, H, Tq, dh)
+            k, v = static_kv if static_kv is not None else self.project_kv(key, value)
+        if past_kv is not None:
+            k, v = torch.cat([past_kv[0], k], 2), torch.cat([past_kv[1], v], 2)
         Tk = k.shape[2]
         offset = Tk - Tq if past_kv is not None else 0  # absolute position of the first query
 

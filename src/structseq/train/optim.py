@@ -11,8 +11,8 @@ from structseq.errors import ConfigError
 
 
 def build_optimizer(cfg: OptimConfig, params) -> torch.optim.Optimizer:
-    # foreach: one fused multi-tensor update instead of a Python loop over parameters (also on CPU)
-    kw = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, foreach=True)
+    # fused: one pass over each parameter's memory per update instead of a Python loop of small ops
+    kw = dict(lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, fused=True)
     if cfg.optimizer == "adam":
         return torch.optim.Adam(params, **kw)
     if cfg.optimizer == "adamw":
