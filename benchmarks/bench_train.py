@@ -104,9 +104,11 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: s
         times.append(time.perf_counter() - t)
         tokens.append(ntok)
     m_t, m_tok = sum(times[warmup:]), sum(tokens[warmup:])
+    peak = worker_matmul(threads)["gflops_best"] * 1e9  # same process, same threads, right after training
     return {"updates": updates, "warmup": warmup, "measured_s": m_t, "target_tokens": m_tok,
             "tokens_per_s": m_tok / m_t, "s_per_update": m_t / (updates - warmup),
             "flops_per_update_counted": flops, "model_flops_per_s": flops * (updates - warmup) / m_t,
+            "matmul_flops_per_s_same_process": peak, "mfu": flops * (updates - warmup) / m_t / peak,
             "peak_rss_mb": _rss_mb(), "rss_before_training_mb": base_rss,
             "parameters": trainer.model.num_parameters()}
 
@@ -186,7 +188,6 @@ def section_models(args) -> dict:
                                "warmup": 4000, "clip_norm": 5.0, "max_tokens": None, "batch_size": 128})
     for name, c in (("transformer_6+6_d512", t_cfg), ("lstm_2x512", l_cfg)):
         tr = run_worker("train", c, args.threads, args.updates, args.warmup, None, threads=args.threads)
-        tr["mfu"] = tr["model_flops_per_s"] / (args.matmul["gflops_best"] * 1e9)
         dec = {f"beam{k}": run_worker("decode", c, args.threads, args.decode_sentences, k, 30, threads=args.threads)
                for k in (1, 5)}
         out[name] = {"train": tr, "decode": dec}
@@ -212,12 +213,21 @@ def section_fairseq(args) -> dict:
         runs["structseq"].append(o)
         print(f"round {r + 1}: fairseq {_tps(runs['fairseq'][-1]):.0f} tok/s, structseq {o['tokens_per_s']:.0f} tok/s",
               file=sys.stderr)
-    med_f = statistics.median(_tps(x) for x in runs["fairseq"])
-    med_o = statistics.median(x["tokens_per_s"] for x in runs["structseq"])
     return {"updates": args.updates, "warmup_excluded": args.warmup, "max_tokens": args.max_tokens,
             "threads": args.threads, "data": "SCAN simple train, fairseq's own batches for both systems",
-            "median_target_tokens_per_s": {"fairseq": med_f, "structseq": med_o}, "ratio_structseq_over_fairseq": med_o / med_f,
-            "runs": runs}
+            **summarise_fairseq(runs), "runs": runs}
+
+
+def summarise_fairseq(runs: dict) -> dict:
+    """Medians per system, and the median of per-round ratios: each round runs A then B back to back, so
+    its ratio cancels the slow drift of this machine's speed better than a ratio of medians."""
+    f = [_tps(x) for x in runs["fairseq"]]
+    o = [x["tokens_per_s"] for x in runs["structseq"]]
+    rounds = [b / a for a, b in zip(f, o)]
+    return {"median_target_tokens_per_s": {"fairseq": statistics.median(f), "structseq": statistics.median(o)},
+            "round_ratios_structseq_over_fairseq": rounds,
+            "ratio_structseq_over_fairseq_median_of_rounds": statistics.median(rounds),
+            "ratio_of_medians": statistics.median(o) / statistics.median(f)}
 
 
 def _tps(fairseq_result: dict) -> float:
