@@ -119,10 +119,11 @@ def test_copy_head_with_gate_one_is_the_attention_distribution():
     src = torch.tensor([[VOCAB.stoi["a"], VOCAB.stoi["b"], VOCAB.stoi["c"], VOCAB.eos]])
     attn = torch.tensor([[[0.5, 0.25, 0.125, 0.125]]])
     p = head(torch.randn(1, 1, 6), attn, src).exp()[0, 0]
-    assert p[TVOCAB.stoi["a"]] == pytest.approx(0.5, abs=1e-6)
-    assert p[TVOCAB.stoi["b"]] == pytest.approx(0.25, abs=1e-6)
-    assert p[TVOCAB.unk] == pytest.approx(0.125, abs=1e-6)  # "c" has no target counterpart
-    assert p[TVOCAB.eos] == pytest.approx(0.125, abs=1e-6)  # the source end marker copies to </s>
+    # "c" has no target counterpart: its attention mass is dropped and the rest renormalised
+    assert p[TVOCAB.stoi["a"]] == pytest.approx(0.5 / 0.875, abs=1e-6)
+    assert p[TVOCAB.stoi["b"]] == pytest.approx(0.25 / 0.875, abs=1e-6)
+    assert p[TVOCAB.unk] == pytest.approx(0.0, abs=1e-6)
+    assert p[TVOCAB.eos] == pytest.approx(0.125 / 0.875, abs=1e-6)  # the source end marker copies to </s>
     assert float(p.sum()) == pytest.approx(1.0, abs=1e-6)
 
 
