@@ -165,7 +165,7 @@ def render(table: str, datasets: list[str], cells: dict, budget: str) -> tuple[s
                 sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
                 ours = f"{statistics.mean(vals):.{digits}f} ± {sd:.{digits}f} (n={len(vals)})"
             p = paper[columns.index(c)]
-            row += [ours, "-" if p is None else str(p)]
+            row += [ours, "-" if p is None else p if isinstance(p, str) else f"{p:.2f}"]
             rec["cells"][c] = {"ours": vals, "paper": p}
         lines.append("| " + " | ".join(row) + " |")
         data["rows"].append(rec)
