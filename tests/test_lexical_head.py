@@ -46,7 +46,7 @@ def test_hard_rows_ties_identity_fallback_specials_and_mutual_exclusivity():
     for tok in ("<pad>", "<s>", "</s>", "<unk>"):
         assert L[SRC.stoi[tok], TGT.stoi[tok]] == 1.0  # specials map to themselves
     assert L[SRC.stoi["a"], TGT.stoi["A"]] == 1.0  # tau = 0: argmax
-    assert L[SRC.stoi["b"]][ids(TGT, "A", "B")].tolist() == [0.5, 0.5]  # a tie stays uniform
+    assert L[SRC.stoi["b"]][ids(TGT, "A", "B")].tolist() == [1.0, 0.0]  # a tie: the first (Lexicon.best())
     assert L[SRC.stoi["same"], TGT.stoi["same"]] == 1.0  # no entry, shared string: copy
     # c (its only target is unknown), d and e have no entries: mutual exclusivity over X and Y,
     # the outputs no row maps to
@@ -262,3 +262,17 @@ def test_lexical_translation_generalises_on_colors_where_the_plain_lstm_does_not
     plain = colors_test_exact_match("lstm.yaml", tmp_path / "plain", ["model.combine_feed=true"])
     assert lexical >= 0.7, lexical
     assert plain <= 0.3, plain
+
+
+def test_demo_trains_both_lstms_and_prints_the_lexicon(tmp_path):
+    from rich.console import Console
+
+    from structseq.demo import run_demo
+
+    console = Console(record=True, width=120)
+    rows = run_demo(tmp_path, steps=3, console=console)
+    assert [r["config"] for r in rows] == ["colors/lstm.yaml", "colors/lstm-lex-simple.yaml", "colors/transformer.yaml"]
+    text = console.export_text()
+    assert "Lexicon learned from the training pairs" in text
+    for word, colour in (("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW")):
+        assert any(word in line and colour in line for line in text.splitlines())

@@ -44,7 +44,8 @@ class HeadConfig:
     gate: str = _f("learned", "copy/lexical gate: learned (paper: sigmoid(w.h)) | copy_token (reference code: the "
                               "softmax probability of an extra <copy> output)")
     lexicon: str | None = _f(None, "lexical: a learner (simple | pmi | ibm1 | ibm2 | bayesian), learned from the "
-                                   "training data, or a lexicon JSON file; null = no entries (copy + mutual exclusivity)")
+                                   "training data, or a lexicon JSON file; null = no entries (copy + mutual "
+                                   "exclusivity)")
     lexicon_settings: dict = _f({}, "lexical: keyword arguments of the lexicon learner, e.g. {epsilon: 3}")
     tau: float = _f(0.0, "lexical: 0 = hard rows (argmax), > 0 = softmax(score / tau)")
     init: str = _f("frozen", "lexical: frozen (fixed, tau = 0) | soft (fixed, tau > 0) | learned (trainable, "

@@ -40,7 +40,9 @@ def run_demo(out: str | Path = "runs/demo", steps: int | None = None, seed: int 
             import shutil
 
             shutil.rmtree(run_dir)
-        extra = [f"train.max_steps={steps}", f"train.valid_every={steps}"] if steps else []
+        # One thread: these models are small, and two threads on a 2-core machine whose other core is busy
+        # spin-wait so much that a run takes minutes instead of about one.
+        extra = ["train.threads=1"] + ([f"train.max_steps={steps}", f"train.valid_every={steps}"] if steps else [])
         console.print(f"[bold]training[/] {label} ({config}) -> {run_dir}")
         t0 = time.time()
         api.train(CONFIG_DIR / config, run_dir, overrides=overrides + extra, seed=seed, show_progress=True)

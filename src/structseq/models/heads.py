@@ -115,8 +115,9 @@ class LexicalHead(nn.Module):
             gate_logit = self.gate(features)
         lex = self.source_distribution(attn, src)[..., :-1]
         mixed = mix_log_probs(logits.log_softmax(-1), lex, gate_logit)
-        # drop the untranslatable mass g * L[., null] and renormalise: divide by (1 - g) + g * sum(lex)
-        kept = torch.logaddexp(F.logsigmoid(-gate_logit), F.logsigmoid(gate_logit) + lex.sum(-1, keepdim=True).clamp_min(TINY).log())
+        # drop the untranslatable mass g * L[., none] and renormalise: divide by (1 - g) + g * sum(lex)
+        translated = lex.sum(-1, keepdim=True).clamp_min(TINY).log()
+        kept = torch.logaddexp(F.logsigmoid(-gate_logit), F.logsigmoid(gate_logit) + translated)
         return mixed - kept
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):

@@ -10,10 +10,10 @@ section 3, and their reference code):
    to the source `</s>` can therefore emit `</s>` through the lexicon.
 2. Mutual exclusivity: a row that is still empty is spread uniformly over the output tokens that no
    row maps to (when there are any).
-3. `tau = 0`: each row is uniform over its highest-scoring targets (one-hot unless scores tie: the
-   tau -> 0 limit of the soft rows); `tau > 0`: softmax(score / tau) over the row's targets. Scores are
-   in the lexicon's own units (counts for simple and IBM, log-ratios for PMI, posterior frequencies for
-   the Bayesian learner), so the paper's tau = 0.1 on counts is the reference code's 0.2 on 2 x counts.
+3. `tau = 0`: each row is one-hot on its highest-scoring target (ties: the alphabetically first, as
+   `Lexicon.best()`); `tau > 0`: softmax(score / tau) over the row's targets. Scores are in the
+   lexicon's own units (counts for simple and IBM, log-ratios for PMI, posterior frequencies for the
+   Bayesian learner), so the paper's tau = 0.1 on counts is the reference code's 0.2 on 2 x counts.
 4. Rows that are empty even then go to "no translation".
 
 Where the reference code differs: it scores the identity 1 and entries 2 x count in one dense row and
@@ -21,11 +21,12 @@ takes the softmax over all |V_y| columns (absent cells score 0), so its soft row
 every target; its hard rows take `argmax`, which sends a mutual-exclusivity row (uniform) to the first
 unmapped target and an all-zero row to <pad> (masked out of the output, i.e. our "no translation").
 Here the identity is only the fallback of a row without entries, rows are supported on their own
-targets, and ties stay uniform.
+targets, and mutual-exclusivity rows stay uniform.
 
 L is stored sparsely, `L = P + m u^T`: P has K (target id, weight) pairs per row, m marks the
 mutual-exclusivity rows and u is their shared distribution. That keeps vocabularies like Tatoeba's
-(6670 x 11358) small; a learned lexicon needs the dense matrix anyway (`LexiconRows.dense`).
+(6670 x 11358) small; K is 1 for hard rows but can reach |V_y| for soft PMI rows, whose head then costs
+B x T x S x K per batch. A learned lexicon is the dense matrix (`LexiconRows.dense`).
 """
 
 from __future__ import annotations
@@ -90,23 +91,23 @@ def lexicon_rows(lexicon: Lexicon | None, src_vocab: Vocab, tgt_vocab: Vocab, ta
         for x, row in enumerate(scores):
             me_row[x] = float(not row)
 
-    k = max(1, max(len(row) for row in scores))
-    index = torch.zeros(len(src_vocab), k, dtype=torch.long)
-    weight = torch.zeros(len(src_vocab), k)
+    dists: list[tuple[Tensor, Tensor]] = []  # (target ids, probabilities > 0) per row; empty for ME rows
     for x, row in enumerate(scores):
         if me_row[x]:
+            dists.append((torch.zeros(0, dtype=torch.long), torch.zeros(0)))
             continue
-        if not row:
-            row = {len(tgt_vocab): 0.0}
+        row = row or {len(tgt_vocab): 0.0}
         ys = torch.tensor(list(row), dtype=torch.long)
         s = torch.tensor(list(row.values()), dtype=torch.float64)
-        if tau > 0:
-            p = (s / tau).softmax(0)
-        else:
-            top = s == s.max()
-            p = top.double() / top.sum()
+        p = (s / tau).softmax(0) if tau > 0 else torch.nn.functional.one_hot(s.argmax(), len(s)).double()
+        dists.append((ys[p > 0], p[p > 0].float()))
+
+    k = max(1, max(len(ys) for ys, _ in dists))
+    index = torch.zeros(len(src_vocab), k, dtype=torch.long)
+    weight = torch.zeros(len(src_vocab), k)
+    for x, (ys, p) in enumerate(dists):
         index[x, : len(ys)] = ys
-        weight[x, : len(ys)] = p.float()
+        weight[x, : len(ys)] = p
     return LexiconRows(index, weight, me_row, me_dist)
 
 
