@@ -84,7 +84,29 @@ class LSTMConfig:
     head: HeadConfig = field(default_factory=HeadConfig, metadata={"help": "output head"})
 
 
-MODEL_CONFIGS: dict[str, type] = {"transformer": TransformerConfig, "lstm": LSTMConfig}
+@dataclass
+class DangleConfig(TransformerConfig):
+    """Dangle (Zheng & Lapata 2022) and R-Dangle (Zheng & Lapata 2023): the source is re-encoded from the
+    decoded prefix. `arch` picks the variant. The key (adaptive) encoder is k0 + k1 + k2 layers."""
+
+    arch: str = _f("rdangle-sep", "dangle (= rdangle-shr with interval 1) | rdangle-shr (one adaptive encoding for "
+                                  "keys and values) | rdangle-sep (values encoded once, keys re-encoded)")
+    positions: str = _f("relative", "relative (the papers' setting) | sinusoidal")
+    interval: int = _f(1, "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1)")
+    pre_fusion_layers: int = _f(0, "k0: source-only key-encoder layers before fusion (computed once per batch)")
+    fusion_layers: int = _f(2, "k1: layers over [source; target prefix; end marker], bidirectional")
+    post_fusion_layers: int = _f(2, "k2: layers over the source positions after fusion")
+    encoder_layers: int = _f(2, "rdangle-sep: depth of the value encoder (a standard encoder run once); "
+                                "unused by dangle and rdangle-shr")
+    share_pre_fusion: bool = _f(False, "rdangle-sep: the k0 pre-fusion layers are the value encoder's bottom layers")
+    share_post_fusion: bool = _f(False, "rdangle-sep: the k2 post-fusion layers are the value encoder's top layers "
+                                        "(the paper's best: value 10, k1 2, k2 8, shared)")
+    chunk_points: int = _f(0, "training: re-encoding points computed together in one batched pass "
+                              "(bounds memory; 0 = all points of a batch at once)")
+
+
+MODEL_CONFIGS: dict[str, type] = {"transformer": TransformerConfig, "lstm": LSTMConfig, "dangle": DangleConfig,
+                                  "rdangle-shr": DangleConfig, "rdangle-sep": DangleConfig}
 
 
 @dataclass

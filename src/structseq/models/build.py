@@ -7,12 +7,13 @@ from pathlib import Path
 
 from torch import nn
 
-from structseq.config import HeadConfig, LSTMConfig, TransformerConfig
+from structseq.config import DangleConfig, HeadConfig, LSTMConfig, TransformerConfig
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.lexicon import LEARNERS, Lexicon
 from structseq.lexicon import learn as learn_lexicon
 from structseq.models.heads import GATES, HEADS, INITS, CopyHead, LexicalHead, SoftmaxHead, shared_token_map
+from structseq.models.dangle import AdaptiveKeyEncoder, RDangleSeq2Seq, ValueEncoder
 from structseq.models.lexical import LexiconRows, lexicon_rows
 from structseq.models.lstm import LSTMSeq2Seq
 from structseq.models.transformer import TransformerDecoder, TransformerEncoder, TransformerSeq2Seq
@@ -62,32 +63,83 @@ def build_lexical_head(cfg: HeadConfig, d_model: int, src_vocab: Vocab, tgt_voca
                        dropout=cfg.dropout)
 
 
-def build_transformer(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab,
-                      train_examples: Sequence | None = None) -> TransformerSeq2Seq:
+def _layer_args(cfg: TransformerConfig) -> dict:
     if cfg.positions not in ("sinusoidal", "relative"):
         raise ConfigError(f"'model.positions' must be sinusoidal or relative, got '{cfg.positions}'")
-    relative = cfg.max_relative if cfg.positions == "relative" else None
+    return dict(d_model=cfg.d_model, n_heads=cfg.n_heads, ffn_dim=cfg.ffn_dim, dropout=cfg.dropout,
+                attention_dropout=cfg.attention_dropout, activation_dropout=cfg.activation_dropout,
+                norm_first=cfg.norm_first, max_relative=cfg.max_relative if cfg.positions == "relative" else None)
+
+
+def _embeddings(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> tuple[TokenEmbedding, TokenEmbedding]:
     absolute = cfg.positions == "sinusoidal"
-    layer_args = dict(d_model=cfg.d_model, n_heads=cfg.n_heads, ffn_dim=cfg.ffn_dim, dropout=cfg.dropout,
-                      attention_dropout=cfg.attention_dropout, activation_dropout=cfg.activation_dropout,
-                      norm_first=cfg.norm_first, max_relative=relative)
     src_embed = TokenEmbedding(len(src_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
+    tgt_embed = TokenEmbedding(len(tgt_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
     if cfg.share_all_embeddings:
         if src_vocab != tgt_vocab:
             raise ConfigError("'model.share_all_embeddings' needs one shared vocabulary: set data.share_vocab: true")
-        tgt_embed = TokenEmbedding(len(tgt_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
         tgt_embed.embed = src_embed.embed
-    else:
-        tgt_embed = TokenEmbedding(len(tgt_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
-    norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.norm_first else (lambda: None)
-    encoder = TransformerEncoder(src_embed, [EncoderLayer(**layer_args) for _ in range(cfg.encoder_layers)], norm())
-    decoder = TransformerDecoder(tgt_embed, [DecoderLayer(**layer_args) for _ in range(cfg.decoder_layers)], norm())
+    return src_embed, tgt_embed
+
+
+def _final_norm(cfg: TransformerConfig) -> nn.Module | None:
+    return nn.LayerNorm(cfg.d_model) if cfg.norm_first else None
+
+
+def _decoder_and_head(cfg: TransformerConfig, tgt_embed: TokenEmbedding, src_vocab: Vocab, tgt_vocab: Vocab,
+                      train_examples: Sequence | None) -> tuple[TransformerDecoder, nn.Module]:
+    decoder = TransformerDecoder(tgt_embed, [DecoderLayer(**_layer_args(cfg)) for _ in range(cfg.decoder_layers)],
+                                 _final_norm(cfg))
     head = build_head(cfg.head, cfg.d_model, src_vocab, tgt_vocab, train_examples)
     if cfg.share_decoder_embeddings or cfg.share_all_embeddings:
         write = head.write if isinstance(head, LexicalHead) else head
         assert isinstance(write, SoftmaxHead)
         write.proj.weight = tgt_embed.embed.weight
+    return decoder, head
+
+
+def build_transformer(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab,
+                      train_examples: Sequence | None = None) -> TransformerSeq2Seq:
+    layer_args = _layer_args(cfg)
+    src_embed, tgt_embed = _embeddings(cfg, src_vocab, tgt_vocab)
+    encoder = TransformerEncoder(src_embed, [EncoderLayer(**layer_args) for _ in range(cfg.encoder_layers)],
+                                 _final_norm(cfg))
+    decoder, head = _decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
     return TransformerSeq2Seq(encoder, decoder, head)
+
+
+def build_dangle(cfg: DangleConfig, src_vocab: Vocab, tgt_vocab: Vocab,
+                 train_examples: Sequence | None = None) -> RDangleSeq2Seq:
+    """dangle / rdangle-shr / rdangle-sep. Dangle is rdangle-shr with interval 1 (same modules, same weights)."""
+    separate = cfg.arch == "rdangle-sep"
+    if cfg.arch == "dangle" and cfg.interval != 1:
+        raise ConfigError("'model.interval': dangle re-encodes at every step (interval 1); "
+                          "use arch rdangle-shr for other intervals")
+    if not separate and (cfg.share_pre_fusion or cfg.share_post_fusion):
+        raise ConfigError(f"'model.share_pre_fusion' / 'model.share_post_fusion' need arch rdangle-sep (a value "
+                          f"encoder to share with), not '{cfg.arch}'")
+    if cfg.fusion_layers < 1:
+        raise ConfigError("'model.fusion_layers' must be >= 1: without fusion the prefix never reaches the source")
+    if cfg.interval < 0 or cfg.chunk_points < 0:
+        raise ConfigError("'model.interval' and 'model.chunk_points' must be >= 0")
+    args = _layer_args(cfg)
+    src_embed, tgt_embed = _embeddings(cfg, src_vocab, tgt_vocab)
+    pre = [EncoderLayer(**args) for _ in range(cfg.pre_fusion_layers)]
+    fusion = [EncoderLayer(**args, segment_relative=True) for _ in range(cfg.fusion_layers)]
+    post = [EncoderLayer(**args) for _ in range(cfg.post_fusion_layers)]
+    value_encoder = None
+    if separate:
+        bottom = pre if cfg.share_pre_fusion else []
+        top = post if cfg.share_post_fusion else []
+        own = cfg.encoder_layers - len(bottom) - len(top)
+        if own < 0:
+            raise ConfigError(f"'model.encoder_layers' = {cfg.encoder_layers} is fewer than the value-encoder layers "
+                              f"shared with the key encoder ({len(bottom)} pre-fusion + {len(top)} post-fusion)")
+        value_encoder = ValueEncoder(bottom + [EncoderLayer(**args) for _ in range(own)] + top, _final_norm(cfg),
+                                     skip=len(bottom))
+    key_encoder = AdaptiveKeyEncoder(cfg.d_model, pre, fusion, post, _final_norm(cfg))
+    decoder, head = _decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
+    return RDangleSeq2Seq(src_embed, key_encoder, value_encoder, decoder, head, cfg.interval, cfg.chunk_points)
 
 
 def build_lstm(cfg: LSTMConfig, src_vocab: Vocab, tgt_vocab: Vocab,
@@ -97,7 +149,8 @@ def build_lstm(cfg: LSTMConfig, src_vocab: Vocab, tgt_vocab: Vocab,
                        layers=cfg.layers, dropout=cfg.dropout, combine_feed=cfg.combine_feed)
 
 
-BUILDERS = {"transformer": build_transformer, "lstm": build_lstm}
+BUILDERS = {"transformer": build_transformer, "lstm": build_lstm, "dangle": build_dangle,
+            "rdangle-shr": build_dangle, "rdangle-sep": build_dangle}
 
 
 def build_model(cfg, src_vocab: Vocab, tgt_vocab: Vocab, train_examples: Sequence | None = None) -> nn.Module:

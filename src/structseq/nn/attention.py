@@ -27,12 +27,34 @@ class RelativePositionBias(nn.Module):
         return (q_pos[:, None] - k_pos[None, :]).clamp(-m, m) + m  # (Tq, Tk)
 
     def bias(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        return self.bias_at(q, k, self.index(q_pos, k_pos))
+
+    def bias_at(self, q: Tensor, k: Tensor, idx: Tensor) -> Tensor:
+        """q_i.r_ij + k_j.r_ij for a (Tq, Tk) matrix of table rows `idx`."""
         B, H, Tq, _ = q.shape
         Tk = k.shape[2]
-        idx = self.index(q_pos, k_pos).expand(B, H, Tq, Tk)
+        idx = idx.expand(B, H, Tq, Tk)
         q_term = (q @ self.table.t()).gather(-1, idx)  # q_i . r_ij
         k_term = (k @ self.table.t()).transpose(-1, -2).gather(-2, idx)  # k_j . r_ij
         return q_term + k_term
+
+
+class SegmentRelativeBias(RelativePositionBias):
+    """Relative positions over a [source ; target] sequence (Dangle's fusion layers): one distance table
+    for source-source pairs, one for target-target pairs, and one learned vector for every source->target
+    pair and one for every target->source pair. Pass `segment_index(n_src, n_tgt)` as `rel_index`."""
+
+    def __init__(self, d_head: int, max_distance: int = 16):
+        super().__init__(d_head, max_distance)
+        n = 2 * max_distance - 1
+        self.table = nn.Parameter(torch.zeros(2 * n + 2, d_head))
+
+    def segment_index(self, n_src: int, n_tgt: int, device=None) -> Tensor:
+        n = 2 * self.max_distance - 1
+        src, tgt = torch.arange(n_src, device=device), torch.arange(n_tgt, device=device)
+        top = torch.cat([self.index(src, src), torch.full((n_src, n_tgt), 2 * n, device=device)], 1)
+        bottom = torch.cat([torch.full((n_tgt, n_src), 2 * n + 1, device=device), self.index(tgt, tgt) + n], 1)
+        return torch.cat([top, bottom], 0)  # (S + T, S + T)
 
 
 class MultiheadAttention(nn.Module):
@@ -73,6 +95,7 @@ class MultiheadAttention(nn.Module):
         past_kv: tuple[Tensor, Tensor] | None = None,
         static_kv: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
+        rel_index: Tensor | None = None,  # (Tq, Tk) rows of the relative table; default from positions
     ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         B, Tq, D = query.shape
         if static_kv is None and key is None and value is None:
@@ -97,7 +120,8 @@ class MultiheadAttention(nn.Module):
             q_pos = torch.arange(offset, offset + Tq, device=q.device)
             k_pos = torch.arange(Tk, device=q.device)
             if self.relative is not None:
-                mask = mask + self.relative.bias(q, k, q_pos, k_pos) / math.sqrt(self.d_head)
+                idx = rel_index if rel_index is not None else self.relative.index(q_pos, k_pos)
+                mask = mask + self.relative.bias_at(q, k, idx) / math.sqrt(self.d_head)
             if causal:
                 mask = mask.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
             if key_padding_mask is not None:

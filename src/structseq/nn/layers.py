@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from structseq.nn.attention import MultiheadAttention, RelativePositionBias
+from structseq.nn.attention import MultiheadAttention, RelativePositionBias, SegmentRelativeBias
 
 
 class FeedForward(nn.Module):
@@ -35,21 +35,27 @@ class Residual(nn.Module):
         return (x if self.norm_first else self.norm(x)), rest
 
 
-def _relative(d_model: int, n_heads: int, max_relative: int | None):
-    return RelativePositionBias(d_model // n_heads, max_relative) if max_relative else None
+def _relative(d_model: int, n_heads: int, max_relative: int | None, segments: bool = False):
+    if not max_relative:
+        return None
+    return (SegmentRelativeBias if segments else RelativePositionBias)(d_model // n_heads, max_relative)
 
 
 class EncoderLayer(nn.Module):
+    """Bidirectional self-attention and FFN. `segment_relative`: relative positions per [source ; target]
+    segment (Dangle's fusion layers; the caller passes `rel_index`)."""
+
     def __init__(self, d_model, n_heads, ffn_dim, dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
-                 norm_first=False, max_relative: int | None = None):
+                 norm_first=False, max_relative: int | None = None, segment_relative: bool = False):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout, _relative(d_model, n_heads, max_relative))
+        self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout,
+                                            _relative(d_model, n_heads, max_relative, segment_relative))
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
-    def forward(self, x: Tensor, pad_mask: Tensor | None) -> Tensor:
-        x, _ = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=pad_mask))
+    def forward(self, x: Tensor, pad_mask: Tensor | None, rel_index: Tensor | None = None) -> Tensor:
+        x, _ = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=pad_mask, rel_index=rel_index))
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h),))
         return x
 

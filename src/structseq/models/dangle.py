@@ -1,0 +1,197 @@
+"""Dangle and R-Dangle (Zheng & Lapata 2022, 2023): the source is re-encoded from the decoded prefix.
+
+    value encoder (rdangle-sep only)  H^v = Encoder(x)                               once per batch
+    key encoder   S   = PreFusion(embed(x))                                          once per batch (k0 layers)
+                  C_t = [S + type_src ; embed(y_0..y_t) + type_tgt ; end]            at each re-encoding point
+                  H_t = norm(PostFusion(Fusion(C_t)[:n]))                            k1 bidirectional + k2 layers
+    decoder       a Transformer decoder whose cross-attention takes keys from H_t and values from H^v
+                  (rdangle-sep) or from H_t (rdangle-shr; Dangle = rdangle-shr with interval 1)
+
+Re-encoding points are the steps 0, o, 2o, ... (the paper's t_1 = 1, t_{i+1} = t_i + o); y_0 is <s>. At a
+point the decoder re-runs over the whole prefix against the new encoding (its cache is rebuilt); between
+points it decodes incrementally with the cached states, like a plain Transformer.
+
+Training (`forward`) never loops over time steps. Outputs at steps p .. p+o-1 of the point p equal one
+causal decoder pass over y_0 .. y_{p+o-1} against H_p, so a group of c consecutive points is one batched
+pass: the batch is tiled c times (rows point-major), row i's fusion input is its prefix, the end marker,
+then padding, and row i's decoder outputs at steps p_i .. p_i+o-1 are gathered. Source-only work (the
+value encoder, its cross-attention value projections, the pre-fusion layers) runs once per batch.
+`chunk_points` bounds how many points share a pass (memory).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from structseq.models.base import Seq2Seq, State
+from structseq.models.transformer import TransformerDecoder
+from structseq.nn.layers import EncoderLayer, TokenEmbedding
+
+Heads = list[tuple[Tensor, Tensor]]  # per decoder layer: projected cross-attention (k, v), (R, H, S, dh)
+
+
+class ValueEncoder(nn.Module):
+    """R-Dangle_sep's standard encoder. Its bottom `skip` layers may be the key encoder's pre-fusion layers:
+    it then starts from their output instead of recomputing them."""
+
+    def __init__(self, layers: list[EncoderLayer], final_norm: nn.Module | None, skip: int = 0):
+        super().__init__()
+        self.layers, self.final_norm, self.skip = nn.ModuleList(layers), final_norm, skip
+
+    def forward(self, embedded: Tensor, pre_fused: Tensor, pad_mask: Tensor) -> Tensor:
+        x = pre_fused if self.skip else embedded
+        for layer in self.layers[self.skip:]:
+            x = layer(x, pad_mask)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+
+class AdaptiveKeyEncoder(nn.Module):
+    """The adaptive encoder: k0 source-only layers, k1 fusion layers over [source ; prefix ; end marker]
+    (bidirectional, padding mask only), then k2 layers over the source positions."""
+
+    def __init__(self, d_model: int, pre: list[EncoderLayer], fusion: list[EncoderLayer], post: list[EncoderLayer],
+                 final_norm: nn.Module | None):
+        super().__init__()
+        self.pre, self.fusion, self.post = nn.ModuleList(pre), nn.ModuleList(fusion), nn.ModuleList(post)
+        self.final_norm = final_norm
+        self.type_src = nn.Parameter(torch.empty(d_model).normal_(0, d_model ** -0.5))
+        self.type_tgt = nn.Parameter(torch.empty(d_model).normal_(0, d_model ** -0.5))
+        self.end = nn.Parameter(torch.empty(d_model).normal_(0, d_model ** -0.5))
+
+    def pre_fuse(self, embedded: Tensor, pad_mask: Tensor) -> Tensor:
+        x = embedded
+        for layer in self.pre:
+            x = layer(x, pad_mask)
+        return x
+
+    def forward(self, src_states: Tensor, src_pad: Tensor, tgt: Tensor, tgt_pad: Tensor | None) -> Tensor:
+        """src_states (R, S, D) from `pre_fuse`; tgt (R, L, D): embedded prefix + type_tgt, the end marker,
+        then padding (`tgt_pad` True there). Returns H (R, S, D)."""
+        S, L = src_states.shape[1], tgt.shape[1]
+        x = torch.cat([src_states + self.type_src, tgt], 1)
+        pad = torch.cat([src_pad, tgt_pad if tgt_pad is not None else src_pad.new_zeros(tgt.shape[:2])], 1)
+        rel = self.fusion[0].self_attn.relative if len(self.fusion) else None
+        idx = rel.segment_index(S, L, x.device) if rel is not None else None
+        for layer in self.fusion:
+            x = layer(x, pad, rel_index=idx)
+        h = x[:, :S]
+        for layer in self.post:
+            h = layer(h, src_pad)
+        return self.final_norm(h) if self.final_norm is not None else h
+
+
+class RDangleSeq2Seq(Seq2Seq):
+    def __init__(self, src_embed: TokenEmbedding, key_encoder: AdaptiveKeyEncoder, value_encoder: ValueEncoder | None,
+                 decoder: TransformerDecoder, head: nn.Module, interval: int = 1, chunk_points: int = 0):
+        super().__init__()
+        if interval < 0 or chunk_points < 0:
+            raise ValueError(f"interval ({interval}) and chunk_points ({chunk_points}) must be >= 0")
+        self.src_embed, self.key_encoder, self.value_encoder = src_embed, key_encoder, value_encoder
+        self.decoder, self.head = decoder, head
+        self.interval, self.chunk_points = interval, chunk_points  # interval 0: one encoding, at step 0
+
+    @property
+    def separate(self) -> bool:
+        return self.value_encoder is not None
+
+    def points(self, length: int) -> list[int]:
+        """Re-encoding steps (0-based) for a target of `length` decoder inputs."""
+        return list(range(0, length, self.interval)) if self.interval else [0]
+
+    def is_point(self, step: int) -> bool:
+        return step % self.interval == 0 if self.interval else step == 0
+
+    # ------------------------------------------------------------------ source-only work, once per batch
+
+    def encode(self, src: Tensor) -> State:
+        pad = src.eq(self.pad)
+        embedded = self.src_embed(src)
+        states = self.key_encoder.pre_fuse(embedded, pad)
+        enc = {"src": src, "src_pad": pad, "src_states": states}
+        if self.separate:
+            values = self.value_encoder(embedded, states, pad)
+            enc["values"] = [layer.cross_attn._heads(layer.cross_attn.v_proj(values)) for layer in self.decoder.layers]
+        return enc
+
+    # ------------------------------------------------------------------ pieces shared by training and decoding
+
+    def prefix_segment(self, tgt_in: Tensor, points: Tensor) -> tuple[Tensor, Tensor]:
+        """Fusion inputs of the rows (point-major: row i*B + b is point points[i] of sentence b): embedded
+        prefix y_0..y_p + type_tgt, the end marker at p + 1, then padding. Returns (R, L, D), pad (R, L)."""
+        B, c = tgt_in.shape[0], points.shape[0]
+        L = int(points.max()) + 2
+        emb = self.decoder.embed(tgt_in[:, :L - 1]) + self.key_encoder.type_tgt  # (B, L-1, D)
+        emb = F.pad(emb, (0, 0, 0, 1))  # (B, L, D)
+        pos = torch.arange(L, device=tgt_in.device)
+        in_prefix = pos[None, :] <= points[:, None]  # (c, L)
+        at_end = pos[None, :] == points[:, None] + 1
+        seg = torch.where(in_prefix[:, None, :, None], emb[None], 0.0)
+        seg = torch.where(at_end[:, None, :, None], self.key_encoder.end, seg)  # (c, B, L, D)
+        pad = ~(in_prefix | at_end)[:, None, :].expand(c, B, L)
+        return seg.reshape(c * B, L, -1), pad.reshape(c * B, L)
+
+    def cross_kv(self, keys: Tensor, enc: State, copies: int) -> Heads:
+        """Per decoder layer, (k, v): k projected from the adaptive encoding H (R rows), v from the value
+        encoding computed once (sep, tiled to the rows) or from H (shr)."""
+        out = []
+        for i, layer in enumerate(self.decoder.layers):
+            attn = layer.cross_attn
+            k = attn._heads(attn.k_proj(keys))
+            v = enc["values"][i].repeat(copies, 1, 1, 1) if self.separate else attn._heads(attn.v_proj(keys))
+            out.append((k, v))
+        return out
+
+    @staticmethod
+    def tile(x: Tensor, copies: int) -> Tensor:
+        return x.repeat(copies, *([1] * (x.dim() - 1))) if copies > 1 else x
+
+    # ------------------------------------------------------------------ training: all points, batched
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        enc = self.encode(src)
+        B, T = tgt_in.shape
+        pts = self.points(T)
+        o = self.interval or T
+        size = self.chunk_points or len(pts)
+        outputs = []
+        for first in range(0, len(pts), size):  # a loop over groups of points, not over time steps
+            group = torch.tensor(pts[first:first + size], device=src.device)
+            c = group.shape[0]
+            seg, seg_pad = self.prefix_segment(tgt_in, group)
+            keys = self.key_encoder(self.tile(enc["src_states"], c), self.tile(enc["src_pad"], c), seg, seg_pad)
+            end = min(int(group[-1]) + o, T)
+            x, _, attn = self.decoder(self.tile(tgt_in[:, :end], c), memory_pad_mask=self.tile(enc["src_pad"], c),
+                                      cross_kv=self.cross_kv(keys, enc, c), need_weights=self.head.needs_attention)
+            steps = torch.arange(int(group[0]), end, device=src.device)
+            owner = torch.div(steps - group[0], o, rounding_mode="floor")  # which row group decodes each step
+            x = x.view(c, B, end, -1)[owner, :, steps].transpose(0, 1)  # (B, n, D)
+            if attn is not None:
+                attn = attn.view(c, B, end, -1)[owner, :, steps].transpose(0, 1)
+            outputs.append(self.head(x, attn, src))
+        return torch.cat(outputs, 1)
+
+    # ------------------------------------------------------------------ incremental decoding
+
+    def init_state(self, enc: State) -> State:
+        B = enc["src"].shape[0]
+        return {**enc, "prefix": enc["src"].new_empty(B, 0), "step": 0, "cross_kv": None, "self_kv": None}
+
+    def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
+        t = state["step"]
+        prefix = torch.cat([state["prefix"], prev[:, None]], 1)  # y_0 .. y_t
+        need = self.head.needs_attention
+        if self.is_point(t):  # re-encode the keys and rebuild the decoder's cache over the whole prefix
+            seg, _ = self.prefix_segment(prefix, torch.tensor([t], device=prev.device))
+            keys = self.key_encoder(state["src_states"], state["src_pad"], seg, None)
+            cross = self.cross_kv(keys, state, 1)
+            x, self_kv, attn = self.decoder(prefix, memory_pad_mask=state["src_pad"], cross_kv=cross,
+                                            need_weights=need)
+            x, attn = x[:, -1:], (attn[:, -1:] if attn is not None else None)
+        else:
+            cross = state["cross_kv"]
+            x, self_kv, attn = self.decoder(prev[:, None], memory_pad_mask=state["src_pad"], cross_kv=cross,
+                                            past_kv=state["self_kv"], offset=t, need_weights=need)
+        log_probs = self.head(x, attn, state["src"])[:, 0]
+        return log_probs, {**state, "prefix": prefix, "step": t + 1, "cross_kv": cross, "self_kv": self_kv}

@@ -1,0 +1,230 @@
+"""Dangle / R-Dangle: batched training == incremental decoding == the authors' formulations, and the
+structural facts of the papers (bidirectional fusion, K/V sources, sharing, interval edge cases)."""
+
+import pytest
+import torch
+
+from structseq.config import config_from_dict
+from structseq.data.vocab import Vocab
+from structseq.decode.search import beam_search, max_lengths, sequence_log_prob
+from structseq.errors import ConfigError
+from structseq.models.build import build_model
+from structseq.models.dangle_reference import batch_copy_log_probs, per_step_log_probs
+from structseq.nn.layers import EncoderLayer
+
+VOCAB = Vocab.build([list("abcdefgh")])
+TVOCAB = Vocab.build([list("abxyz")])
+BASE = dict(d_model=32, n_heads=4, ffn_dim=64, decoder_layers=2, dropout=0.0, max_relative=3,
+            fusion_layers=2, post_fusion_layers=1, encoder_layers=2)
+RICH = dict(norm_first=True, pre_fusion_layers=1, encoder_layers=3)  # pre-norm, k0 > 0
+VARIANTS = {
+    "dangle": {"arch": "dangle"},
+    "shr-o2": {"arch": "rdangle-shr", "interval": 2},
+    "shr-o3-prenorm": {"arch": "rdangle-shr", "interval": 3, **RICH},
+    "sep-o1": {"arch": "rdangle-sep", "interval": 1},
+    "sep-o2-shared": {"arch": "rdangle-sep", "interval": 2, **RICH, "share_pre_fusion": True,
+                      "share_post_fusion": True},
+    "sep-o4-copy": {"arch": "rdangle-sep", "interval": 4, "head": {"type": "copy"}},
+    "sep-inf-lexical": {"arch": "rdangle-sep", "interval": 0, "head": {"type": "lexical", "init": "uniform"}},
+    "sep-o2-sinusoidal": {"arch": "rdangle-sep", "interval": 2, "positions": "sinusoidal"},
+}
+
+
+def make(overrides, seed=0):
+    torch.manual_seed(seed)
+    cfg = config_from_dict({"model": {**BASE, **overrides}})
+    model = build_model(cfg.model, VOCAB, TVOCAB)
+    with torch.no_grad():  # relative tables start at zero: randomise them so the tests see them
+        for name, p in model.named_parameters():
+            if name.endswith("table"):
+                p.normal_(0, 0.5)
+    return model.eval()
+
+
+def batch(T=13):
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, len(VOCAB), (4, 9), generator=g)
+    src[:, -1] = VOCAB.eos
+    src[1, 5], src[1, 6:] = VOCAB.eos, VOCAB.pad
+    tgt = torch.randint(4, len(TVOCAB), (4, T), generator=g)  # longer than the relative clip distance
+    tgt[:, 0] = TVOCAB.bos
+    tgt[2, 9:] = TVOCAB.pad  # a shorter target
+    return src, tgt
+
+
+def close(a, b, tgt, atol=1e-5):
+    """Equal at every real (non-padding) target position."""
+    real = tgt.ne(TVOCAB.pad)
+    return torch.allclose(a[real], b[real], atol=atol), (a - b)[real].abs().max().item()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_teacher_forced_equals_incremental(name):
+    model = make(VARIANTS[name])
+    src, tgt = batch()
+    full = model(src, tgt)
+    assert full.shape == (4, 13, len(TVOCAB))
+    ok, err = close(full, model.incremental_log_probs(src, tgt), tgt)
+    assert ok, err
+    assert torch.allclose(full.exp().sum(-1), torch.ones(4, 13), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["dangle", "shr-o3-prenorm", "sep-o2-shared", "sep-o4-copy"])
+@torch.no_grad()
+def test_batched_training_equals_the_authors_formulations(name):
+    model = make(VARIANTS[name])
+    src, tgt = batch()
+    full = model(src, tgt)
+    assert close(full, per_step_log_probs(model, src, tgt), tgt)[0]
+    assert close(full, batch_copy_log_probs(model, src, tgt), tgt)[0]
+
+
+@torch.no_grad()
+def test_chunking_points_does_not_change_outputs():
+    model = make(VARIANTS["sep-o1"])
+    src, tgt = batch()
+    want = model(src, tgt)
+    for chunk in (1, 2, 5):
+        model.chunk_points = chunk
+        assert close(model(src, tgt), want, tgt, 1e-6)[0]
+
+
+def test_gradients_match_the_per_step_formulation():
+    model = make(VARIANTS["sep-o2-shared"])
+    src, tgt = batch()
+    real = tgt.ne(TVOCAB.pad)
+    grads = []
+    for fn in (model.forward, lambda s, t: per_step_log_probs(model, s, t)):
+        model.zero_grad()
+        fn(src, tgt).gather(-1, tgt.clamp_min(4)[..., None])[real].sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for n in grads[0]:
+        assert torch.allclose(grads[0][n], grads[1][n], atol=1e-4), n
+
+
+def test_dangle_is_rdangle_shr_with_interval_one():
+    dangle, shr = make({"arch": "dangle"}), make({"arch": "rdangle-shr", "interval": 1}, seed=5)
+    assert dangle.state_dict().keys() == shr.state_dict().keys()
+    shr.load_state_dict(dangle.state_dict())
+    src, tgt = batch()
+    assert torch.equal(dangle(src, tgt), shr(src, tgt))
+    assert type(dangle) is type(shr) and dangle.interval == 1 and not dangle.separate
+    with pytest.raises(ConfigError, match="interval 1"):
+        make({"arch": "dangle", "interval": 2})
+
+
+@torch.no_grad()
+def test_interval_beyond_the_target_is_one_encoding_at_the_first_step():
+    model = make({"arch": "rdangle-sep", "interval": 50})
+    model.interval = 50
+    src, tgt = batch()
+    long = model(src, tgt)
+    model.interval = 0  # "infinite"
+    assert torch.equal(long, model(src, tgt))
+    # by hand: H from [source ; <s> ; end], then an ordinary decoder pass over the whole target
+    enc = model.encode(src)
+    seg, seg_pad = model.prefix_segment(tgt, torch.tensor([0]))
+    assert seg.shape[1] == 2  # <s> and the end marker
+    keys = model.key_encoder(enc["src_states"], enc["src_pad"], seg, seg_pad)
+    x, _, _ = model.decoder(tgt, memory_pad_mask=enc["src_pad"], cross_kv=model.cross_kv(keys, enc, 1))
+    assert close(long, model.head(x, None, src), tgt, 1e-6)[0]
+    calls = []
+    model.key_encoder.register_forward_hook(lambda *a: calls.append(1))
+    model.interval = 50
+    model.incremental_log_probs(src, tgt)
+    assert len(calls) == 1
+
+
+@torch.no_grad()
+def test_fusion_is_bidirectional_over_source_prefix_and_end_marker():
+    model = make(VARIANTS["shr-o2"])
+    src, tgt = batch()
+    enc = model.encode(src)
+
+    def keys(tokens, end=None):
+        seg, pad = model.prefix_segment(tokens, torch.tensor([tokens.shape[1] - 1]))
+        if end is not None:
+            seg[:, -1] = end
+        return model.key_encoder(enc["src_states"], enc["src_pad"], seg, pad)
+
+    base = keys(tgt[:, :4])
+    other = tgt[:, :4].clone()
+    other[:, 3] = torch.where(other[:, 3] == 4, 5, 4)
+    # the source positions (first in the sequence) see the latest prefix token: no causal mask
+    assert (keys(other) - base).abs().amax(dim=(1, 2)).min() > 1e-4
+    # ... and the end marker
+    assert (keys(tgt[:, :4], end=torch.randn(32)) - base).abs().amax(dim=(1, 2)).min() > 1e-4
+    # padding after the end marker is invisible
+    seg, pad = model.prefix_segment(tgt[:, :8], torch.tensor([3]))
+    assert seg.shape[1] == 5 and pad.sum() == 0
+    padded_seg, padded = model.prefix_segment(tgt[:, :8], torch.tensor([3, 6]))
+    h = model.key_encoder(enc["src_states"].repeat(2, 1, 1), enc["src_pad"].repeat(2, 1), padded_seg, padded)
+    assert torch.allclose(h[:4], base, atol=1e-6)
+
+
+@torch.no_grad()
+def test_sep_projects_values_from_the_value_encoding_and_keys_from_the_adaptive_one():
+    src, tgt = batch()
+    for name, separate in (("sep-o2-shared", True), ("shr-o2", False)):
+        model = make(VARIANTS[name])
+        enc = model.encode(src)
+        state = model.init_state(enc)
+        _, state = model.step(tgt[:, 0], state)
+        seg, _ = model.prefix_segment(tgt[:, :1], torch.tensor([0]))
+        h = model.key_encoder(enc["src_states"], enc["src_pad"], seg, None)
+        for layer, (k, v) in zip(model.decoder.layers, state["cross_kv"]):
+            attn = layer.cross_attn
+            assert torch.allclose(k, attn._heads(attn.k_proj(h)), atol=1e-6)
+            from_h = attn._heads(attn.v_proj(h))
+            assert torch.allclose(v, from_h, atol=1e-6) != separate
+            if separate:
+                emb = model.src_embed(src)
+                values = model.value_encoder(emb, model.key_encoder.pre_fuse(emb, enc["src_pad"]), enc["src_pad"])
+                assert torch.allclose(v, attn._heads(attn.v_proj(values)), atol=1e-6)
+
+
+def test_paper_sep_sharing_gives_twelve_distinct_encoder_layers():
+    model = make({"arch": "rdangle-sep", "encoder_layers": 10, "fusion_layers": 2, "post_fusion_layers": 8,
+                  "share_post_fusion": True})
+    layers = {id(m) for m in model.modules() if isinstance(m, EncoderLayer)}
+    assert len(layers) == 12
+    assert all(a is b for a, b in zip(model.value_encoder.layers[2:], model.key_encoder.post))
+    unshared = make({"arch": "rdangle-sep", "encoder_layers": 10, "fusion_layers": 2, "post_fusion_layers": 8})
+    assert len({id(m) for m in unshared.modules() if isinstance(m, EncoderLayer)}) == 20
+    with pytest.raises(ConfigError, match="fewer than the value-encoder layers"):
+        make({"arch": "rdangle-sep", "encoder_layers": 4, "post_fusion_layers": 8, "share_post_fusion": True})
+    with pytest.raises(ConfigError, match="need arch rdangle-sep"):
+        make({"arch": "rdangle-shr", "share_post_fusion": True})
+
+
+@torch.no_grad()
+def test_source_only_work_runs_once_per_batch():
+    model = make(VARIANTS["sep-o2-shared"])
+    src, tgt = batch()
+    calls = {"value": 0, "pre": 0, "key": 0}
+    model.value_encoder.register_forward_hook(lambda *a: calls.__setitem__("value", calls["value"] + 1))
+    model.key_encoder.pre[0].register_forward_hook(lambda *a: calls.__setitem__("pre", calls["pre"] + 1))
+    model.key_encoder.register_forward_hook(lambda *a: calls.__setitem__("key", calls["key"] + 1))
+    model.chunk_points = 2
+    model(src, tgt)  # 13 steps, interval 2: 7 points in 4 chunks
+    assert calls == {"value": 1, "pre": 1, "key": 4}
+    calls.update(value=0, pre=0, key=0)
+    beam_search(model, src, 3, max_lengths(src, 1.0, 2))
+    assert calls["value"] == 1 and calls["pre"] == 1 and calls["key"] >= 2
+
+
+@pytest.mark.parametrize("name", ["sep-o2-shared", "shr-o3-prenorm"])
+@torch.no_grad()
+def test_beam_search_reorders_every_cache(name):
+    """Scores of returned hypotheses equal their teacher-forced log-probabilities: every cache (prefix, keys,
+    decoder states, value projections) followed its beam."""
+    model = make(VARIANTS[name])
+    torch.manual_seed(3)
+    src = torch.randint(4, 12, (6, 7))
+    src[:, -1] = VOCAB.eos
+    hyp = beam_search(model, src, 4, max_lengths(src, 1.0, 3), len_penalty=0.0, nbest=True)
+    for i, entries in enumerate(hyp.nbest):
+        for toks, score in entries:
+            lp = model(src[i: i + 1], torch.tensor([[TVOCAB.bos] + toks]))
+            assert float(sequence_log_prob(lp, torch.tensor([toks + [TVOCAB.eos]]))) == pytest.approx(score, abs=1e-4)
