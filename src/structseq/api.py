@@ -20,7 +20,7 @@ import yaml
 from structseq.config import Config, config_from_dict, load_config
 from structseq.data.batching import collate
 from structseq.data.example import Example
-from structseq.data.registry import load_dataset
+from structseq.data.registry import dataset_split, load_dataset
 from structseq.data.vocab import Vocab
 from structseq.decode.search import decode
 from structseq.errors import StructseqError
@@ -93,26 +93,38 @@ class Run:
     def evaluate(self, split: str | None = None, *, beam: int | None = None, data_root=None,
                  bleu_tokenize: str | None = None, write_predictions: bool = True, show_progress: bool = False
                  ) -> dict:
-        """Decode a split (default: the config's first test split) and compute every metric."""
+        """Decode a split (default: the config's first test split) and compute every metric.
+
+        `split` is a split of the training dataset, a file (with `data.dataset: files`), or `NAME:SPLIT` of
+        any registered dataset (e.g. `cognition:cg-test`). CoGnition splits also get character BLEU and,
+        on cg-test (whose examples carry their compound), the compound translation error rate."""
         from structseq.metrics import compute_all
 
         d = self.config.data
         split = split or (d.test[0] if d.test else "test")
-        dataset = d.dataset if d.dataset != "files" else split
-        examples = load_dataset(dataset, split, data_root)
+        spec = dataset_split(split)
+        dataset, split_name = spec if spec else (d.dataset, split)
+        examples = load_dataset(split if spec or d.dataset == "files" else dataset, split_name, data_root)
         hyps = self.decode_examples(examples, beam=beam, show_progress=show_progress)
         hyp_text = [" ".join(h) for h in hyps]
         ref_text = [e.target_text for e in examples]
-        cats = [e.category for e in examples] if any(e.category for e in examples) else None
-        tok = bleu_tokenize or ("zh" if any(k in d.dataset for k in ("zh", "cognition")) else "13a")
-        metrics = compute_all(hyp_text, ref_text, categories=cats, bleu_tokenize=tok)
+        cognition = dataset == "cognition"
+        compounds = [e.extra[0] for e in examples] if cognition and split_name == "cg-test" else None
+        # a CoGnition compound is a label of 5 lines, not a category worth a per-category table
+        cats = [e.category for e in examples] if any(e.category for e in examples) and not compounds else None
+        tok = bleu_tokenize or ("zh" if any(k in dataset for k in ("zh", "cognition")) else "13a")
+        metrics = compute_all(hyp_text, ref_text, categories=cats, bleu_tokenize=tok, cognition=cognition,
+                              compounds=compounds, data_root=data_root)
         beam = self.config.decode.beam if beam is None else beam
         oov = sum(t not in self.src_vocab for e in examples for t in e.source)
-        metrics.update({"dataset": d.dataset, "split": split, "n": len(examples), "beam": beam,
+        metrics.update({"dataset": dataset, "split": split_name, "n": len(examples), "beam": beam,
                         "checkpoint": self.checkpoint, "seed": self.config.train.seed,
                         "source_oov_tokens": oov})
         if write_predictions:
-            label = Path(split).stem if ("/" in split or "." in split) else split  # a file: its stem
+            if spec:
+                label = f"{dataset}-{split_name}"  # NAME:SPLIT -> NAME-SPLIT.tsv
+            else:
+                label = Path(split).stem if ("/" in split or "." in split) else split  # a file: its stem
             path = self.run_dir / "predictions" / f"{label}.tsv"
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", newline="") as f:

@@ -96,14 +96,16 @@ def train(
 @app.command()
 def evaluate(
     run_dir: Path,
-    split: Optional[str] = typer.Option(None, "--split", help="split name or file [default: the config's test split]"),
+    split: Optional[str] = typer.Option(None, "--split", help="split name, file, or NAME:SPLIT of any registered dataset "
+                                                      "(e.g. cognition:cg-test) [default: the config's test split]"),
     beam: Optional[int] = typer.Option(None, "--beam", help="beam size [default: config]"),
     checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="best | last [default: train.eval_checkpoint]"),
     bleu_tokenize: Optional[str] = typer.Option(None, "--bleu-tokenize", help="sacrebleu tokenizer (13a, zh, none...)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object with every metric"),
     data_root: Optional[Path] = DataRoot,
 ):
-    """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy)."""
+    """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy; for
+    CoGnition also character BLEU and, on cg-test, the compound translation error rate)."""
     from structseq.api import load_run
 
     run = load_run(run_dir, checkpoint)
@@ -119,9 +121,12 @@ def print_metrics(m: dict) -> None:
     table.add_column("metric")
     table.add_column("score", justify="right")
     table.add_column("signature", style="dim")
-    for key in ("exact_match", "token_accuracy", "bleu", "nltk_bleu"):
+    for key in ("exact_match", "token_accuracy", "bleu", "nltk_bleu", "cognition_bleu"):
         if key in m:
             table.add_row(key, f"{m[key]['score']:.4f}", m[key].get("signature", ""))
+    if "cter" in m:
+        for level in ("instance", "aggregate"):
+            table.add_row(f"cter_{level}", f"{m['cter'][level]:.4f}", m["cter"]["signature"])
     console.print(table)
     if m.get("per_category"):
         t = Table(title="exact match per category")

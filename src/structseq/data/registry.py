@@ -127,9 +127,22 @@ def get_dataset(name: str) -> Dataset:
     return table[name]
 
 
+def dataset_split(spec: str) -> tuple[str, str] | None:
+    """`NAME:SPLIT` of a registered dataset (e.g. `cognition:cg-test`) -> (NAME, SPLIT), else None
+    (an existing file whose name has a colon stays a file)."""
+    name, sep, split = spec.partition(":")
+    if not sep or name not in datasets() or Path(spec).exists():
+        return None
+    return name, split
+
+
 def load_dataset(name: str, split: str = "train", data_root: str | Path | None = None) -> list[Example]:
-    """Examples of a named dataset split; `name` may also be a file path (then `split` is ignored)."""
-    if name not in datasets() and (Path(name).exists() or "," in name or "/" in name):
+    """Examples of a named dataset split; `name` may also be `NAME:SPLIT` (then `split` is ignored), which
+    is how configs with `dataset: files` name registered splits, or a file path (`split` ignored too)."""
+    spec = dataset_split(name)
+    if spec is not None:
+        name, split = spec
+    elif name not in datasets() and (Path(name).exists() or "," in name or "/" in name):
         return read_file(name)
     return get_dataset(name).load(split, resolve_root(data_root))
 

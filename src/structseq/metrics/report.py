@@ -6,7 +6,8 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 
 from .base import Sentence, check_parallel
-from .bleu import bleu, nltk_corpus_bleu
+from .bleu import bleu, cognition_bleu, nltk_corpus_bleu
+from .cter import CTER
 from .sequence import exact_match, per_category, token_accuracy
 
 
@@ -15,10 +16,20 @@ def compute_all(
     refs: Sequence[Sentence],
     categories: Sequence[Hashable] | None = None,
     bleu_tokenize: str = "13a",
+    *,
+    cognition: bool = False,
+    compounds: Sequence[str] | None = None,
+    cter: CTER | None = None,
+    data_root=None,
 ) -> dict:
     """Exact match, token accuracy, sacrebleu BLEU and NLTK BLEU (one reference per hypothesis),
     each with its signature; with `categories`, exact match and counts per category too.
-    Scales: exact match, token accuracy and NLTK BLEU in [0, 1]; sacrebleu BLEU in [0, 100]."""
+    Scales: exact match, token accuracy and NLTK BLEU in [0, 1]; sacrebleu BLEU in [0, 100].
+
+    CoGnition (`cognition=True`): also `cognition_bleu` (the Dangle pipeline's character BLEU, 0-100);
+    with `compounds` (one per line, CG-test order) also `cter`: instance and aggregate compound
+    translation error rate as fractions, scored by `cter` (default: the released lexicon under
+    `data_root`)."""
     n = check_parallel(hyps, refs)
     text_refs = [r if isinstance(r, str) else " ".join(r) for r in refs]
     report = {
@@ -28,6 +39,12 @@ def compute_all(
         "bleu": bleu(hyps, text_refs, tokenize=bleu_tokenize).to_dict(),
         "nltk_bleu": nltk_corpus_bleu(hyps, [[r] for r in refs]).to_dict(),
     }
+    if cognition or compounds is not None:
+        report["cognition_bleu"] = cognition_bleu(hyps, text_refs).to_dict()
+    if compounds is not None:
+        check_parallel(hyps, compounds, "compounds")
+        cter = cter if cter is not None else CTER.from_data_root(data_root)
+        report["cter"] = cter.score(compounds, [h if isinstance(h, str) else " ".join(h) for h in hyps])
     if categories is not None:
         check_parallel(hyps, categories, "categories")
         scores = per_category(exact_match, hyps, refs, categories)
