@@ -127,7 +127,7 @@ def test_interval_beyond_the_target_is_one_encoding_at_the_first_step():
     seg, seg_pad = model.prefix_segment(tgt, torch.tensor([0]))
     assert seg.shape[1] == 2  # <s> and the end marker
     keys = model.key_encoder(enc["src_states"], enc["src_pad"], seg, seg_pad)
-    x, _, _ = model.decoder(tgt, memory_pad_mask=enc["src_pad"], cross_kv=model.cross_kv(keys, enc, 1))
+    x, _, _ = model.decoder(tgt, memory_pad_mask=enc["src_pad"], cross_kv=model.cross_kv(keys, enc))
     assert close(long, model.head(x, None, src), tgt, 1e-6)[0]
     calls = []
     model.key_encoder.register_forward_hook(lambda *a: calls.append(1))
@@ -158,7 +158,7 @@ def test_fusion_is_bidirectional_over_source_prefix_and_end_marker():
     # padding after the end marker is invisible
     seg, pad = model.prefix_segment(tgt[:, :8], torch.tensor([3]))
     assert seg.shape[1] == 5 and pad.sum() == 0
-    padded_seg, padded = model.prefix_segment(tgt[:, :8], torch.tensor([3, 6]))
+    padded_seg, padded = model.prefix_segment(tgt[:, :8], torch.tensor([3] * 4 + [6] * 4), torch.arange(4).repeat(2))
     h = model.key_encoder(enc["src_states"].repeat(2, 1, 1), enc["src_pad"].repeat(2, 1), padded_seg, padded)
     assert torch.allclose(h[:4], base, atol=1e-6)
 

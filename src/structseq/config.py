@@ -101,8 +101,8 @@ class DangleConfig(TransformerConfig):
     share_pre_fusion: bool = _f(False, "rdangle-sep: the k0 pre-fusion layers are the value encoder's bottom layers")
     share_post_fusion: bool = _f(False, "rdangle-sep: the k2 post-fusion layers are the value encoder's top layers "
                                         "(the paper's best: value 10, k1 2, k2 8, shared)")
-    chunk_points: int = _f(0, "training: re-encoding points computed together in one batched pass "
-                              "(bounds memory; 0 = all points of a batch at once)")
+    chunk_points: int = _f(0, "training: re-encoding points computed together in one batched pass (bounds "
+                              "memory and padding; 0 = auto, points covering about 8 target steps)")
 
 
 MODEL_CONFIGS: dict[str, type] = {"transformer": TransformerConfig, "lstm": LSTMConfig, "dangle": DangleConfig,

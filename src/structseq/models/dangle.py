@@ -12,11 +12,11 @@ point the decoder re-runs over the whole prefix against the new encoding (its ca
 points it decodes incrementally with the cached states, like a plain Transformer.
 
 Training (`forward`) never loops over time steps. Outputs at steps p .. p+o-1 of the point p equal one
-causal decoder pass over y_0 .. y_{p+o-1} against H_p, so a group of c consecutive points is one batched
-pass: the batch is tiled c times (rows point-major), row i's fusion input is its prefix, the end marker,
-then padding, and row i's decoder outputs at steps p_i .. p_i+o-1 are gathered. Source-only work (the
-value encoder, its cross-attention value projections, the pre-fusion layers) runs once per batch.
-`chunk_points` bounds how many points share a pass (memory).
+causal decoder pass over y_0 .. y_{p+o-1} against H_p, so a group of consecutive points is one batched
+pass with a row per (point, sentence): the row's fusion input is its prefix, the end marker, then padding;
+its decoder outputs at steps p .. p+o-1 are gathered. Rows whose point lies beyond the sentence's target
+are skipped. Source-only work (the value encoder, its cross-attention value projections, the pre-fusion
+layers) runs once per batch. `chunk_points` bounds how many points share a pass (memory).
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class AdaptiveKeyEncoder(nn.Module):
 
 
 class RDangleSeq2Seq(Seq2Seq):
+    AUTO_CHUNK_STEPS = 8  # measured best on COGS batches (benchmarks/bench_dangle.py): less padding per pass
     def __init__(self, src_embed: TokenEmbedding, key_encoder: AdaptiveKeyEncoder, value_encoder: ValueEncoder | None,
                  decoder: TransformerDecoder, head: nn.Module, interval: int = 1, chunk_points: int = 0):
         super().__init__()
@@ -117,58 +118,68 @@ class RDangleSeq2Seq(Seq2Seq):
 
     # ------------------------------------------------------------------ pieces shared by training and decoding
 
-    def prefix_segment(self, tgt_in: Tensor, points: Tensor) -> tuple[Tensor, Tensor]:
-        """Fusion inputs of the rows (point-major: row i*B + b is point points[i] of sentence b): embedded
-        prefix y_0..y_p + type_tgt, the end marker at p + 1, then padding. Returns (R, L, D), pad (R, L)."""
-        B, c = tgt_in.shape[0], points.shape[0]
+    def prefix_segment(self, tgt_in: Tensor, points: Tensor, sents: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Fusion inputs of R rows, row r being re-encoding point points[r] of sentence sents[r] (default: one
+        row per sentence): embedded prefix y_0..y_p + type_tgt, the end marker at p + 1, then padding up to
+        the longest row. Returns (R, L, D) and the padding mask (R, L)."""
+        if sents is None:
+            sents = torch.arange(tgt_in.shape[0], device=tgt_in.device)
+            points = points.expand(sents.shape[0])
         L = int(points.max()) + 2
         emb = self.decoder.embed(tgt_in[:, :L - 1]) + self.key_encoder.type_tgt  # (B, L-1, D)
-        emb = F.pad(emb, (0, 0, 0, 1))  # (B, L, D)
+        emb = F.pad(emb, (0, 0, 0, 1)).index_select(0, sents)  # (R, L, D)
         pos = torch.arange(L, device=tgt_in.device)
-        in_prefix = pos[None, :] <= points[:, None]  # (c, L)
+        in_prefix = pos[None, :] <= points[:, None]  # (R, L)
         at_end = pos[None, :] == points[:, None] + 1
-        seg = torch.where(in_prefix[:, None, :, None], emb[None], 0.0)
-        seg = torch.where(at_end[:, None, :, None], self.key_encoder.end, seg)  # (c, B, L, D)
-        pad = ~(in_prefix | at_end)[:, None, :].expand(c, B, L)
-        return seg.reshape(c * B, L, -1), pad.reshape(c * B, L)
+        seg = torch.where(in_prefix[..., None], emb, 0.0)
+        seg = torch.where(at_end[..., None], self.key_encoder.end, seg)
+        return seg, ~(in_prefix | at_end)
 
-    def cross_kv(self, keys: Tensor, enc: State, copies: int) -> Heads:
-        """Per decoder layer, (k, v): k projected from the adaptive encoding H (R rows), v from the value
-        encoding computed once (sep, tiled to the rows) or from H (shr)."""
+    def cross_kv(self, keys: Tensor, enc: State, sents: Tensor | None = None) -> Heads:
+        """Per decoder layer, (k, v): k projected from the adaptive encoding H (one row per re-encoding), v
+        from the value encoding projected once per batch (sep; `sents` picks each row's sentence) or from H."""
         out = []
         for i, layer in enumerate(self.decoder.layers):
             attn = layer.cross_attn
             k = attn._heads(attn.k_proj(keys))
-            v = enc["values"][i].repeat(copies, 1, 1, 1) if self.separate else attn._heads(attn.v_proj(keys))
+            if self.separate:
+                v = enc["values"][i] if sents is None else enc["values"][i].index_select(0, sents)
+            else:
+                v = attn._heads(attn.v_proj(keys))
             out.append((k, v))
         return out
-
-    @staticmethod
-    def tile(x: Tensor, copies: int) -> Tensor:
-        return x.repeat(copies, *([1] * (x.dim() - 1))) if copies > 1 else x
 
     # ------------------------------------------------------------------ training: all points, batched
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced log-probs (B, T, V). Rows (point, sentence) whose point lies beyond the sentence's
+        target are never computed; the outputs at those padding positions come from zero features."""
         enc = self.encode(src)
         B, T = tgt_in.shape
-        pts = self.points(T)
+        lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
+        pts = torch.tensor(self.points(T), device=src.device)
         o = self.interval or T
-        size = self.chunk_points or len(pts)
+        size = self.chunk_points or -(-self.AUTO_CHUNK_STEPS // o)  # auto: points covering about 8 steps
         outputs = []
         for first in range(0, len(pts), size):  # a loop over groups of points, not over time steps
-            group = torch.tensor(pts[first:first + size], device=src.device)
-            c = group.shape[0]
-            seg, seg_pad = self.prefix_segment(tgt_in, group)
-            keys = self.key_encoder(self.tile(enc["src_states"], c), self.tile(enc["src_pad"], c), seg, seg_pad)
+            group = pts[first:first + size]
+            live = group[:, None] < lengths[None, :]  # (c, B): rows worth computing
+            point_of, sent_of = live.nonzero(as_tuple=True)  # rows, point-major
+            row_points, pad = group[point_of], enc["src_pad"].index_select(0, sent_of)
+            seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of)
+            keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
             end = min(int(group[-1]) + o, T)
-            x, _, attn = self.decoder(self.tile(tgt_in[:, :end], c), memory_pad_mask=self.tile(enc["src_pad"], c),
-                                      cross_kv=self.cross_kv(keys, enc, c), need_weights=self.head.needs_attention)
+            x, _, attn = self.decoder(tgt_in.index_select(0, sent_of)[:, :end], memory_pad_mask=pad,
+                                      cross_kv=self.cross_kv(keys, enc, sent_of), need_weights=self.head.needs_attention)
+            # output (b, t) comes from the row of sentence b and the point that owns step t
+            row_of = torch.full((len(group), B), -1, dtype=torch.long, device=src.device)
+            row_of[point_of, sent_of] = torch.arange(len(sent_of), device=src.device)
             steps = torch.arange(int(group[0]), end, device=src.device)
-            owner = torch.div(steps - group[0], o, rounding_mode="floor")  # which row group decodes each step
-            x = x.view(c, B, end, -1)[owner, :, steps].transpose(0, 1)  # (B, n, D)
+            rows = row_of[torch.div(steps - group[0], o, rounding_mode="floor")]  # (n, B)
+            keep = rows.ge(0).T[..., None]  # (B, n, 1)
+            x = x[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep  # (B, n, D)
             if attn is not None:
-                attn = attn.view(c, B, end, -1)[owner, :, steps].transpose(0, 1)
+                attn = attn[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep
             outputs.append(self.head(x, attn, src))
         return torch.cat(outputs, 1)
 
@@ -185,7 +196,7 @@ class RDangleSeq2Seq(Seq2Seq):
         if self.is_point(t):  # re-encode the keys and rebuild the decoder's cache over the whole prefix
             seg, _ = self.prefix_segment(prefix, torch.tensor([t], device=prev.device))
             keys = self.key_encoder(state["src_states"], state["src_pad"], seg, None)
-            cross = self.cross_kv(keys, state, 1)
+            cross = self.cross_kv(keys, state)
             x, self_kv, attn = self.decoder(prefix, memory_pad_mask=state["src_pad"], cross_kv=cross,
                                             need_weights=need)
             x, attn = x[:, -1:], (attn[:, -1:] if attn is not None else None)

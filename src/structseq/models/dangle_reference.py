@@ -25,7 +25,7 @@ def _decode_at(model: RDangleSeq2Seq, enc: dict, tgt_in: Tensor, point: int, len
         extra = tgt_in.shape[1] + 1 - seg.shape[1]
         seg, seg_pad = F.pad(seg, (0, 0, 0, extra)), F.pad(seg_pad, (0, extra), value=True)
     keys = model.key_encoder(enc["src_states"], enc["src_pad"], seg, seg_pad)
-    x, _, attn = model.decoder(tgt_in[:, :length], memory_pad_mask=enc["src_pad"], cross_kv=model.cross_kv(keys, enc, 1),
+    x, _, attn = model.decoder(tgt_in[:, :length], memory_pad_mask=enc["src_pad"], cross_kv=model.cross_kv(keys, enc),
                                need_weights=model.head.needs_attention)
     return x, attn
 
