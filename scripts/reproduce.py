@@ -27,7 +27,8 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str]) -> st
 
     cfg = load_config(config, overrides)
     cfg.train.seed = seed
-    name = f"{Path(config).parent.name}-{Path(config).stem}-s{seed}"
+    tag = "".join(f"-{o.split('.')[-1].replace('=', '')}" for o in overrides)  # e.g. -interval4 -max_steps500
+    name = f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
     run_dir = Path(runs) / name
     last = run_dir / "checkpoints" / "last.pt"
     t0 = time.time()
@@ -69,8 +70,8 @@ def main(argv=None) -> None:
         for line in open(a.out):
             if line.strip():
                 r = json.loads(line)
-                done.add((r["config"], r["seed"]))
-    jobs = [(c, s) for c in a.configs for s in a.seeds if (c, s) not in done]
+                done.add((r["config"], r["seed"], tuple(r.get("overrides", []))))
+    jobs = [(c, s) for c in a.configs for s in a.seeds if (c, s, tuple(a.overrides)) not in done]
     with ProcessPoolExecutor(a.jobs) as pool:
         futures = [pool.submit(one, c, s, a.runs, a.out, a.overrides) for c, s in jobs]
         for f in futures:
