@@ -80,6 +80,16 @@ def test_batched_training_equals_the_authors_formulations(name):
 
 
 @torch.no_grad()
+def test_extra_padding_columns_change_nothing():
+    model = make(VARIANTS["sep-o4-copy"])
+    src, tgt = batch()
+    wide = torch.cat([tgt, torch.zeros(4, 6, dtype=tgt.dtype)], 1)
+    out = model(src, wide)
+    assert out.shape[1] == 19 and torch.isfinite(out).all()
+    assert torch.allclose(out[:, :13], model(src, tgt), atol=1e-6)
+
+
+@torch.no_grad()
 def test_chunking_points_does_not_change_outputs():
     model = make(VARIANTS["sep-o1"])
     src, tgt = batch()

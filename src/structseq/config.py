@@ -29,9 +29,10 @@ def _f(default, help: str, **kw):
 class DataConfig:
     dataset: str = _f("scan-simple", "registered dataset name (see `structseq data list`) or 'files'")
     train: str = _f("train", "training split name, or a file (TSV / SCAN / 'SRC,TGT') when dataset is 'files'")
-    valid: str | None = _f(None, "validation split or file; null holds out `valid_fraction` of train")
+    valid: str | None = _f(None, "validation split, file or NAME:SPLIT of any registered dataset; null holds out "
+                                 "`valid_fraction` of train")
     valid_fraction: float = _f(0.01, "fraction of train held out for validation when `valid` is null")
-    test: list[str] = _f(["test"], "splits (or files) that `evaluate` reports by default")
+    test: list[str] = _f(["test"], "splits, files or NAME:SPLIT (e.g. cognition:cg-test) that `evaluate` reports")
     max_train_examples: int | None = _f(None, "use only the first N training examples (quick runs)")
     min_freq: int = _f(1, "minimum token count to enter a vocabulary")
     share_vocab: bool = _f(False, "one vocabulary for source and target (needed to tie all embeddings)")

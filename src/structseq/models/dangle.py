@@ -157,7 +157,7 @@ class RDangleSeq2Seq(Seq2Seq):
         enc = self.encode(src)
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
-        pts = torch.tensor(self.points(T), device=src.device)
+        pts = torch.tensor(self.points(int(lengths.max())), device=src.device)
         o = self.interval or T
         size = self.chunk_points or -(-self.AUTO_CHUNK_STEPS // o)  # auto: points covering about 8 steps
         outputs = []
@@ -180,6 +180,11 @@ class RDangleSeq2Seq(Seq2Seq):
             x = x[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep  # (B, n, D)
             if attn is not None:
                 attn = attn[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep
+            outputs.append(self.head(x, attn, src))
+        done = sum(out.shape[1] for out in outputs)
+        if done < T:  # trailing all-padding columns
+            x = enc["src_states"].new_zeros(B, T - done, self.decoder.embed.embed.embedding_dim)
+            attn = src.new_zeros(B, T - done, src.shape[1], dtype=x.dtype) if self.head.needs_attention else None
             outputs.append(self.head(x, attn, src))
         return torch.cat(outputs, 1)
 
