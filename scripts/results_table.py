@@ -27,10 +27,10 @@ def main(argv=None) -> None:
         for line in open(path):
             if line.strip():
                 r = json.loads(line)
-                groups[(r["config"], r["split"])].append(r)
+                groups[(r["config"], tuple(r.get("overrides", [])), r["split"])].append(r)
     print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min) | updates | paper |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for (config, split), rs in sorted(groups.items()):
+    for (config, overrides, split), rs in sorted(groups.items()):
         em = [r["metrics"]["exact_match"]["score"] for r in rs]
         ta = [r["metrics"]["token_accuracy"]["score"] for r in rs]
         bl = [r["metrics"]["bleu"]["score"] for r in rs]
@@ -38,7 +38,8 @@ def main(argv=None) -> None:
         parts = config.split("/")
         key = (parts[-2], parts[-1].split("-")[0].replace(".yaml", ""))
         wall = statistics.mean(r["train_wall_s"] for r in rs) / 60
-        print(f"| `{config}` | {split} | {', '.join(str(r['seed']) for r in rs)} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
+        shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)
+        print(f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
               f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split in ('test', 'gen') else ''} |")
 
 

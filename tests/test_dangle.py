@@ -113,6 +113,25 @@ def test_gradients_match_the_per_step_formulation():
         assert torch.allclose(grads[0][n], grads[1][n], atol=1e-4), n
 
 
+def test_recomputing_chunks_gives_the_same_gradients_with_less_memory_kept():
+    model = make(VARIANTS["sep-o2-shared"])
+    model.chunk_points = 1
+    src, tgt = batch()
+    grads, saved = [], []
+    for recompute in (False, True):
+        model.recompute_chunks = recompute
+        model.zero_grad()
+        sizes = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):
+            out = model(src, tgt)
+        out.gather(-1, tgt.clamp_min(4)[..., None]).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        saved.append(sum(sizes))
+    for n in grads[0]:
+        assert torch.allclose(grads[0][n], grads[1][n], atol=1e-5), n
+    assert saved[1] < saved[0] / 2
+
+
 def test_dangle_is_rdangle_shr_with_interval_one():
     dangle, shr = make({"arch": "dangle"}), make({"arch": "rdangle-shr", "interval": 1}, seed=5)
     assert dangle.state_dict().keys() == shr.state_dict().keys()

@@ -104,6 +104,8 @@ class DangleConfig(TransformerConfig):
                                         "(the paper's best: value 10, k1 2, k2 8, shared)")
     chunk_points: int = _f(0, "training: re-encoding points computed together in one batched pass (bounds "
                               "memory and padding; 0 = auto, points covering about 8 target steps)")
+    recompute_chunks: bool = _f(False, "training: recompute each chunk's activations in the backward pass instead "
+                                       "of storing them (peak memory of one chunk, about a third more compute)")
 
 
 MODEL_CONFIGS: dict[str, type] = {"transformer": TransformerConfig, "lstm": LSTMConfig, "dangle": DangleConfig,

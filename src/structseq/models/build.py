@@ -139,7 +139,8 @@ def build_dangle(cfg: DangleConfig, src_vocab: Vocab, tgt_vocab: Vocab,
                                      skip=len(bottom))
     key_encoder = AdaptiveKeyEncoder(cfg.d_model, pre, fusion, post, _final_norm(cfg))
     decoder, head = _decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
-    return RDangleSeq2Seq(src_embed, key_encoder, value_encoder, decoder, head, cfg.interval, cfg.chunk_points)
+    return RDangleSeq2Seq(src_embed, key_encoder, value_encoder, decoder, head, cfg.interval, cfg.chunk_points,
+                          cfg.recompute_chunks)
 
 
 def build_lstm(cfg: LSTMConfig, src_vocab: Vocab, tgt_vocab: Vocab,

@@ -16,7 +16,9 @@ causal decoder pass over y_0 .. y_{p+o-1} against H_p, so a group of consecutive
 pass with a row per (point, sentence): the row's fusion input is its prefix, the end marker, then padding;
 its decoder outputs at steps p .. p+o-1 are gathered. Rows whose point lies beyond the sentence's target
 are skipped. Source-only work (the value encoder, its cross-attention value projections, the pre-fusion
-layers) runs once per batch. `chunk_points` bounds how many points share a pass (memory).
+layers) runs once per batch. `chunk_points` sets how many points share a pass; with `recompute_chunks`
+each chunk's activations are recomputed in the backward pass instead of stored, so training memory is
+that of one chunk (activation checkpointing, about a third more compute).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from structseq.models.base import Seq2Seq, State
 from structseq.models.transformer import TransformerDecoder
@@ -84,14 +87,17 @@ class AdaptiveKeyEncoder(nn.Module):
 
 class RDangleSeq2Seq(Seq2Seq):
     AUTO_CHUNK_STEPS = 8  # measured best on COGS batches (benchmarks/bench_dangle.py): less padding per pass
+
     def __init__(self, src_embed: TokenEmbedding, key_encoder: AdaptiveKeyEncoder, value_encoder: ValueEncoder | None,
-                 decoder: TransformerDecoder, head: nn.Module, interval: int = 1, chunk_points: int = 0):
+                 decoder: TransformerDecoder, head: nn.Module, interval: int = 1, chunk_points: int = 0,
+                 recompute_chunks: bool = False):
         super().__init__()
         if interval < 0 or chunk_points < 0:
             raise ValueError(f"interval ({interval}) and chunk_points ({chunk_points}) must be >= 0")
         self.src_embed, self.key_encoder, self.value_encoder = src_embed, key_encoder, value_encoder
         self.decoder, self.head = decoder, head
         self.interval, self.chunk_points = interval, chunk_points  # interval 0: one encoding, at step 0
+        self.recompute_chunks = recompute_chunks  # activation checkpointing per chunk: memory of one chunk
 
     @property
     def separate(self) -> bool:
@@ -158,35 +164,43 @@ class RDangleSeq2Seq(Seq2Seq):
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
         pts = torch.tensor(self.points(int(lengths.max())), device=src.device)
-        o = self.interval or T
-        size = self.chunk_points or -(-self.AUTO_CHUNK_STEPS // o)  # auto: points covering about 8 steps
+        size = self.chunk_points or -(-self.AUTO_CHUNK_STEPS // (self.interval or T))  # auto: about 8 steps
         outputs = []
         for first in range(0, len(pts), size):  # a loop over groups of points, not over time steps
             group = pts[first:first + size]
-            live = group[:, None] < lengths[None, :]  # (c, B): rows worth computing
-            point_of, sent_of = live.nonzero(as_tuple=True)  # rows, point-major
-            row_points, pad = group[point_of], enc["src_pad"].index_select(0, sent_of)
-            seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of)
-            keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
-            end = min(int(group[-1]) + o, T)
-            x, _, attn = self.decoder(tgt_in.index_select(0, sent_of)[:, :end], memory_pad_mask=pad,
-                                      cross_kv=self.cross_kv(keys, enc, sent_of), need_weights=self.head.needs_attention)
-            # output (b, t) comes from the row of sentence b and the point that owns step t
-            row_of = torch.full((len(group), B), -1, dtype=torch.long, device=src.device)
-            row_of[point_of, sent_of] = torch.arange(len(sent_of), device=src.device)
-            steps = torch.arange(int(group[0]), end, device=src.device)
-            rows = row_of[torch.div(steps - group[0], o, rounding_mode="floor")]  # (n, B)
-            keep = rows.ge(0).T[..., None]  # (B, n, 1)
-            x = x[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep  # (B, n, D)
-            if attn is not None:
-                attn = attn[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep
-            outputs.append(self.head(x, attn, src))
+            if self.recompute_chunks and torch.is_grad_enabled():
+                outputs.append(checkpoint(self._chunk, enc, tgt_in, lengths, group, use_reentrant=False))
+            else:
+                outputs.append(self._chunk(enc, tgt_in, lengths, group))
         done = sum(out.shape[1] for out in outputs)
         if done < T:  # trailing all-padding columns
             x = enc["src_states"].new_zeros(B, T - done, self.decoder.embed.embed.embedding_dim)
             attn = src.new_zeros(B, T - done, src.shape[1], dtype=x.dtype) if self.head.needs_attention else None
             outputs.append(self.head(x, attn, src))
         return torch.cat(outputs, 1)
+
+    def _chunk(self, enc: State, tgt_in: Tensor, lengths: Tensor, group: Tensor) -> Tensor:
+        """Log-probs (B, n, V) of the steps owned by the consecutive re-encoding points `group`."""
+        B, T = tgt_in.shape
+        o = self.interval or T
+        live = group[:, None] < lengths[None, :]  # (c, B): rows worth computing
+        point_of, sent_of = live.nonzero(as_tuple=True)  # rows, point-major
+        row_points, pad = group[point_of], enc["src_pad"].index_select(0, sent_of)
+        seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of)
+        keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
+        end = min(int(group[-1]) + o, T)
+        x, _, attn = self.decoder(tgt_in.index_select(0, sent_of)[:, :end], memory_pad_mask=pad,
+                                  cross_kv=self.cross_kv(keys, enc, sent_of), need_weights=self.head.needs_attention)
+        # output (b, t) comes from the row of sentence b and the point that owns step t
+        row_of = torch.full((len(group), B), -1, dtype=torch.long, device=tgt_in.device)
+        row_of[point_of, sent_of] = torch.arange(len(sent_of), device=tgt_in.device)
+        steps = torch.arange(int(group[0]), end, device=tgt_in.device)
+        rows = row_of[torch.div(steps - group[0], o, rounding_mode="floor")]  # (n, B)
+        keep = rows.ge(0).T[..., None]  # (B, n, 1)
+        x = x[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep  # (B, n, D)
+        if attn is not None:
+            attn = attn[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep
+        return self.head(x, attn, enc["src"])
 
     # ------------------------------------------------------------------ incremental decoding
 
