@@ -77,8 +77,8 @@ class AdaptiveKeyEncoder(nn.Module):
         pad = torch.cat([src_pad, tgt_pad if tgt_pad is not None else src_pad.new_zeros(tgt.shape[:2])], 1)
         rel = self.fusion[0].self_attn.relative if len(self.fusion) else None
         idx = rel.segment_index(S, L, x.device) if rel is not None else None
-        for layer in self.fusion:
-            x = layer(x, pad, rel_index=idx)
+        for i, layer in enumerate(self.fusion):  # the last one only for the source queries: the rest is dropped
+            x = layer(x, pad, rel_index=idx, n_queries=S if i == len(self.fusion) - 1 else None)
         h = x[:, :S]
         for layer in self.post:
             h = layer(h, src_pad)
@@ -189,13 +189,15 @@ class RDangleSeq2Seq(Seq2Seq):
         seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of)
         keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
         end = min(int(group[-1]) + o, T)
+        first = int(group[0])  # the top decoder layer only computes the steps of this group
         x, _, attn = self.decoder(tgt_in.index_select(0, sent_of)[:, :end], memory_pad_mask=pad,
-                                  cross_kv=self.cross_kv(keys, enc, sent_of), need_weights=self.head.needs_attention)
+                                  cross_kv=self.cross_kv(keys, enc, sent_of), need_weights=self.head.needs_attention,
+                                  keep_last=end - first)
         # output (b, t) comes from the row of sentence b and the point that owns step t
         row_of = torch.full((len(group), B), -1, dtype=torch.long, device=tgt_in.device)
         row_of[point_of, sent_of] = torch.arange(len(sent_of), device=tgt_in.device)
-        steps = torch.arange(int(group[0]), end, device=tgt_in.device)
-        rows = row_of[torch.div(steps - group[0], o, rounding_mode="floor")]  # (n, B)
+        steps = torch.arange(end - first, device=tgt_in.device)  # relative to `first`
+        rows = row_of[torch.div(steps, o, rounding_mode="floor")]  # (n, B)
         keep = rows.ge(0).T[..., None]  # (B, n, 1)
         x = x[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep  # (B, n, D)
         if attn is not None:
@@ -217,8 +219,7 @@ class RDangleSeq2Seq(Seq2Seq):
             keys = self.key_encoder(state["src_states"], state["src_pad"], seg, None)
             cross = self.cross_kv(keys, state)
             x, self_kv, attn = self.decoder(prefix, memory_pad_mask=state["src_pad"], cross_kv=cross,
-                                            need_weights=need)
-            x, attn = x[:, -1:], (attn[:, -1:] if attn is not None else None)
+                                            need_weights=need, keep_last=1)
         else:
             cross = state["cross_kv"]
             x, self_kv, attn = self.decoder(prev[:, None], memory_pad_mask=state["src_pad"], cross_kv=cross,

@@ -33,15 +33,17 @@ class TransformerDecoder(nn.Module):
         self.embed, self.layers, self.final_norm = embed, nn.ModuleList(layers), final_norm
 
     def forward(self, tokens, *, memory_pad_mask, memory_keys=None, memory_values=None, cross_kv=None,
-                past_kv=None, offset: int = 0, need_weights: bool = False):
-        """Returns features (B, T, D), new self-attention caches, last layer's head-averaged cross-attention."""
+                past_kv=None, offset: int = 0, need_weights: bool = False, keep_last: int | None = None):
+        """Returns features (B, T, D), new self-attention caches, last layer's head-averaged cross-attention.
+        `keep_last`: the top layer computes (and returns) the last n positions only."""
         x = self.embed(tokens, offset)
         new_kv, weights = [], None
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             x, kv, w = layer(x, memory_pad_mask=memory_pad_mask, memory_keys=memory_keys, memory_values=memory_values,
                              cross_kv=None if cross_kv is None else cross_kv[i],
-                             past_kv=None if past_kv is None else past_kv[i], need_weights=need_weights and i == last)
+                             past_kv=None if past_kv is None else past_kv[i], need_weights=need_weights and i == last,
+                             keep_last=keep_last if i == last else None)
             new_kv.append(kv)
             if w is not None:
                 weights = w.mean(1)  # (B, T, S)

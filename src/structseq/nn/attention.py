@@ -96,6 +96,7 @@ class MultiheadAttention(nn.Module):
         static_kv: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
         rel_index: Tensor | None = None,  # (Tq, Tk) rows of the relative table; default from positions
+        q_offset: int | None = None,  # position of the first query (default: after the cached keys)
     ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         B, Tq, D = query.shape
         if static_kv is None and key is None and value is None:
@@ -109,7 +110,10 @@ class MultiheadAttention(nn.Module):
         if past_kv is not None:
             k, v = torch.cat([past_kv[0], k], 2), torch.cat([past_kv[1], v], 2)
         Tk = k.shape[2]
-        offset = Tk - Tq if past_kv is not None else 0  # absolute position of the first query
+        if q_offset is not None:
+            offset = q_offset
+        else:  # absolute position of the first query
+            offset = Tk - Tq if past_kv is not None else 0
 
         mask = None  # additive float mask (B or 1, 1 or H, Tq, Tk)
         plain_causal = causal and self.relative is None and key_padding_mask is None and offset == 0 and Tq == Tk

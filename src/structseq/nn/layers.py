@@ -29,9 +29,10 @@ class Residual(nn.Module):
         super().__init__()
         self.norm, self.dropout, self.norm_first = nn.LayerNorm(d_model), dropout, norm_first
 
-    def forward(self, x: Tensor, f) -> tuple[Tensor, object]:
+    def forward(self, x: Tensor, f, queries: slice | None = None) -> tuple[Tensor, object]:
+        """`queries`: only these positions are updated (f sees all of x and returns outputs for them)."""
         y, *rest = f(self.norm(x) if self.norm_first else x)
-        x = x + F.dropout(y, self.dropout, self.training)
+        x = (x if queries is None else x[:, queries]) + F.dropout(y, self.dropout, self.training)
         return (x if self.norm_first else self.norm(x)), rest
 
 
@@ -54,8 +55,16 @@ class EncoderLayer(nn.Module):
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
-    def forward(self, x: Tensor, pad_mask: Tensor | None, rel_index: Tensor | None = None) -> Tensor:
-        x, _ = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=pad_mask, rel_index=rel_index))
+    def forward(self, x: Tensor, pad_mask: Tensor | None, rel_index: Tensor | None = None,
+                n_queries: int | None = None) -> Tensor:
+        """`n_queries`: compute outputs for the first n positions only (all positions still serve as keys)."""
+        if n_queries is None:
+            x, _ = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=pad_mask, rel_index=rel_index))
+        else:
+            q = slice(0, n_queries)
+            idx = rel_index[q] if rel_index is not None else None
+            x, _ = self.attn_block(x, lambda h: self.self_attn(h[:, q], h, h, key_padding_mask=pad_mask,
+                                                                rel_index=idx, q_offset=0), queries=q)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h),))
         return x
 
@@ -74,11 +83,18 @@ class DecoderLayer(nn.Module):
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
     def forward(self, x, *, memory_pad_mask, memory_keys=None, memory_values=None, cross_kv=None,
-                past_kv=None, need_weights=False):
-        """Returns (x, self-attention (k, v) for the cache, cross-attention weights or None)."""
+                past_kv=None, need_weights=False, keep_last: int | None = None):
+        """Returns (x, self-attention (k, v) for the cache, cross-attention weights or None).
+        `keep_last`: outputs for the last n positions only (all positions still give keys and values)."""
         causal = x.shape[1] > 1
-        x, (_, self_kv) = self.self_block(
-            x, lambda h: self.self_attn(h, causal=causal, past_kv=past_kv))
+        if keep_last is None or keep_last >= x.shape[1]:
+            x, (_, self_kv) = self.self_block(
+                x, lambda h: self.self_attn(h, causal=causal, past_kv=past_kv))
+        else:
+            assert past_kv is None, "keep_last is for passes over a whole prefix"
+            q, first = slice(x.shape[1] - keep_last, None), x.shape[1] - keep_last
+            x, (_, self_kv) = self.self_block(
+                x, lambda h: self.self_attn(h[:, q], h, h, causal=True, q_offset=first), queries=q)
         x, (weights, _) = self.cross_block(
             x, lambda h: self.cross_attn(h, memory_keys, memory_values, key_padding_mask=memory_pad_mask,
                                          static_kv=cross_kv, need_weights=need_weights))
