@@ -12,10 +12,12 @@ Soft, Learned lexicons).
 
 `--budget paper` trains with the shipped configs (the paper's settings; hours per SCAN/COGS run on CPU).
 `--budget cpu` keeps each config's head but takes the model size, optimiser batch and number of updates
-from the dataset's `lstm-cpu.yaml` (Tatoeba, which has none, uses COGS's); Colors is cheap and always uses
-the paper budget. The LSTM baseline row adds `model.combine_feed=true`, so every row has the reference
+(and, where given, the test splits and decoding batch) from the dataset's `lstm-cpu.yaml` (Tatoeba, which
+has none, uses COGS's); `--budget cpu-short` does the same from `lstm-cpu-short.yaml` (about 6-10 minutes
+of one core per run, the budget of RESULTS.md's SCAN / COGS / Tatoeba columns). Colors is cheap and always
+uses the paper budget. The LSTM baseline row adds `model.combine_feed=true`, so every row has the reference
 code's decoder and differs only in the output layer. Runs go to `<runs>/<budget>/`, one JSON line per
-(run, split) to `<out>/runs.jsonl` (through scripts/reproduce.py's `one`), the tables to
+(run, split) to `<out>/runs.jsonl` (see `one`), the tables to
 `<out>/<table>-<budget>.md` and `.json`. Recorded runs are skipped and an interrupted one resumes, so the
 command can be repeated, e.g. with more seeds. Every run uses `train.threads=1` unless `--threads` says
 otherwise.
@@ -34,9 +36,53 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reproduce import one  # noqa: E402
+def run_name(config: str, seed: int) -> str:
+    return f"{Path(config).parent.name}-{Path(config).stem}-s{seed}"
+
+
+def one(config: str, seed: int, runs: str, out: str, overrides: list[str]) -> str:
+    """Train (or resume) one run and append one JSON line per test split to `out`, as scripts/reproduce.py's
+    `one` did when these tables were made (kept here so that its run names stay fixed), except that the
+    decoding settings of `config` + `overrides` (e.g. the budget's `decode.max_len_b`) also apply when a
+    finished run is evaluated (`api.load_run` alone takes them from the checkpoint's config)."""
+    import platform
+    import subprocess
+    import time
+
+    from structseq import api
+    from structseq.config import load_config
+    from structseq.train.checkpoint import load_checkpoint
+
+    cfg = load_config(config, overrides)
+    cfg.train.seed = seed
+    name = run_name(config, seed)
+    run_dir = Path(runs) / name
+    last = run_dir / "checkpoints" / "last.pt"
+    t0 = time.time()
+    if last.exists():
+        if load_checkpoint(last)["progress"]["step"] < cfg.train.max_steps:
+            api.resume(run_dir, show_progress=False)
+    else:
+        api.train(cfg, run_dir, show_progress=False)
+    train_s = time.time() - t0
+    lines = []
+    for split in cfg.data.test:
+        t1 = time.time()
+        run = api.load_run(run_dir)
+        run.config.decode = cfg.decode
+        m = run.evaluate(split)
+        rec = {"config": config, "overrides": overrides, "seed": seed, "run_dir": str(run_dir), "split": split,
+               "train_wall_s": round(train_s, 1), "eval_wall_s": round(time.time() - t1, 1),
+               "steps": cfg.train.max_steps, "machine": f"{platform.node()} {platform.processor()}",
+               "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True).stdout.strip(),
+               "metrics": {k: v for k, v in m.items() if k not in ("predictions",)}}
+        lines.append(json.dumps(rec))
+    with open(out, "a") as f:
+        f.write("\n".join(lines) + "\n")
+    return f"{name}: " + ", ".join(
+        f"{json.loads(x)['split']} EM {json.loads(x)['metrics']['exact_match']['score']:.4f}" for x in lines)
 
 # The paper's numbers (docs: /work/shared/notes/lexical-translation.md; Table 2, 4, 5). None = not reported.
 PAPER_SEEDS = {"colors": 16, "scan-jump": 10, "scan-around-right": 10, "cogs": 10, "tatoeba-en-zh": 5}
@@ -57,32 +103,37 @@ TABLES = {
     "table4": {
         "metric": "bleu_pooled", "split": {}, "datasets": ["tatoeba-en-zh"], "columns": ["full", "1-shot"],
         "rows": [
-            ("LSTM", "lstm", [24.18, 17.47]),
-            ("+ Lex IBMM2 (fast_align = IBM 1)", "lstm-lex-ibm1", [25.49, 19.62]),
-            ("+ Lex Simple", "lstm-lex-simple", [24.35, 18.46]),
+            ("LSTM", "lstm", ["24.18 ± 0.37", "17.47 ± 0.64"]),
+            ("+ Lex PMI", "lstm-lex-pmi", ["24.36 ± 0.09", "18.46 ± 0.13"]),
+            ("+ Lex IBMM2 (fast_align = IBM 1)", "lstm-lex-ibm1", ["25.49 ± 0.42", "19.62 ± 0.64"]),
+            ("+ Lex Simple", "lstm-lex-simple", ["24.35 ± 0.09", "18.46 ± 0.19"]),
         ],
     },
     "table5": {
         "metric": "exact_match", "split": {"cogs": "gen"}, "datasets": ["cogs"],
         "rows": [
-            ("Uniform (learned)", "lstm-lex-uniform", [0.56]),
-            ("Simple", "lstm-lex-simple", [0.82]),
-            ("Soft (tau 0.1)", "lstm-lex-soft", [0.83]),
-            ("Learned (from Simple)", "lstm-lex-learned", [0.83]),
+            ("LSTM", "lstm", ["0.51 ± 0.06"]),
+            ("Uniform (learned)", "lstm-lex-uniform", ["0.56 ± 0.07"]),
+            ("Simple", "lstm-lex-simple", ["0.82 ± 0.01"]),
+            ("Soft (tau 0.1)", "lstm-lex-soft", ["0.83 ± 0.00"]),
+            ("Learned (from Simple)", "lstm-lex-learned", ["0.83 ± 0.01"]),
         ],
     },
 }
-BUDGET_KEYS = {"model": ("embed_dim", "hidden_dim"), "optim": ("warmup", "max_tokens", "batch_size", "accumulate"),
-               "train": ("max_steps", "valid_every")}
+BUDGET_KEYS = {"model": ("embed_dim", "hidden_dim"),
+               "optim": ("lr", "warmup", "max_tokens", "batch_size", "accumulate"),
+               "train": ("max_steps", "valid_every"), "data": ("test",), "decode": ("batch_size", "max_len_b")}
+#: budget -> the per-dataset config its keys come from (Tatoeba, which has no lstm-cpu.yaml, falls back to COGS's).
+BUDGET_FILES = {"cpu": "lstm-cpu.yaml", "cpu-short": "lstm-cpu-short.yaml"}
 
 
 def budget_overrides(dataset: str, budget: str) -> list[str]:
     """`key=value` overrides that put a config on the CPU budget of the dataset's lstm-cpu.yaml."""
     if budget == "paper" or dataset == "colors":
         return []
-    path = ROOT / "configs" / dataset / "lstm-cpu.yaml"
+    path = ROOT / "configs" / dataset / BUDGET_FILES[budget]
     if not path.exists():
-        path = ROOT / "configs" / "cogs" / "lstm-cpu.yaml"
+        path = ROOT / "configs" / "cogs" / BUDGET_FILES[budget]
     cpu = yaml.safe_load(path.read_text())
     return [f"{section}.{k}={json.dumps(cpu[section][k])}" for section, keys in BUDGET_KEYS.items()
             for k in keys if k in cpu.get(section, {})]
@@ -178,7 +229,7 @@ def main(argv=None) -> None:
     p.add_argument("--datasets", nargs="+", help="columns to run (default: all of the table's datasets)")
     p.add_argument("--rows", nargs="+", help="configs (rows) to run, e.g. lstm lstm-lex-simple (default: all)")
     p.add_argument("--seeds", type=int, help="seeds 1..N per config (default: the paper's count per dataset)")
-    p.add_argument("--budget", choices=("cpu", "paper"), default="paper")
+    p.add_argument("--budget", choices=("cpu", "cpu-short", "paper"), default="paper")
     p.add_argument("--jobs", type=int, default=1, help="runs in parallel (each with --threads threads)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default="results/lexicon")
@@ -199,7 +250,7 @@ def main(argv=None) -> None:
     if not a.report_only:
         recorded = {json.loads(line)["run_dir"] for line in results.open()} if results.exists() else set()
         jobs = [(c, s, o) for c, s, o in plan(a.table, datasets, rows, a.seeds, a.budget, a.threads)
-                if str(runs / f"{Path(c).parent.name}-{Path(c).stem}-s{s}") not in recorded]  # one()'s run name
+                if str(runs / run_name(c, s)) not in recorded]
         with ProcessPoolExecutor(a.jobs) as pool:
             futures = [pool.submit(one, c, s, str(runs), str(results), o) for c, s, o in jobs]
             for f in futures:
