@@ -75,3 +75,22 @@ def test_length_penalty_reranks_by_normalised_score():
     for entries in b.nbest:
         norm = [s / (len(t) + 1) for t, s in entries]
         assert norm == sorted(norm, reverse=True)
+
+
+@torch.no_grad()
+def test_search_survives_nan_log_probabilities():
+    """A diverged model (NaN outputs after a few steps) still yields one hypothesis per sentence."""
+    model = make(VARIANTS["transformer-post-sinusoidal"])
+
+    class Diverged:
+        encode, init_state = model.encode, model.init_state
+
+        def step(self, prev, state):
+            lp, state = model.step(prev, state)
+            steps = state["self_kv"][0][0].shape[2]
+            return (lp * float("nan") if steps > 2 else lp), state
+
+    src, _ = batch()
+    for beam in (1, 3):
+        hyp = beam_search(Diverged(), src, beam, max_lengths(src, 1.0, 3))
+        assert len(hyp.tokens) == src.shape[0]

@@ -54,7 +54,7 @@ def beam_search(model, src: Tensor, beam: int, max_len: Tensor, len_penalty: flo
     for t in range(int(max_len.max()) + 1):
         log_probs, state = model.step(prev, state)
         V = log_probs.shape[-1]
-        lp = log_probs.view(B, K, V).float().clone()
+        lp = log_probs.view(B, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
         lp[..., [pad, bos]] = float("-inf")  # never generate padding or a second <s>
         must_end = (lengths >= limit) & ~finished  # forced </s> at the length limit
         only_eos = torch.full_like(lp[0, 0], float("-inf"))
@@ -91,6 +91,8 @@ def beam_search(model, src: Tensor, beam: int, max_len: Tensor, len_penalty: flo
                 continue
             seq = hist[b][k][: int(lengths[b, k]) - 1]  # drop </s>
             entries.append((seq, sc[b][k]))
+        if not entries:  # only when every continuation scored -inf (e.g. NaN outputs): return the raw history
+            entries.append(([t for t in hist[b][0] if t != eos], sc[b][0]))
         out_tokens.append(entries[0][0])
         out_scores.append(entries[0][1])
         out_nbest.append(entries)
