@@ -32,12 +32,25 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
 
-D = {"d_model": 256, "n_heads": 4, "ffn_dim": 512, "dropout": 0.1, "positions": "relative", "max_relative": 16,
-     "decoder_layers": 3}
-TRANSFORMER = {"arch": "transformer", **D, "encoder_layers": 3}
-SEP = {"arch": "rdangle-sep", **D, "encoder_layers": 2, "fusion_layers": 1, "post_fusion_layers": 1,
-       "share_post_fusion": True}  # 3 distinct encoder layers, like the Transformer's 3
-SHR = {"arch": "rdangle-shr", **D, "fusion_layers": 1, "post_fusion_layers": 2}
+SIZES = {  # medium: the default; small: the shipped `*-cpu.yaml` configs (d 128, 2 heads, 2 decoder layers)
+    "medium": {"d_model": 256, "n_heads": 4, "ffn_dim": 512, "decoder_layers": 3, "encoder_layers": 3},
+    "small": {"d_model": 128, "n_heads": 2, "ffn_dim": 256, "decoder_layers": 2, "encoder_layers": 2},
+}
+
+
+def models(size: str) -> tuple[dict, dict, dict]:
+    """Transformer, R-Dangle_sep and Dangle of one size: the value encoder shares its top layer with the key
+    encoder, so R-Dangle_sep has as many distinct encoder layers as the Transformer."""
+    d = {**SIZES[size], "dropout": 0.1, "positions": "relative", "max_relative": 16}
+    n = d["encoder_layers"]
+    transformer = {"arch": "transformer", **d}
+    sep = {"arch": "rdangle-sep", **d, "encoder_layers": n - 1, "fusion_layers": 1, "post_fusion_layers": 1,
+           "share_post_fusion": True}
+    shr = {"arch": "rdangle-shr", **d, "fusion_layers": 1, "post_fusion_layers": n - 1}
+    return transformer, sep, shr
+
+
+TRANSFORMER, SEP, SHR = models("medium")
 
 
 def config(model: dict, batch_size: int, seed: int = 1) -> str:
@@ -241,6 +254,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", choices=["intervals", "formulations", "decode"])
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--size", choices=list(SIZES), default="medium", help="model size (same for every model)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
     p.add_argument("--updates", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)
@@ -251,11 +265,13 @@ def main() -> None:
     p.add_argument("-o", "--output", default=str(WORK / "bench_dangle.json"))
     p.add_argument("--plot", default=str(HERE / "dangle_interval_cost.png"))
     args = p.parse_args()
+    global TRANSFORMER, SEP, SHR
+    TRANSFORMER, SEP, SHR = models(args.size)
     WORK.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     result = {"machine": {"node": platform.node(), "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()},
               "models": {"transformer": TRANSFORMER, "rdangle-sep": SEP, "dangle": SHR},
-              "batch_size": args.batch_size, "threads": args.threads}
+              "size": args.size, "batch_size": args.batch_size, "threads": args.threads}
     if args.only in (None, "intervals"):
         result["intervals"] = section_intervals(args)
         plot(result["intervals"], Path(args.plot))
