@@ -29,6 +29,7 @@ bench: venv
 	$(BIN)/python benchmarks/bench_train.py
 	$(BIN)/python benchmarks/bench_compose.py
 	$(BIN)/python benchmarks/bench_lexicon.py
+	$(BIN)/python benchmarks/bench_dangle.py
 
 clean:
 	rm -rf $(VENV) runs benchmarks/work
