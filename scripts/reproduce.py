@@ -20,15 +20,21 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 
-def one(config: str, seed: int, runs: str, out: str, overrides: list[str]) -> str:
+def run_name(config: str, seed: int, overrides: list[str] = ()) -> str:
+    tag = "".join(f"-{o.split('.')[-1].replace('=', '')}" for o in overrides)  # e.g. -interval4 -max_steps500
+    return f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
+
+
+def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name: str | None = None) -> str:
+    """Train (or resume) one run and append one JSON line per test split to `out`. The decoding settings of
+    `config` + `overrides` apply when the run is evaluated, also to a run trained before they changed."""
     from structseq import api
     from structseq.config import load_config
     from structseq.train.checkpoint import load_checkpoint
 
     cfg = load_config(config, overrides)
     cfg.train.seed = seed
-    tag = "".join(f"-{o.split('.')[-1].replace('=', '')}" for o in overrides)  # e.g. -interval4 -max_steps500
-    name = f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
+    name = name or run_name(config, seed, overrides)
     run_dir = Path(runs) / name
     last = run_dir / "checkpoints" / "last.pt"
     t0 = time.time()
@@ -42,7 +48,9 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str]) -> st
     lines = []
     for split in cfg.data.test:
         t1 = time.time()
-        m = api.load_run(run_dir).evaluate(split)
+        run = api.load_run(run_dir)
+        run.config.decode = cfg.decode
+        m = run.evaluate(split)
         rec = {"config": config, "overrides": overrides, "seed": seed, "run_dir": str(run_dir), "split": split,
                "train_wall_s": round(train_s, 1), "eval_wall_s": round(time.time() - t1, 1),
                "steps": cfg.train.max_steps, "machine": f"{platform.node()} {platform.processor()}",

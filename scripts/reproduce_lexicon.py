@@ -36,53 +36,15 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def run_name(config: str, seed: int) -> str:
-    return f"{Path(config).parent.name}-{Path(config).stem}-s{seed}"
+import reproduce  # noqa: E402
 
 
 def one(config: str, seed: int, runs: str, out: str, overrides: list[str]) -> str:
-    """Train (or resume) one run and append one JSON line per test split to `out`, as scripts/reproduce.py's
-    `one` did when these tables were made (kept here so that its run names stay fixed), except that the
-    decoding settings of `config` + `overrides` (e.g. the budget's `decode.max_len_b`) also apply when a
-    finished run is evaluated (`api.load_run` alone takes them from the checkpoint's config)."""
-    import platform
-    import subprocess
-    import time
+    """scripts/reproduce.py's `one` under the run names these tables were made with (no override tag)."""
+    return reproduce.one(config, seed, runs, out, overrides, name=reproduce.run_name(config, seed))
 
-    from structseq import api
-    from structseq.config import load_config
-    from structseq.train.checkpoint import load_checkpoint
-
-    cfg = load_config(config, overrides)
-    cfg.train.seed = seed
-    name = run_name(config, seed)
-    run_dir = Path(runs) / name
-    last = run_dir / "checkpoints" / "last.pt"
-    t0 = time.time()
-    if last.exists():
-        if load_checkpoint(last)["progress"]["step"] < cfg.train.max_steps:
-            api.resume(run_dir, show_progress=False)
-    else:
-        api.train(cfg, run_dir, show_progress=False)
-    train_s = time.time() - t0
-    lines = []
-    for split in cfg.data.test:
-        t1 = time.time()
-        run = api.load_run(run_dir)
-        run.config.decode = cfg.decode
-        m = run.evaluate(split)
-        rec = {"config": config, "overrides": overrides, "seed": seed, "run_dir": str(run_dir), "split": split,
-               "train_wall_s": round(train_s, 1), "eval_wall_s": round(time.time() - t1, 1),
-               "steps": cfg.train.max_steps, "machine": f"{platform.node()} {platform.processor()}",
-               "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True).stdout.strip(),
-               "metrics": {k: v for k, v in m.items() if k not in ("predictions",)}}
-        lines.append(json.dumps(rec))
-    with open(out, "a") as f:
-        f.write("\n".join(lines) + "\n")
-    return f"{name}: " + ", ".join(
-        f"{json.loads(x)['split']} EM {json.loads(x)['metrics']['exact_match']['score']:.4f}" for x in lines)
 
 # The paper's numbers (docs: /work/shared/notes/lexical-translation.md; Table 2, 4, 5). None = not reported.
 PAPER_SEEDS = {"colors": 16, "scan-jump": 10, "scan-around-right": 10, "cogs": 10, "tatoeba-en-zh": 5}
@@ -250,7 +212,7 @@ def main(argv=None) -> None:
     if not a.report_only:
         recorded = {json.loads(line)["run_dir"] for line in results.open()} if results.exists() else set()
         jobs = [(c, s, o) for c, s, o in plan(a.table, datasets, rows, a.seeds, a.budget, a.threads)
-                if str(runs / run_name(c, s)) not in recorded]
+                if str(runs / reproduce.run_name(c, s)) not in recorded]
         with ProcessPoolExecutor(a.jobs) as pool:
             futures = [pool.submit(one, c, s, str(runs), str(results), o) for c, s, o in jobs]
             for f in futures:
