@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import gzip
-import io
 import math
 import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from structseq.errors import DataError
+from structseq.textio import CheckedText, open_checked
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
-    return open(path, encoding="utf-8", newline="\n")
+def _open_text(path: Path) -> CheckedText:
+    return open_checked(path, newline="\n")
 
 
 def _is_tsv(path: Path) -> bool:
@@ -50,7 +47,7 @@ def read_sentences(path: str | os.PathLike, column: int | None = None, side: str
         examples = load_dataset(dataset[0], dataset[1], data_root())
         return [e.source_text if side == "source" else e.target_text for e in examples]
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise DataError("no such file", path)
     if column is None and _is_tsv(path):
         column = 0
@@ -109,7 +106,7 @@ def _cell(value: object) -> str:
 def read_tsv(path: str | os.PathLike) -> tuple[list[str], list[list[str]]]:
     """Header and rows of a TSV file written by `write_tsv` (or any TSV with a header row)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise DataError("no such file", path)
     with _open_text(path) as handle:
         header_line = handle.readline()

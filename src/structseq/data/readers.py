@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator
 from pathlib import Path
 
 from structseq.data.example import Example
 from structseq.errors import DataError
+from structseq.textio import open_checked
 
 
 def open_text(path: str | Path):
-    """Open a text file, transparently gunzipping `.gz`; a missing file is a DataError."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError("file not found", path)
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+    """Open a UTF-8 text file, transparently gunzipping `.gz`; a missing file, a folder and a line that is
+    not UTF-8 are DataErrors naming the file (and line); a byte-order mark is dropped."""
+    return open_checked(path)
 
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:

@@ -15,7 +15,6 @@ read off the official files of brendenlake/SCAN and are checked pair-for-pair in
 
 from __future__ import annotations
 
-import gzip
 import itertools
 from functools import lru_cache
 from pathlib import Path
@@ -174,12 +173,10 @@ def all_commands() -> list[str]:
 
 def read_scan_file(path: str | Path) -> list[Example]:
     """Read the official `IN: <command> OUT: <actions>` format (plain or .gz); blank lines are skipped."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError("SCAN file not found", path)
-    opener = gzip.open if path.suffix == ".gz" else open
+    from structseq.textio import open_checked
+
     out = []
-    with opener(path, "rt", encoding="utf-8") as f:
+    with open_checked(path) as f:
         for lineno, line in enumerate(f, 1):
             line = line.strip()
             if not line:
