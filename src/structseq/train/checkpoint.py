@@ -1,9 +1,16 @@
-"""Checkpoints hold only tensors and plain types, load with weights_only=True, and are written atomically."""
+"""Checkpoints hold only tensors and plain types, load with weights_only=True, and are written atomically.
+
+A checkpoint of format 2 also carries `checksum`, a SHA-256 over its whole content (every tensor's dtype,
+shape and bytes and every plain value, in order), verified on load: a bit flipped on disk is an error
+naming the file, never a model that silently loads. Format 1 (no checksum) is still read.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -28,12 +35,92 @@ def save_atomic(obj: dict, path: str | Path) -> None:
         raise
 
 
-def load_checkpoint(path: str | Path) -> dict:
-    """Load safely: weights_only=True never runs code from the file."""
+#: what `save_checkpoint` writes, and what `load_checkpoint` reads
+FORMAT = 2
+READABLE_FORMATS = (1, 2)
+#: the keys (and their types) a run's checkpoint holds; `resume` needs the second group too
+RUN_KEYS = {"model": Mapping, "vocab": Mapping, "config": Mapping, "progress": Mapping}
+RESUME_KEYS = {"optimizer": Mapping, "rng": Mapping}
+
+
+def content_digest(obj) -> str:
+    """SHA-256 of a checkpoint's content: tensors by dtype, shape and bytes, plain values by type and repr."""
+    h = hashlib.sha256()
+
+    def feed(x) -> None:
+        if isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous().reshape(-1)
+            h.update(f"T{t.dtype}{tuple(x.shape)}:".encode())
+            h.update(t.view(torch.uint8).numpy())
+        elif isinstance(x, Mapping):
+            h.update(b"D%d:" % len(x))
+            for k, v in x.items():
+                feed(k)
+                feed(v)
+        elif isinstance(x, (list, tuple)):
+            h.update(b"%s%d:" % (b"L" if isinstance(x, list) else b"U", len(x)))
+            for v in x:
+                feed(v)
+        else:
+            h.update(f"{type(x).__name__}:{x!r};".encode())
+
+    feed(obj)
+    return h.hexdigest()
+
+
+def save_checkpoint(obj: Mapping, path: str | Path) -> None:
+    """`obj` with `format` and `checksum` added, written by `save_atomic`."""
+    obj = {k: v for k, v in obj.items() if k not in ("format", "checksum")}
+    obj = {"format": FORMAT, **obj}
+    obj["checksum"] = content_digest(obj)
+    save_atomic(obj, path)
+
+
+def load_checkpoint(path: str | Path, required: Mapping[str, type] | None = None) -> dict:
+    """Load safely (weights_only=True never runs code from the file) and verify: a format this version
+    reads, the checksum (format 2), and the keys of `required` with their types. Every problem is a
+    StructseqError naming the file."""
     path = Path(path)
+    if path.is_dir():
+        raise StructseqError(f"{path}: is a directory, expected a checkpoint file")
     if not path.is_file():
         raise StructseqError(f"checkpoint not found: {path}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # corrupt file, or one holding arbitrary objects
         raise StructseqError(f"{path}: cannot load checkpoint safely ({type(e).__name__}: {e})") from None
+    if not isinstance(obj, dict):
+        raise StructseqError(f"{path}: not a structseq checkpoint (holds a {type(obj).__name__}, not a mapping)")
+    if "format" not in obj:
+        raise StructseqError(f"{path}: not a structseq checkpoint (no 'format' field; keys: "
+                             f"{', '.join(map(str, list(obj)[:8]))})")
+    fmt = obj["format"]
+    if fmt not in READABLE_FORMATS or isinstance(fmt, bool):
+        raise StructseqError(f"{path}: checkpoint format {fmt!r}; this version of structseq reads formats "
+                             f"{', '.join(map(str, READABLE_FORMATS))} (written by another version?)")
+    if fmt >= 2:
+        saved = obj.pop("checksum", None)
+        if saved != content_digest(obj):
+            raise StructseqError(f"{path}: checksum mismatch: the file is corrupt (changed after it was written)")
+    for key, kind in (required or {}).items():
+        if key not in obj:
+            raise StructseqError(f"{path}: checkpoint lacks '{key}' (keys: {', '.join(map(str, obj))})")
+        if not isinstance(obj[key], kind):
+            raise StructseqError(f"{path}: checkpoint field '{key}' is a {type(obj[key]).__name__}, "
+                                 f"expected a {kind.__name__}")
+    if "vocab" in (required or {}):
+        v = obj["vocab"]
+        if not all(isinstance(v.get(side), list) and all(isinstance(t, str) for t in v[side]) for side in ("src", "tgt")):
+            raise StructseqError(f"{path}: checkpoint field 'vocab' must hold token lists 'src' and 'tgt'")
+    return obj
+
+
+def load_model_state(model: torch.nn.Module, state: Mapping, path: str | Path) -> None:
+    """`model.load_state_dict(state)`, with missing, unexpected or mis-shaped parameters an error naming
+    the checkpoint instead of a traceback."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, KeyError, TypeError, AttributeError) as e:
+        detail = " ".join(str(e).split())
+        raise StructseqError(f"{path}: the parameters do not fit the model its config builds "
+                             f"({detail[:400]})") from None
