@@ -1,0 +1,206 @@
+"""The rules of a run directory: one run at a time, no file it did not create overwritten, nothing stale.
+
+    RUN_DIR/
+      .lock                 advisory lock held for the life of a run (owner pid, host, start time)
+      .structseq-run        marker: this directory was created for a run (its files may be replaced)
+      config.yaml           the run's config (rewritten when `--resume` extends train.max_steps)
+      config-history.jsonl  one line per change of the config of the run (`--resume --set train.max_steps=N`)
+      metrics.jsonl         training and validation records, truncated to the checkpoint's step on resume
+      checkpoints/{last,best}.pt
+
+The lock is `flock` on `.lock`: the kernel drops it when its process dies, so a crashed or killed run never
+blocks the directory; the pid inside only names the owner in the error a second run gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import yaml
+
+from structseq.errors import StructseqError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no locking
+    fcntl = None
+
+LOCK = ".lock"
+MARKER = ".structseq-run"
+#: the names a run writes; a new run refuses a directory holding any of them that no run created
+OWNED = ("config.yaml", "metrics.jsonl", "config-history.jsonl", "checkpoints", "predictions")
+
+
+class RunDirError(StructseqError):
+    """A run directory that cannot be used as asked (in use, holds another run or foreign files)."""
+
+
+class RunLock:
+    """An exclusive advisory lock on a run directory; `release()` (or process death) frees it."""
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK
+        self._file = None
+
+    def acquire(self) -> "RunLock":
+        if fcntl is None:  # pragma: no cover
+            return self
+        check_directory(self.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            f = open(self.path, "a+")
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                f.seek(0)
+                owner = _owner(f.read())
+                f.close()
+                raise RunDirError(f"{self.run_dir} is in use by another run ({owner}; lock file {self.path}); "
+                                  "wait for it to end or choose another --out") from None
+            try:  # the file we locked may have been unlinked by an owner releasing it meanwhile
+                same = os.stat(self.path).st_ino == os.fstat(f.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            f.close()
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+        f.flush()
+        self._file = f
+        return self
+
+    def release(self) -> None:
+        if self._file is not None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            self._file.close()
+            self._file = None
+
+    @property
+    def held(self) -> bool:
+        return self._file is not None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _owner(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return f"pid {info['pid']} on {info['host']}, started {info['started']}"
+    except (ValueError, KeyError, TypeError):
+        return "owner unknown"
+
+
+def check_directory(run_dir: Path) -> None:
+    """A run directory must be a folder (or not exist yet)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is an existing file, not a run directory; choose another --out")
+
+
+def prepare_new(run_dir: str | Path) -> None:
+    """Check (under the lock) that a new run may start in `run_dir`, then mark it as a run's directory.
+
+    A directory holding a run's checkpoint is refused (resume it instead); one holding files a run writes
+    (e.g. a user's own config.yaml in `-o .`) that no run created is refused, naming them; the files of a
+    run that died before its first checkpoint are replaced."""
+    run_dir = Path(run_dir)
+    check_directory(run_dir)
+    if (run_dir / "checkpoints" / "last.pt").exists():
+        raise RunDirError(f"{run_dir} already holds a run; use --resume to continue it or another --out")
+    if not (run_dir / MARKER).exists():
+        foreign = [name for name in OWNED if (run_dir / name).exists()]
+        if foreign:
+            raise RunDirError(f"{run_dir} holds {', '.join(foreign)}, which no run created; a run never "
+                              "overwrites files it did not create: choose another --out")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / MARKER).write_text("a structseq run directory; its files are written by `structseq train`\n")
+    for name in ("metrics.jsonl", "config-history.jsonl"):  # left by a run that died before checkpointing
+        (run_dir / name).unlink(missing_ok=True)
+    clean_temporaries(run_dir)
+
+
+def clean_temporaries(run_dir: str | Path) -> list[Path]:
+    """Remove the temporaries of checkpoint saves a kill interrupted (`checkpoints/.last.pt.*.tmp`).
+    Call with the lock held: then no save is in progress."""
+    removed = []
+    for p in sorted((Path(run_dir) / "checkpoints").glob(".*.pt.*.tmp")):
+        p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
+
+
+def truncate_metrics(run_dir: str | Path, step: int) -> int:
+    """Drop the records of `metrics.jsonl` after `step` (written after the checkpoint a resumed run starts
+    from, so they would be written again) and a torn last line; returns how many lines were dropped."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True):
+        try:
+            rec = json.loads(line)
+            ok = line.endswith("\n") and isinstance(rec, dict) and not (isinstance(rec.get("step"), int)
+                                                                       and rec["step"] > step)
+        except ValueError:
+            ok = False
+        if ok:
+            kept.append(line)
+        else:
+            dropped += 1
+    if dropped:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(kept), encoding="utf-8")
+        os.replace(tmp, path)
+    return dropped
+
+
+def write_config(run_dir: str | Path, config: dict) -> None:
+    """The run's config.yaml (the run created it: `prepare_new` checked)."""
+    path = Path(run_dir) / "config.yaml"
+    tmp = path.with_name(".config.yaml.tmp")
+    tmp.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def record_config_change(run_dir: str | Path, step: int, changes: dict[str, tuple]) -> None:
+    """Append `{"step", "time", "changes": {key: [old, new]}}` to config-history.jsonl."""
+    rec = {"step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+           "changes": {k: list(v) for k, v in changes.items()}}
+    with open(Path(run_dir) / "config-history.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def read_run_config(run_dir: str | Path) -> dict:
+    """The run's config.yaml as a mapping; missing, not UTF-8, not YAML or not a mapping is an error
+    naming the file."""
+    from structseq.errors import DataError
+    from structseq.textio import read_text
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.exists():
+        raise RunDirError(f"{path}: missing; is {run_dir} a training run directory? (pass --checkpoint "
+                          "best|last to load its checkpoint anyway)")
+    try:
+        raw = yaml.safe_load(read_text(path))
+    except DataError as e:
+        raise RunDirError(str(e)) from None
+    except yaml.YAMLError as e:
+        raise RunDirError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
+    if not isinstance(raw, dict):
+        raise RunDirError(f"{path}: not a run's config (expected a mapping of sections, found "
+                          f"{type(raw).__name__})")
+    return raw
