@@ -86,3 +86,36 @@ def test_stdin_lines_checks_bytes():
     assert next(lines) == "jump twice"
     with pytest.raises(DataError, match=r"<stdin>:2: not UTF-8 \(byte 0xfe\)"):
         next(lines)
+
+
+# ---------------------------------------------------------------- reserved strings and lengths
+from structseq.data.limits import length_limit  # noqa: E402
+
+
+@pytest.mark.parametrize("token", ["</s>", "<unk>", "<pad>", "<s>"])
+def test_reserved_tokens_are_rejected_with_file_and_line(tmp_path, token):
+    p = _write(tmp_path / "t.tsv", f"dax\tRED\nwif\tGREEN {token} BLUE\n".encode())
+    with pytest.raises(DataError, match=rf"t\.tsv:2: reserved token '{token}' in the target"):
+        read_tsv(p)
+    src, tgt = _write(tmp_path / "s.txt", f"a\n{token} b\n".encode()), _write(tmp_path / "g.txt", b"x\ny\n")
+    with pytest.raises(DataError, match=rf"s\.txt:2: reserved token '{token}' in the source"):
+        read_parallel(src, tgt)
+    scan = _write(tmp_path / "scan.txt", f"IN: jump OUT: I_JUMP {token}\n".encode())
+    with pytest.raises(DataError, match=rf"scan\.txt:1: reserved token '{token}' in the target"):
+        read_scan_file(scan)
+
+
+def test_reserved_strings_inside_tokens_are_ordinary_text(tmp_path):
+    p = _write(tmp_path / "t.tsv", b"a</s>\t<s>x\n")
+    assert read_tsv(p)[0].target == ("<s>x",)
+
+
+def test_length_limit_errors_naming_the_line_or_skips_counting(tmp_path):
+    p = _write(tmp_path / "t.tsv", b"a b\tX\n" + b" ".join([b"w"] * 50) + b"\tY\na\tZ " * 1 + b"\n")
+    assert len(read_tsv(p)) == 3  # no limit outside a block
+    with length_limit(10):
+        with pytest.raises(DataError, match=r"t\.tsv:2: source has 50 tokens, more than the maximum length 10"):
+            read_tsv(p)
+    with length_limit(10, skip=True) as limit:
+        kept = read_tsv(p)
+    assert [e.target for e in kept] == [("X",), ("Z",)] and limit.skipped == [f"{p}:2"]

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from structseq.data.example import Example
+from structseq.data.limits import admit
 from structseq.errors import DataError
 from structseq.textio import open_checked
 
@@ -45,7 +46,7 @@ def read_tsv(path: str | Path, category_column: int | None = None) -> list[Examp
             if len(cols) <= category_column:
                 raise DataError(f"missing category column {category_column + 1}", path, n)
             category = cols[category_column]
-        examples.append(_checked(path, n, cols[0], cols[1], category, tuple(cols[2:])))
+        admit(examples, _checked(path, n, cols[0], cols[1], category, tuple(cols[2:])), n, path)
     return examples
 
 
@@ -64,7 +65,7 @@ def read_parallel(source_path: str | Path, target_path: str | Path, extra_path=N
             raise DataError("empty source", source_path, i + 1)
         if not t.strip():
             raise DataError("empty target", target_path, i + 1)
-        out.append(Example.from_text(s, t, None, (extra[i],) if extra else ()))
+        admit(out, Example.from_text(s, t, None, (extra[i],) if extra else ()), i + 1, source_path, target_path)
     return out
 
 

@@ -173,6 +173,7 @@ def all_commands() -> list[str]:
 
 def read_scan_file(path: str | Path) -> list[Example]:
     """Read the official `IN: <command> OUT: <actions>` format (plain or .gz); blank lines are skipped."""
+    from structseq.data.limits import admit
     from structseq.textio import open_checked
 
     out = []
@@ -190,7 +191,7 @@ def read_scan_file(path: str | Path) -> list[Example]:
                 raise DataError("empty command after 'IN:'", path, lineno)
             if not actions.strip():
                 raise DataError("empty action sequence after 'OUT:'", path, lineno)
-            out.append(Example.from_text(cmd, actions))
+            admit(out, Example.from_text(cmd, actions), lineno, path)
     return out
 
 

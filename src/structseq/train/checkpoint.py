@@ -110,7 +110,8 @@ def load_checkpoint(path: str | Path, required: Mapping[str, type] | None = None
                                  f"expected a {kind.__name__}")
     if "vocab" in (required or {}):
         v = obj["vocab"]
-        if not all(isinstance(v.get(side), list) and all(isinstance(t, str) for t in v[side]) for side in ("src", "tgt")):
+        if not all(isinstance(v.get(side), list) and all(isinstance(t, str) for t in v[side])
+                   for side in ("src", "tgt")):
             raise StructseqError(f"{path}: checkpoint field 'vocab' must hold token lists 'src' and 'tgt'")
     return obj
 
