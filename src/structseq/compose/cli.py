@@ -27,7 +27,7 @@ from structseq.compose.select import (
 )
 from structseq.compose.stats import get_tagger, table2_stats
 from structseq.compose.uncertainty import MEASURES, load_ensemble, score_ensemble
-from structseq.errors import ConfigError, StructseqError
+from structseq.errors import ConfigError, DataError, StructseqError
 
 app = typer.Typer(
     help="Detect compositional test examples in a candidate pool relative to a training corpus (ReaCT method).",
@@ -66,6 +66,15 @@ def _fail(error: StructseqError) -> None:
     raise typer.Exit(2)
 
 
+def _read_nonempty(paths: Path | list[Path], column: int | None, what: str) -> list[str]:
+    """Sentences of a pool or a training corpus; one without a single non-blank line is an error."""
+    sentences = read_corpora(paths if isinstance(paths, list) else [paths], column)
+    if not any(s.strip() for s in sentences):
+        names = ", ".join(map(str, paths)) if isinstance(paths, list) else str(paths)
+        raise DataError(f"the {what} holds no sentences (empty or blank lines only)", names)
+    return sentences
+
+
 def _expand(paths: list[Path]) -> list[Path]:
     """Let `--ensemble 'runs/seed*'` name every matching run directory."""
     out: list[Path] = []
@@ -101,9 +110,9 @@ def degree(
     try:
         clock = time.perf_counter()
         dictionary = NgramDictionary.from_corpus(
-            read_corpora(train, column), min_count=min_count, atom_threshold=atom_threshold, max_n=max_n
+            _read_nonempty(train, column, "training corpus"), min_count=min_count, atom_threshold=atom_threshold, max_n=max_n
         )
-        sentences = read_sentences(pool, column)
+        sentences = _read_nonempty(pool, column, "pool")
         with _progress() as progress:
             result = score_pool(dictionary, sentences, explain=explain, oov_as_atoms=oov_as_atoms, progress=progress("degree", len(sentences)))
         write_degree_tsv(output, result, sentences, explain)
@@ -134,7 +143,7 @@ def uncertainty(
     """
     try:
         runs = load_ensemble(_expand(ensemble))
-        sources = read_sentences(pool, column)
+        sources = _read_nonempty(pool, column, "pool")
         with _progress() as progress:
             result = score_ensemble(runs, sources, beam=beam, batch_size=batch_size, decoder=decoder, progress=progress("uncertainty", len(sources)))
         write_uncertainty_tsv(output, result)
@@ -182,7 +191,7 @@ def build(
         targets = read_sentences(pool_target, side="target") if pool_target else None
         with _progress() as progress:
             report = build_benchmark(
-                read_corpora(train, column), read_sentences(pool, column), out_dir, config=config, runs=runs,
+                _read_nonempty(train, column, "training corpus"), _read_nonempty(pool, column, "pool"), out_dir, config=config, runs=runs,
                 uncertainty=table, pool_targets=targets, progress=progress,
             )
     except StructseqError as error:
@@ -211,7 +220,7 @@ def stats(
         pos = get_tagger(tagger)
         tests = {str(path): read_sentences(path, column) for path in test}
         rows = table2_stats(
-            read_corpora(train, column), tests, tagger=pos, min_count=min_count, atom_threshold=atom_threshold,
+            _read_nonempty(train, column, "training corpus"), tests, tagger=pos, min_count=min_count, atom_threshold=atom_threshold,
             max_n=max_n, oov_as_atoms=oov_as_atoms,
         )
     except StructseqError as error:

@@ -256,7 +256,7 @@ class NgramDictionary:
     def reach(self, corpus: Encoded) -> np.ndarray:
         """Length of the longest atom starting at each position (0 at an OOV word)."""
         ids = corpus.ids
-        reach = (ids >= 0).astype(np.int16)
+        reach = (ids >= 0).astype(np.int32)  # int16 overflowed on atoms of 32,768+ words
         if not self.level_keys or len(ids) == 0:
             return reach
         remaining = corpus.remaining()

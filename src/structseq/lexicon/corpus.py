@@ -5,6 +5,7 @@ Every learner works on these flat numpy arrays so that no Python loop runs over 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -17,6 +18,9 @@ Pair = tuple[tuple[str, ...], tuple[str, ...]]
 
 #: Above this many cells a (source x target) table is kept sparse instead of dense.
 DENSE_LIMIT = 1 << 22
+#: Pairs with a longer side are left out of lexicon learning: IBM alignment holds |source| x |target|
+#: cells per pair (a 100k-token line would ask for tens of GiB).
+MAX_LENGTH = 1024
 
 
 def as_pairs(data: Iterable) -> list[Pair]:
@@ -85,10 +89,20 @@ class Corpus:
     tgt_off: np.ndarray
 
     @classmethod
-    def from_data(cls, data: Iterable) -> "Corpus":
+    def from_data(cls, data: Iterable, max_length: int | None = MAX_LENGTH) -> "Corpus":
+        """Encode the pairs; pairs with a side longer than `max_length` tokens are left out with a warning
+        (the alignment models hold one cell per source x target position pair)."""
         pairs = as_pairs(data)
         if not pairs:
             raise DataError("cannot learn a lexicon from an empty corpus")
+        if max_length is not None:
+            kept = [p for p in pairs if len(p[0]) <= max_length and len(p[1]) <= max_length]
+            if not kept:
+                raise DataError(f"cannot learn a lexicon: every pair has a side longer than {max_length} tokens")
+            if len(kept) < len(pairs):
+                warnings.warn(f"lexicon: left out {len(pairs) - len(kept)} of {len(pairs)} pairs with a side "
+                              f"longer than {max_length} tokens", stacklevel=2)
+            pairs = kept
         sv, si, so = _encode([p[0] for p in pairs])
         tv, ti, to = _encode([p[1] for p in pairs])
         return cls(sv, tv, si, so, ti, to)
