@@ -6,6 +6,12 @@
 Each record has the config, seed, split, every metric, the training wall time and the machine. A run
 already recorded in the results file is skipped, a finished training is evaluated without retraining,
 and an interrupted one resumes from its last checkpoint, so the script can be restarted at any time.
+
+Learning curves (`--curve-every N --curve-seeds 1 2 --curve-out FILE`): for those seeds the checkpoint that
+training writes at every multiple of N updates (N must be a multiple of the config's `train.valid_every`) is
+kept as `checkpoints/step{K}.pt`, and after training each one is evaluated on the test splits, one JSON line
+per (run, step, split) in FILE. The curve only observes the run: training is the same as without it (same
+updates, same final model), and no checkpoint is chosen by its test score (the table uses the last one).
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -25,9 +33,66 @@ def run_name(config: str, seed: int, overrides: list[str] = ()) -> str:
     return f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
 
 
-def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name: str | None = None) -> str:
+class _KeepCheckpoints:
+    """While training runs, hard-link each new checkpoints/last.pt written at a multiple of `every` updates
+    to checkpoints/step{K}.pt (checkpoints are replaced atomically, so the link keeps that version)."""
+
+    def __init__(self, run_dir: Path, every: int):
+        self.dir, self.every, self.seen = run_dir / "checkpoints", every, None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+        self._poll()
+
+    def _watch(self):
+        while not self.done.wait(1.0):
+            self._poll()
+
+    def _poll(self):
+        from structseq.train.checkpoint import load_checkpoint
+
+        last = self.dir / "last.pt"
+        try:
+            ino = os.stat(last).st_ino
+        except FileNotFoundError:
+            return
+        if ino == self.seen:
+            return
+        tmp = self.dir / f".watch-{ino}.pt"
+        try:
+            os.link(last, tmp)
+        except FileNotFoundError:  # replaced between stat and link: the next poll sees the new one
+            return
+        except FileExistsError:
+            pass
+        self.seen = ino
+        step = load_checkpoint(tmp)["progress"]["step"]
+        if step % self.every == 0 and not (self.dir / f"step{step}.pt").exists():
+            os.replace(tmp, self.dir / f"step{step}.pt")
+        else:
+            tmp.unlink()
+
+
+def _record(config, overrides, seed, run_dir, split, train_s, eval_s, steps, m) -> dict:
+    return {"config": config, "overrides": overrides, "seed": seed, "run_dir": str(run_dir), "split": split,
+            "train_wall_s": round(train_s, 1), "eval_wall_s": round(eval_s, 1),
+            "steps": steps, "machine": f"{platform.node()} {platform.processor()}",
+            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+            "metrics": {k: v for k, v in m.items() if k not in ("predictions",)}}
+
+
+def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name: str | None = None,
+        curve_every: int = 0, curve_out: str | None = None) -> str:
     """Train (or resume) one run and append one JSON line per test split to `out`. The decoding settings of
-    `config` + `overrides` apply when the run is evaluated, also to a run trained before they changed."""
+    `config` + `overrides` apply when the run is evaluated, also to a run trained before they changed.
+    With `curve_every`, also keep and evaluate the checkpoints at every multiple of it (records in `curve_out`)."""
     from structseq import api
     from structseq.config import load_config
     from structseq.train.checkpoint import load_checkpoint
@@ -37,30 +102,68 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
     name = name or run_name(config, seed, overrides)
     run_dir = Path(runs) / name
     last = run_dir / "checkpoints" / "last.pt"
+    if curve_every and curve_every % cfg.train.valid_every:
+        raise ValueError(f"--curve-every {curve_every} is not a multiple of train.valid_every {cfg.train.valid_every}")
     t0 = time.time()
-    if last.exists():
-        step = load_checkpoint(last)["progress"]["step"]
-        if step < cfg.train.max_steps:
-            api.resume(run_dir, show_progress=False)
-    else:
-        api.train(cfg, run_dir, show_progress=False)
+    with _KeepCheckpoints(run_dir, curve_every) if curve_every else _Nothing():
+        if last.exists():
+            step = load_checkpoint(last)["progress"]["step"]
+            if step < cfg.train.max_steps:
+                api.resume(run_dir, show_progress=False)
+        else:
+            api.train(cfg, run_dir, show_progress=False)
     train_s = time.time() - t0
+    if curve_every:
+        _curve(config, overrides, seed, run_dir, cfg, curve_every, curve_out)
     lines = []
     for split in cfg.data.test:
         t1 = time.time()
         run = api.load_run(run_dir)
         run.config.decode = cfg.decode
         m = run.evaluate(split)
-        rec = {"config": config, "overrides": overrides, "seed": seed, "run_dir": str(run_dir), "split": split,
-               "train_wall_s": round(train_s, 1), "eval_wall_s": round(time.time() - t1, 1),
-               "steps": cfg.train.max_steps, "machine": f"{platform.node()} {platform.processor()}",
-               "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
-               "metrics": {k: v for k, v in m.items() if k not in ("predictions",)}}
-        lines.append(json.dumps(rec))
+        lines.append(json.dumps(_record(config, overrides, seed, run_dir, split, train_s, time.time() - t1,
+                                        cfg.train.max_steps, m)))
     with open(out, "a") as f:
         f.write("\n".join(lines) + "\n")
     return f"{name}: " + ", ".join(
         f"{json.loads(x)['split']} EM {json.loads(x)['metrics']['exact_match']['score']:.4f}" for x in lines)
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _curve(config, overrides, seed, run_dir: Path, cfg, every: int, out: str) -> None:
+    """Evaluate checkpoints/step{K}.pt for K = every, 2 every, ... < max_steps on the test splits (the last
+    checkpoint, K = max_steps, is the table's record); skip the (run, step, split) already in `out`."""
+    from structseq import api
+
+    done = set()
+    if Path(out).exists():
+        for line in open(out):
+            if line.strip():
+                r = json.loads(line)
+                done.add((r["run_dir"], r["step"], r["split"]))
+    for k in range(every, cfg.train.max_steps, every):
+        for split in cfg.data.test:
+            if (str(run_dir), k, split) in done:
+                continue
+            if not (run_dir / "checkpoints" / f"step{k}.pt").exists():
+                print(f"{run_dir}: no checkpoints/step{k}.pt (run trained without the curve?)", file=sys.stderr)
+                continue
+            t1 = time.time()
+            run = api.load_run(run_dir, checkpoint=f"step{k}")
+            run.config.decode = cfg.decode
+            m = run.evaluate(split, write_predictions=False)
+            rec = {**_record(config, overrides, seed, run_dir, split, 0.0, time.time() - t1, cfg.train.max_steps, m),
+                   "step": k}
+            rec.pop("train_wall_s")
+            with open(out, "a") as f:
+                f.write(json.dumps(rec) + "\n")
 
 
 def main(argv=None) -> None:
@@ -71,7 +174,11 @@ def main(argv=None) -> None:
     p.add_argument("--runs", default="runs/repro")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--set", dest="overrides", action="append", default=[])
+    p.add_argument("--curve-every", type=int, default=0, help="learning curve: evaluate every N updates")
+    p.add_argument("--curve-seeds", type=int, nargs="*", default=[], help="seeds that get the learning curve")
+    p.add_argument("--curve-out", help="JSON lines of the learning curve (default: OUT with -curve)")
     a = p.parse_args(argv)
+    curve_out = a.curve_out or str(Path(a.out).with_name(Path(a.out).stem + "-curve.jsonl"))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     done = set()
     if Path(a.out).exists():  # restartable: skip (config, seed) pairs already recorded
@@ -81,7 +188,8 @@ def main(argv=None) -> None:
                 done.add((r["config"], r["seed"], tuple(r.get("overrides", []))))
     jobs = [(c, s) for c in a.configs for s in a.seeds if (c, s, tuple(a.overrides)) not in done]
     with ProcessPoolExecutor(a.jobs) as pool:
-        futures = [pool.submit(one, c, s, a.runs, a.out, a.overrides) for c, s in jobs]
+        futures = [pool.submit(one, c, s, a.runs, a.out, a.overrides, None,
+                               a.curve_every if s in a.curve_seeds else 0, curve_out) for c, s in jobs]
         for f in futures:
             print(f.result(), flush=True)
 

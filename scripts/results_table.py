@@ -1,26 +1,109 @@
 """Render the JSON lines written by scripts/reproduce.py as a Markdown table (mean ± sd over seeds).
 
     python scripts/results_table.py results/foundation.jsonl
+    python scripts/results_table.py results/lexicon/budget-runs.jsonl \
+        --curve results/lexicon/budget-runs-curve.jsonl --plot docs/budget-curve-scan-jump.png
+
+`--curve` adds the learning-curve table (test score against updates, per seed and mean) from the records of
+`reproduce.py --curve-every`; the point at the last update is the run's own record in FILES. `--plot` draws it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from collections import defaultdict
+from pathlib import Path
 
 #: paper exact match for the baselines (Akyürek & Andreas 2021 Table 2; Dangle/COGS literature for the Transformer)
 PAPER = {
     ("scan-jump", "lstm"): "0.00 (LSTM, A&A 2021)",
     ("scan-around-right", "lstm"): "0.09 (LSTM, A&A 2021)",
     ("cogs", "lstm"): "0.51 (LSTM, A&A 2021)",
+    ("scan-jump", "lstm-lex-simple"): "0.92 ± 0.17 (+ Simple, A&A 2021, 10 seeds)",
+    ("scan-around-right", "lstm-lex-simple"): "0.95 ± 0.01 (+ Simple, A&A 2021, 10 seeds)",
+    ("cogs", "lstm-lex-simple"): "0.82 ± 0.01 (+ Simple, A&A 2021, 10 seeds)",
 }
+
+
+def paper_key(config: str) -> tuple[str, str]:
+    """(dataset, config stem without its budget suffix: -cpu, -cpu-short, -256, ...)."""
+    p = Path(config)
+    return p.parent.name, re.sub(r"(-cpu-short|-cpu|-\d+)$", "", p.stem)
+
+
+def _fmt(xs, d=3) -> str:
+    return f"{statistics.mean(xs):.{d}f}" + (f" ± {statistics.stdev(xs):.{d}f}" if len(xs) > 1 else "")
+
+
+def curve(files: list[str], curve_file: str, plot: str | None, metric: str = "exact_match") -> None:
+    """Learning-curve table (and plot) per (config, split): score at each kept checkpoint, per seed."""
+    final = {}
+    for path in files:
+        for line in open(path):
+            if line.strip():
+                r = json.loads(line)
+                final[(r["run_dir"], r["split"])] = r
+    points: dict[tuple, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))  # key -> seed -> step
+    curve_runs = set()
+    for line in open(curve_file):
+        if line.strip():
+            r = json.loads(line)
+            points[(r["config"], r["split"])][r["seed"]][r["step"]] = r["metrics"][metric]["score"]
+            curve_runs.add((r["run_dir"], r["split"], r["config"], r["seed"]))
+    for run_dir, split, config, seed in curve_runs:  # the last point: the run's own (final-checkpoint) record
+        if (run_dir, split) in final:
+            f = final[(run_dir, split)]
+            points[(config, split)][seed][f["steps"]] = f["metrics"][metric]["score"]
+    steps = sorted({k for per_seed in points.values() for s in per_seed.values() for k in s})
+    print(f"\nLearning curve: test {metric} against updates (checkpoints kept during training, each evaluated "
+          "once; none selected by it)\n")
+    print("| config | split | seeds | " + " | ".join(str(k) for k in steps) + " |")
+    print("|---|---|---|" + "---|" * len(steps))
+    for (config, split), per_seed in sorted(points.items()):
+        seeds = sorted(per_seed)
+        cells = []
+        for k in steps:
+            vals = [per_seed[s][k] for s in seeds if k in per_seed[s]]
+            cells.append(" / ".join(f"{v:.3f}" for v in vals) if vals else "-")
+        print(f"| `{config}` | {split} | {', '.join(map(str, seeds))} | " + " | ".join(cells) + " |")
+    if plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for i, ((config, split), per_seed) in enumerate(sorted(points.items())):
+            color = f"C{i}"
+            for j, s in enumerate(sorted(per_seed)):
+                ks = sorted(per_seed[s])
+                ax.plot(ks, [per_seed[s][k] for k in ks], marker="o", color=color, alpha=0.9,
+                        linestyle="-" if j == 0 else "--",
+                        label=f"{Path(config).stem} ({split}), seed {s}")
+            ds, stem = paper_key(config)
+            m = re.match(r"([\d.]+)", PAPER.get((ds, stem), "") if split in ("test", "gen") else "")
+            if m:
+                ax.axhline(float(m.group(1)), color=color, linestyle=":", linewidth=1)
+        ax.set_xlabel("updates")
+        ax.set_ylabel(f"test {metric.replace('_', ' ')}")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title("Learning curves (dotted: paper's mean)", fontsize=10)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        Path(plot).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(plot, dpi=120)
+        print(f"\nplot: {plot}")
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+")
+    p.add_argument("--curve", help="learning-curve records (reproduce.py --curve-out)")
+    p.add_argument("--plot", help="PNG for the learning curve")
     a = p.parse_args(argv)
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for path in a.files:
@@ -34,13 +117,14 @@ def main(argv=None) -> None:
         em = [r["metrics"]["exact_match"]["score"] for r in rs]
         ta = [r["metrics"]["token_accuracy"]["score"] for r in rs]
         bl = [r["metrics"]["bleu"]["score"] for r in rs]
-        fmt = lambda xs, d=3: f"{statistics.mean(xs):.{d}f}" + (f" ± {statistics.stdev(xs):.{d}f}" if len(xs) > 1 else "")  # noqa: E731
-        parts = config.split("/")
-        key = (parts[-2], parts[-1].split("-")[0].replace(".yaml", ""))
+        fmt = _fmt
+        key = paper_key(config)
         wall = statistics.mean(r["train_wall_s"] for r in rs) / 60
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)
         print(f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
               f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split in ('test', 'gen') else ''} |")
+    if a.curve:
+        curve(a.files, a.curve, a.plot)
 
 
 if __name__ == "__main__":
