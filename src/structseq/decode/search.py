@@ -92,7 +92,7 @@ def beam_search(model, src: Tensor, beam: int, max_len: Tensor, len_penalty: flo
             seq = hist[b][k][: int(lengths[b, k]) - 1]  # drop </s>
             entries.append((seq, sc[b][k]))
         if not entries:  # only when every continuation scored -inf (e.g. NaN outputs): return the raw history
-            entries.append(([t for t in hist[b][0] if t != eos], sc[b][0]))
+            entries.append(([t for t in hist[b][0] if t not in (eos, pad, bos)], sc[b][0]))
         out_tokens.append(entries[0][0])
         out_scores.append(entries[0][1])
         out_nbest.append(entries)
