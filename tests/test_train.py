@@ -11,7 +11,7 @@ from structseq import api
 from structseq.config import OptimConfig, config_from_dict
 from structseq.data.example import Example
 from structseq.errors import ConfigError, StructseqError
-from structseq.train.checkpoint import load_checkpoint, save_atomic
+from structseq.train.checkpoint import load_checkpoint, save_atomic, save_checkpoint
 from structseq.train.loop import Trainer
 from structseq.train.optim import label_smoothed_nll, lr_multiplier
 
@@ -82,7 +82,7 @@ def test_resume_from_periodic_checkpoint_after_a_hard_kill(tmp_path):
     # continue with the full budget: the resumed run follows the uninterrupted one exactly
     ckpt["config"]["train"]["max_steps"] = 12
     ckpt["config"]["train"]["save_every"] = 0
-    save_atomic(ckpt, tmp_path / "killed/checkpoints/last.pt")
+    save_checkpoint(ckpt, tmp_path / "killed/checkpoints/last.pt")  # a new checksum for the edited content
     resumed = Trainer(config_from_dict(ckpt["config"]), tmp_path / "killed", resume=True, show_progress=False)
     resumed.run()
     for k, v in params(full.model).items():
