@@ -84,9 +84,9 @@ def _use_formulation(model, formulation: str) -> None:
     from structseq.models import dangle_reference as ref
 
     if formulation == "per_step":
-        model.forward = lambda src, tgt: ref.per_step_log_probs(model, src, tgt)
+        model.forward = lambda batch: ref.per_step_log_probs(model, batch["src"], batch["tgt_in"])
     elif formulation == "batch_copy":
-        model.forward = lambda src, tgt: ref.batch_copy_log_probs(model, src, tgt)
+        model.forward = lambda batch: ref.batch_copy_log_probs(model, batch["src"], batch["tgt_in"])
     elif formulation != "batched":
         raise ValueError(formulation)
 
@@ -123,7 +123,7 @@ def worker_agree(cfg_json: str, threads: int) -> dict:
     b = trainer._next_batch()
     real = b.tgt_out.ne(0)
     with torch.no_grad():
-        ours = model(b.src, b.tgt_in)
+        ours = model(b)
         diffs = {name: float((ours - fn(model, b.src, b.tgt_in))[real].abs().max())
                  for name, fn in (("per_step", ref.per_step_log_probs), ("batch_copy", ref.batch_copy_log_probs))}
     shutil.rmtree(out, ignore_errors=True)
@@ -142,8 +142,8 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
     model = trainer.model.eval()
 
     class NoEos(torch.nn.Module):  # </s> suppressed: every setting decodes exactly out_len tokens
-        def encode(self, src):
-            return model.encode(src)
+        def encode(self, inputs):
+            return model.encode(inputs)
 
         def init_state(self, enc):
             return model.init_state(enc)
@@ -158,7 +158,7 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
         part = ex[i:i + 32]
         b = collate(part, range(len(part)), trainer.data.src_vocab, None)
         with torch.no_grad():
-            beam_search(NoEos(), b.src, beam, torch.full((len(part),), out_len), len_penalty=0.0)
+            beam_search(NoEos(), b, beam, torch.full((len(part),), out_len), len_penalty=0.0)
     dt = time.perf_counter() - t
     shutil.rmtree(out, ignore_errors=True)
     return {"sentences": len(ex), "beam": beam, "output_tokens": out_len, "sentences_per_s": len(ex) / dt}

@@ -83,7 +83,7 @@ def _count_flops(trainer) -> int:
     b = trainer._next_batch()
     p.epoch, p.batch_in_epoch = saved
     with FlopCounterMode(display=False) as counter:
-        loss, _ = label_smoothed_nll(trainer.model(b.src, b.tgt_in), b.tgt_out, 0.1)
+        loss, _ = label_smoothed_nll(trainer.model(b), b.tgt_out, 0.1)
         loss.backward()
     trainer.optimizer.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
@@ -131,7 +131,7 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
         b = collate(ex[i:i + bs], range(len(ex[i:i + bs])), trainer.data.src_vocab, None)
         with torch.no_grad():
             # suppress </s> so every sentence decodes exactly out_len tokens: comparable work per setting
-            hyp = (greedy if beam == 1 else beam_search)(_NoEos(model), b.src, *(() if beam == 1 else (beam,)),
+            hyp = (greedy if beam == 1 else beam_search)(_NoEos(model), b, *(() if beam == 1 else (beam,)),
                                                          max_len=max_len[: len(b.index)])
     dt = time.perf_counter() - t
     return {"sentences": len(ex), "beam": beam, "output_tokens": out_len, "sentences_per_s": len(ex) / dt,
@@ -144,8 +144,8 @@ class _NoEos:
     def __init__(self, model):
         self.model = model
 
-    def encode(self, src):
-        return self.model.encode(src)
+    def encode(self, inputs):
+        return self.model.encode(inputs)
 
     def init_state(self, enc):
         return self.model.init_state(enc)

@@ -15,7 +15,8 @@ from structseq.config import config_from_dict
 from structseq.data.registry import dataset_split, load_dataset
 from structseq.data.vocab import Vocab
 from structseq.metrics import CTER, compute_all
-from structseq.models.build import build_model
+from structseq.models.registry import build_model
+from structseq.tasks import get_task
 
 CG_TEST = "cognition:cg-test"
 # The human references of cg-test fail the (lexicon-based) CTER check on 283 of 10800 lines (a translation
@@ -41,7 +42,8 @@ def tiny_run(tmp_path, data: dict) -> api.Run:
     cfg = config_from_dict({"data": data, "model": {"arch": "transformer", "d_model": 16, "n_heads": 2,
                                                     "ffn_dim": 16, "encoder_layers": 1, "decoder_layers": 1}})
     vocab = Vocab.build([["a", "b"]])
-    return api.Run(tmp_path, cfg, build_model(cfg.model, vocab, vocab), vocab, vocab, "last")
+    vocabs = {"src": vocab, "tgt": vocab}
+    return api.Run(tmp_path, cfg, build_model(cfg.model, vocabs), vocabs, "last", get_task(cfg))
 
 
 def decode_as(monkeypatch, hyps_of):
@@ -83,30 +85,30 @@ def test_references_give_bleu_100_and_the_reference_cter(tmp_path, monkeypatch, 
 
 
 def test_references_on_the_blocks_they_pass_give_cter_zero(cg_test, cter):
-    ok = [cter.is_correct(e.extra[0], e.target_text) for e in cg_test]
+    ok = [cter.is_correct(e.meta["compound"], e.target_text) for e in cg_test]
     keep = [i for b in range(0, len(ok), 5) if all(ok[b: b + 5]) for i in range(b, b + 5)]
     assert len(keep) == 5 * (2160 - REF_WRONG_BLOCKS)
     refs = [cg_test[i].target_text for i in keep]
-    m = compute_all(refs, refs, cognition=True, compounds=[cg_test[i].extra[0] for i in keep], cter=cter)
+    m = compute_all(refs, refs, cognition=True, compounds=[cg_test[i].meta["compound"] for i in keep], cter=cter)
     assert (m["cter"]["instance"], m["cter"]["aggregate"]) == (0.0, 0.0)
     assert m["cognition_bleu"]["score"] == pytest.approx(100.0)
 
 
 def test_a_hypothesis_without_its_compound_is_an_instance_error(tmp_path, monkeypatch, cg_test, cter, shared_data):
-    assert all(cter.is_correct(e.extra[0], e.target_text) for e in cg_test[:5])  # block 1 passes as is
+    assert all(cter.is_correct(e.meta["compound"], e.target_text) for e in cg_test[:5])  # block 1 passes as is
 
     def corrupt(examples):
         hyps = [list(e.target) for e in examples]
-        hyps[0] = drop_noun(cter, examples[0].extra[0], examples[0].target_text).split()  # "the dog": no 狗/犬
+        hyps[0] = drop_noun(cter, examples[0].meta["compound"], examples[0].target_text).split()  # "the dog": no 狗/犬
         hyps[7] = ["我们", "很", "担心", "。"]  # another block: nothing of its compound
         return hyps
 
     decode_as(monkeypatch, corrupt)
     run = tiny_run(tmp_path, {"dataset": "cognition", "valid": "valid", "test": ["cg-test"]})
     m = run.evaluate("cg-test", data_root=shared_data)
-    assert cter.judge(cg_test[0].extra[0], " ".join(corrupt(cg_test)[0])).missing == ("dog",)
-    wrong_lines = REF_WRONG_LINES + 2 - (not cter.is_correct(cg_test[7].extra[0], cg_test[7].target_text))
-    wrong_blocks = REF_WRONG_BLOCKS + 1 + all(cter.is_correct(e.extra[0], e.target_text) for e in cg_test[5:10])
+    assert cter.judge(cg_test[0].meta["compound"], " ".join(corrupt(cg_test)[0])).missing == ("dog",)
+    wrong_lines = REF_WRONG_LINES + 2 - (not cter.is_correct(cg_test[7].meta["compound"], cg_test[7].target_text))
+    wrong_blocks = REF_WRONG_BLOCKS + 1 + all(cter.is_correct(e.meta["compound"], e.target_text) for e in cg_test[5:10])
     assert m["cter"]["instance"] == pytest.approx(wrong_lines / 10800)
     assert m["cter"]["aggregate"] == pytest.approx(wrong_blocks / 2160)
     assert m["cognition_bleu"]["score"] < 100.0 and m["exact_match"]["score"] == pytest.approx(10798 / 10800)

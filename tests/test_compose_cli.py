@@ -119,3 +119,22 @@ def test_dataset_specs_read_registered_splits(tmp_path):
     result = runner.invoke(cli.app, ["stats", "--train", "colors:train", "--test", "colors:test", "--tagger", "none", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())[0]["examples"] == 10
+
+
+def test_name_split_specs_read_from_the_data_root_option(tmp_path):
+    """`compose --data-root DIR ... cogs:train` reads DIR/cogs, not the default data root."""
+    from typer.testing import CliRunner
+
+    from structseq.compose import corpus
+    from structseq.compose.cli import app
+
+    (tmp_path / "cogs").mkdir()
+    (tmp_path / "cogs" / "train.tsv").write_text("zorp blick\tX\tin_distribution\n" * 3)
+    (tmp_path / "pool.txt").write_text("zorp blick\n")
+    try:
+        result = CliRunner().invoke(app, ["--data-root", str(tmp_path), "degree", "--train", "cogs:train",
+                                          "--pool", str(tmp_path / "pool.txt"), "--min-count", "1"])
+    finally:
+        corpus.use_data_root(None)
+    assert result.exit_code == 0, result.output
+    assert "zorp blick" in result.output

@@ -7,7 +7,7 @@ import pytest
 from structseq.config import LSTMConfig, TransformerConfig, apply_overrides, config_from_dict, load_config
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
-from structseq.models.build import build_model
+from structseq.models.registry import build_model
 
 CONFIGS = sorted(Path(__file__).resolve().parents[1].glob("configs/**/*.yaml"))
 
@@ -55,9 +55,60 @@ def test_round_trip_through_dict():
 def test_every_shipped_config_loads_and_builds(path):
     cfg = load_config(path)
     vocab = Vocab.build([["a", "b", "c"]])
-    model = build_model(cfg.model, vocab, vocab)
+    model = build_model(cfg.model, {"src": vocab, "tgt": vocab})
     assert model.num_parameters() > 0
 
 
 def test_configs_exist():
     assert len(CONFIGS) >= 10
+
+
+@pytest.mark.parametrize("model, key", [
+    ({"arch": "transformer", "head": {"type": "softmax", "lexicon": "simple"}}, "model.head.lexicon"),
+    ({"arch": "lstm", "head": {"type": "copy", "tau": 0.5}}, "model.head.tau"),
+    ({"arch": "dangle", "encoder_layers": 4}, "model.encoder_layers"),
+    ({"arch": "rdangle-shr", "share_post_fusion": True}, "model.share_post_fusion"),
+])
+def test_keys_of_another_schema_are_errors(model, key):
+    with pytest.raises(ConfigError, match=f"unknown key '{key}'"):
+        config_from_dict({"model": model})
+
+
+def test_one_registry_names_config_and_builder():
+    from structseq.models.registry import ARCHS
+
+    for name, arch in ARCHS.items():
+        cfg = config_from_dict({"model": {"arch": name}}).model
+        assert isinstance(cfg, arch.config) and cfg.arch == name
+    with pytest.raises(ConfigError, match="unknown model 'nosuch'; choices: transformer, lstm"):
+        config_from_dict({"model": {"arch": "nosuch"}})
+
+
+def test_task_section_shorthand_and_unknown_task():
+    assert config_from_dict({"task": "seq2seq"}).task.type == "seq2seq"
+    assert config_from_dict({}).to_dict()["task"] == {"type": "seq2seq"}
+    with pytest.raises(ConfigError, match="'task.type': unknown task 'nosuch'"):
+        config_from_dict({"task": "nosuch"})
+
+
+def test_single_test_path_is_a_list():
+    assert config_from_dict({"data": {"test": "gen"}}).data.test == ["gen"]
+
+
+def test_builder_gives_the_schedule_width():
+    vocab = Vocab.build([["a"]])
+    from structseq.models.registry import build_model
+
+    for model, width in (({"arch": "lstm", "hidden_dim": 24, "embed_dim": 8}, 24),
+                         ({"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 8}, 16)):
+        assert build_model(config_from_dict({"model": model}).model, {"src": vocab, "tgt": vocab}).width == width
+
+
+def test_saved_configs_of_earlier_versions_still_load():
+    """A run directory written before the per-type schemas: inapplicable keys dropped, not fatal."""
+    old = {"model": {"arch": "dangle", "encoder_layers": 2, "share_pre_fusion": False,
+                     "head": {"type": "softmax", "gate": "learned", "lexicon": None, "tau": 0.0}}}
+    cfg = config_from_dict(old, saved=True)
+    assert cfg.model.arch == "dangle" and cfg.model.head.type == "softmax"
+    with pytest.raises(ConfigError):
+        config_from_dict(old)

@@ -10,12 +10,27 @@ from structseq.data.vocab import Vocab
 from structseq.errors import DataError
 
 
-def test_tsv_reader_keeps_extra_columns_and_category(tmp_path):
+def test_tsv_reader_maps_named_columns(tmp_path):
     f = tmp_path / "d.tsv"
-    f.write_text("a b\tx y\tcat1\nc\tz\tcat2\n")
-    ex = read_tsv(f, category_column=2)
-    assert ex[0] == Example(("a", "b"), ("x", "y"), "cat1", ("cat1",))
+    f.write_text("a b\tx y\tcat1\tn1\nc\tz\tcat2\tn2\n")
+    ex = read_tsv(f, columns=("source", "target", "category", "note"))
+    assert ex[0] == Example(("a", "b"), ("x", "y"), "cat1")
     assert [e.category for e in ex] == ["cat1", "cat2"]
+    assert [e.meta["note"] for e in ex] == ["n1", "n2"]
+
+
+def test_tsv_header_line_names_the_columns(tmp_path):
+    f = tmp_path / "d.tsv"
+    f.write_text("context\tsource\ttarget\nthe dog\ta b\tx y\n")
+    (ex,) = read_tsv(f)
+    assert ex.context == ("the", "dog") and ex.source == ("a", "b") and ex.target == ("x", "y")
+
+
+def test_third_tsv_column_is_never_silently_kept(tmp_path):
+    f = tmp_path / "d.tsv"
+    f.write_text("a\tb\nc\td\te\n")
+    with pytest.raises(DataError, match="d.tsv:2: 3 column.*header line"):
+        read_tsv(f)
 
 
 @pytest.mark.parametrize("content, line, problem", [

@@ -12,7 +12,8 @@ from structseq.data.example import Example
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.lexicon import Lexicon, learn
-from structseq.models.build import build_head, build_model
+from structseq.models.build import build_head
+from structseq.models.registry import build_model
 from structseq.models.heads import CopyHead, LexicalHead, shared_token_map
 from structseq.models.lexical import LexiconRows, lexicon_rows, rows_to_lexicon
 from structseq.train.loop import Trainer
@@ -170,7 +171,7 @@ def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="neither a lexicon file nor a method"):
         build_head(HeadConfig(type="lexical", lexicon=str(tmp_path / "missing.json")), 8, SRC, TGT, EXAMPLES)
     with pytest.raises(ConfigError, match="lexicon_settings' must be a mapping"):
-        config_from_dict({"model": {"arch": "lstm", "head": {"lexicon_settings": 3}}})
+        config_from_dict({"model": {"arch": "lstm", "head": {"type": "lexical", "lexicon_settings": 3}}})
 
 
 def test_lexicon_file_and_learner_settings(tmp_path):
@@ -200,19 +201,19 @@ HEAD_VARIANTS = {
 def test_teacher_forced_equals_incremental(arch, head):
     torch.manual_seed(0)
     model_cfg = {**(LSTM if arch == "lstm" else TRANSFORMER), "head": HEAD_VARIANTS[head]}
-    model = build_model(config_from_dict({"model": model_cfg}).model, SRC, TGT, EXAMPLES).eval()
+    model = build_model(config_from_dict({"model": model_cfg}).model, {"src": SRC, "tgt": TGT}, EXAMPLES).eval()
     features, attn, src = random_inputs(B=3, T=6, S=5)
     tgt = torch.randint(4, len(TGT), (3, 6))
     tgt[:, 0] = TGT.bos
-    full = model(src, tgt)
-    steps = model.incremental_log_probs(src, tgt)
+    full = model({"src": src, "tgt_in": tgt})
+    steps = model.incremental_log_probs({"src": src, "tgt_in": tgt})
     assert torch.allclose(full, steps, atol=1e-5), (full - steps).abs().max()
     assert torch.allclose(full.exp().sum(-1), torch.ones(3, 6), atol=1e-5)
 
 
 def test_tied_transformer_embeddings_with_the_copy_token_gate():
     cfg = {**TRANSFORMER, "share_decoder_embeddings": True, "head": HEAD_VARIANTS["simple-copy-token"]}
-    model = build_model(config_from_dict({"model": cfg}).model, SRC, TGT, EXAMPLES)
+    model = build_model(config_from_dict({"model": cfg}).model, {"src": SRC, "tgt": TGT}, EXAMPLES)
     assert model.head.write.proj.weight is model.decoder.embed.embed.weight
 
 
@@ -229,7 +230,7 @@ def test_a_reloaded_run_has_the_trained_lexicon_and_identical_outputs(tmp_path, 
     trainer.run()
     trained = trainer.model.eval()
     run = api.load_run(tmp_path / "run")
-    placeholder = build_model(cfg.model, run.src_vocab, run.tgt_vocab)
+    placeholder = build_model(cfg.model, {"src": run.src_vocab, "tgt": run.tgt_vocab})
     assert not torch.equal(placeholder.head.matrix(), trained.head.matrix())  # the test would be vacuous
     assert torch.equal(run.model.head.matrix(), trained.head.matrix())
     src = ["dax fep", "lug kiki wif", "zup blicket dax"]
@@ -237,7 +238,7 @@ def test_a_reloaded_run_has_the_trained_lexicon_and_identical_outputs(tmp_path, 
     ex = [Example(tuple(s.split()), tuple(t.split())) for s, t in zip(src, tgt)]
     batch = collate(ex, range(3), run.src_vocab, run.tgt_vocab)
     with torch.no_grad():
-        want = trained(batch.src, batch.tgt_in)
+        want = trained(batch)
     for b, got in enumerate(run.token_log_probs(src, tgt)):
         assert torch.equal(got, want[b, : len(ex[b].target) + 1])
     reloaded = run.translate(src)
@@ -276,3 +277,16 @@ def test_demo_trains_both_lstms_and_prints_the_lexicon(tmp_path):
     assert "Lexicon learned from the training pairs" in text
     for word, colour in (("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW")):
         assert any(word in line and colour in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("gate", ["learned", "copy_token"])
+def test_both_gates_see_the_dropped_out_features(gate):
+    """With dropout 1 every feature is dropped: the output must be that of all-zero features, gate included."""
+    head = build_head(HeadConfig(type="lexical", lexicon="simple", gate=gate, dropout=1.0), 8, SRC, TGT, EXAMPLES)
+    torch.manual_seed(0)
+    features, src = torch.randn(2, 3, 8) * 5, torch.tensor([[4, 5, 2], [5, 4, 2]])
+    attn = torch.softmax(torch.randn(2, 3, 3), -1)
+    head.train()
+    dropped = head(features, attn, src)
+    head.eval()
+    assert torch.allclose(dropped, head(torch.zeros_like(features), attn, src), atol=1e-6)

@@ -7,7 +7,7 @@ import torch
 
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
-from structseq.models.build import build_model
+from structseq.models.registry import build_model
 from structseq.models.heads import CopyHead, shared_token_map
 from structseq.nn.attention import MultiheadAttention, RelativePositionBias
 
@@ -29,7 +29,7 @@ VARIANTS = {
 
 def make(model_cfg):
     cfg = config_from_dict({"model": model_cfg})
-    model = build_model(cfg.model, VOCAB, TVOCAB)
+    model = build_model(cfg.model, {"src": VOCAB, "tgt": TVOCAB})
     with torch.no_grad():  # relative tables start at zero: randomise them so the test sees them
         for name, p in model.named_parameters():
             if name.endswith("table"):
@@ -51,8 +51,8 @@ def batch():
 def test_teacher_forced_equals_incremental(name):
     model = make(VARIANTS[name])
     src, tgt = batch()
-    full = model(src, tgt)
-    steps = model.incremental_log_probs(src, tgt)
+    full = model({"src": src, "tgt_in": tgt})
+    steps = model.incremental_log_probs({"src": src, "tgt_in": tgt})
     assert full.shape == (4, 21, len(TVOCAB))
     assert torch.allclose(full, steps, atol=1e-5), (full - steps).abs().max()
     assert torch.allclose(full.exp().sum(-1), torch.ones(4, 21), atol=1e-5)
@@ -62,8 +62,8 @@ def test_teacher_forced_equals_incremental(name):
 def test_padding_does_not_change_outputs(name):
     model = make(VARIANTS[name])
     src, tgt = batch()
-    alone = model(src[1:2, :6], tgt[1:2])
-    padded = model(src, tgt)[1:2]
+    alone = model({"src": src[1:2, :6], "tgt_in": tgt[1:2]})
+    padded = model({"src": src, "tgt_in": tgt})[1:2]
     assert torch.allclose(alone, padded, atol=1e-5)
 
 

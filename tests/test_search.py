@@ -12,7 +12,7 @@ def argmax_loop(model, src, max_len):
     out = []
     for b in range(src.shape[0]):
         s = src[b: b + 1][:, : int(src[b].ne(0).sum())]
-        state = model.init_state(model.encode(s))
+        state = model.init_state(model.encode({"src": s}))
         prev, seq, score = torch.tensor([1]), [], 0.0
         for t in range(int(max_len[b]) + 1):
             lp, state = model.step(prev, state)
@@ -32,11 +32,11 @@ def test_beam_one_equals_greedy_reference(name):
     model = make(VARIANTS[name])
     src, _ = batch()
     max_len = max_lengths(src, 1.0, 3)
-    hyp = beam_search(model, src, 1, max_len, len_penalty=0.0)
+    hyp = beam_search(model, {"src": src}, 1, max_len, len_penalty=0.0)
     ref = argmax_loop(model, src, max_len)
     assert hyp.tokens == [r[0] for r in ref]
     assert hyp.scores == pytest.approx([r[1] for r in ref], abs=1e-4)
-    g = greedy(model, src, max_len)
+    g = greedy(model, {"src": src}, max_len)
     assert g.tokens == hyp.tokens
 
 
@@ -48,15 +48,15 @@ def test_beam_at_least_as_probable_as_greedy_and_scores_are_true_log_probs(name)
     src = torch.randint(4, 12, (16, 7))
     src[:, -1] = 2
     max_len = max_lengths(src, 1.0, 2)
-    g = greedy(model, src, max_len)
-    b = beam_search(model, src, 5, max_len, len_penalty=0.0, nbest=True)
+    g = greedy(model, {"src": src}, max_len)
+    b = beam_search(model, {"src": src}, 5, max_len, len_penalty=0.0, nbest=True)
     for gs, bs in zip(g.scores, b.scores):
         assert bs >= gs - 1e-5
     # every returned score equals the teacher-forced log-probability of the returned sequence
     for i, (toks, score) in enumerate(zip(b.tokens, b.scores)):
         tgt_in = torch.tensor([[1] + toks])
         tgt_out = torch.tensor([toks + [2]])
-        lp = model(src[i: i + 1], tgt_in)
+        lp = model({"src": src[i: i + 1], "tgt_in": tgt_in})
         assert float(sequence_log_prob(lp, tgt_out)) == pytest.approx(score, abs=1e-4)
     # n-best lists are sorted, distinct, and respect the length limit
     for i, entries in enumerate(b.nbest):
@@ -71,7 +71,7 @@ def test_length_penalty_reranks_by_normalised_score():
     model = make(VARIANTS["lstm"])
     src, _ = batch()
     max_len = max_lengths(src, 1.0, 3)
-    b = beam_search(model, src, 4, max_len, len_penalty=1.0, nbest=True)
+    b = beam_search(model, {"src": src}, 4, max_len, len_penalty=1.0, nbest=True)
     for entries in b.nbest:
         norm = [s / (len(t) + 1) for t, s in entries]
         assert norm == sorted(norm, reverse=True)
@@ -92,5 +92,5 @@ def test_search_survives_nan_log_probabilities():
 
     src, _ = batch()
     for beam in (1, 3):
-        hyp = beam_search(Diverged(), src, beam, max_lengths(src, 1.0, 3))
+        hyp = beam_search(Diverged(), {"src": src}, beam, max_lengths(src, 1.0, 3))
         assert len(hyp.tokens) == src.shape[0]

@@ -5,28 +5,32 @@
     run = load_run("runs/jump")
     run.translate(["jump twice"])            # -> ["I_JUMP I_JUMP"]
     run.evaluate("test", beam=5)             # -> {"exact_match": ..., "bleu": ..., ...}
+
+A run knows its task (`run.task`), which does the decoding and the scoring, so the same calls serve
+sequence, tree and context-aware models.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
 
 from structseq.config import Config, config_from_dict, load_config
-from structseq.data.batching import collate
 from structseq.data.example import Example
 from structseq.data.registry import dataset_split, load_dataset
-from structseq.data.vocab import Vocab
-from structseq.decode.search import decode
+from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.errors import StructseqError
-from structseq.models.build import build_model
-from structseq.train.checkpoint import load_checkpoint
+from structseq.models.registry import build_model
+from structseq.tasks import Task, get_task
 from structseq.train import loop
+from structseq.train.checkpoint import load_checkpoint
 
 
 def train(config: str | Path | Config, out_dir: str | Path, *, overrides: list[str] = (), seed: int | None = None,
@@ -44,102 +48,110 @@ def resume(run_dir: str | Path, *, data_root=None, show_progress: bool = True) -
 
 
 @dataclass
-class Run:
-    """A trained model with its vocabularies and config, loaded from a run directory."""
+class Run(NamedVocabs):
+    """A trained model with its vocabularies, config and task, loaded from a run directory."""
 
     run_dir: Path
     config: Config
     model: torch.nn.Module
-    src_vocab: Vocab
-    tgt_vocab: Vocab
+    vocabs: dict[str, Vocab]
     checkpoint: str
+    task: Task
 
-    # ---------------------------------------------------------------- decoding
+    # ---------------------------------------------------------------- prediction
     @torch.no_grad()
-    def decode_examples(self, examples: list[Example], *, beam: int | None = None, show_progress: bool = False
-                        ) -> list[list[str]]:
-        d = self.config.decode
-        beam = d.beam if beam is None else beam
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))  # fewer pad tokens
-        out: list[list[str] | None] = [None] * len(examples)
-        chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
-        for chunk in _progress(chunks, "decode", show_progress):
-            b = collate([examples[i] for i in chunk], chunk, self.src_vocab, None)
-            hyp = decode(self.model, b.src, beam=beam, max_len_a=d.max_len_a, max_len_b=d.max_len_b,
-                         len_penalty=d.len_penalty)
-            for i, toks in zip(chunk, hyp.tokens):
-                out[i] = self.tgt_vocab.decode(toks)
-        return out  # type: ignore[return-value]
+    def decode_examples(self, examples: Sequence[Example], *, beam: int | None = None, show_progress: bool = False
+                        ) -> list[Any]:
+        """The task's prediction for each example (tokens for seq2seq)."""
+        return self.task.predict(self.model, examples, self.vocabs, beam=beam, show_progress=show_progress)
 
-    def translate(self, sources: list[str], *, beam: int | None = None) -> list[str]:
-        """Decode raw (space-tokenised) source strings."""
-        examples = [Example(tuple(s.split()), ()) for s in sources]
-        return [" ".join(t) for t in self.decode_examples(examples, beam=beam)]
+    def translate(self, sources: Sequence[str], *, contexts: Sequence[str] | None = None, beam: int | None = None
+                  ) -> list[str]:
+        """Decode raw (space-tokenised) source strings, each with its context string when given."""
+        if contexts is not None and len(contexts) != len(sources):
+            raise StructseqError(f"{len(sources)} sources but {len(contexts)} contexts")
+        examples = [Example.from_text(s, context=None if contexts is None else contexts[i])
+                    for i, s in enumerate(sources)]
+        return [self.task.format_prediction(p) for p in self.decode_examples(examples, beam=beam)]
+
+    def predict(self, lines: Sequence[str], *, beam: int | None = None) -> list[str]:
+        """`structseq predict`: each input line parsed by the task (e.g. `source<TAB>context`), one output line."""
+        examples = [self.task.parse_input(line) for line in lines]
+        return [self.task.format_prediction(p) for p in self.decode_examples(examples, beam=beam)]
 
     @torch.no_grad()
-    def token_log_probs(self, sources: list[str], targets: list[str], batch_size: int = 64) -> list[torch.Tensor]:
+    def token_log_probs(self, sources: list[str], targets: list[str], batch_size: int = 64, *,
+                        contexts: list[str] | None = None) -> list[torch.Tensor]:
         """Teacher-forced log-probabilities over the target vocabulary: one (len + 1, V) tensor each."""
         out = []
+        device = next(self.model.parameters()).device
         for i in range(0, len(sources), batch_size):
-            ex = [Example(tuple(s.split()), tuple(t.split())) for s, t in zip(sources[i:i + batch_size],
-                                                                                targets[i:i + batch_size])]
-            b = collate(ex, range(len(ex)), self.src_vocab, self.tgt_vocab)
-            lp = self.model(b.src, b.tgt_in)
+            ex = [Example.from_text(s, t, context=None if contexts is None else contexts[i + j])
+                  for j, (s, t) in enumerate(zip(sources[i:i + batch_size], targets[i:i + batch_size]))]
+            lp = self.model(self.task.to_device(self.task.batch(ex, self.vocabs), device))
             for j, e in enumerate(ex):
-                out.append(lp[j, : len(e.target) + 1].clone())
+                out.append(lp[j, : len(e.target) + 1].cpu().clone())
         return out
 
     # ---------------------------------------------------------------- evaluation
-    def evaluate(self, split: str | None = None, *, beam: int | None = None, data_root=None,
-                 bleu_tokenize: str | None = None, write_predictions: bool = True, show_progress: bool = False
-                 ) -> dict:
-        """Decode a split (default: the config's first test split) and compute every metric.
-
-        `split` is a split of the training dataset, a file (with `data.dataset: files`), or `NAME:SPLIT` of
-        any registered dataset (e.g. `cognition:cg-test`). CoGnition splits also get character BLEU and,
-        on cg-test (whose examples carry their compound), the compound translation error rate."""
-        from structseq.metrics import compute_all
-
+    def load_split(self, split: str | None = None, data_root=None) -> tuple[str, str, list[Example]]:
+        """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT."""
         d = self.config.data
         split = split or (d.test[0] if d.test else "test")
         spec = dataset_split(split)
-        dataset, split_name = spec if spec else (d.dataset, split)
-        examples = load_dataset(split if spec or d.dataset == "files" else dataset, split_name, data_root)
-        hyps = self.decode_examples(examples, beam=beam, show_progress=show_progress)
-        hyp_text = [" ".join(h) for h in hyps]
-        ref_text = [e.target_text for e in examples]
-        cognition = dataset == "cognition"
-        compounds = [e.extra[0] for e in examples] if cognition and split_name == "cg-test" else None
-        # a CoGnition compound is a label of 5 lines, not a category worth a per-category table
-        cats = [e.category for e in examples] if any(e.category for e in examples) and not compounds else None
-        tok = bleu_tokenize or ("zh" if any(k in dataset for k in ("zh", "cognition")) else "13a")
-        metrics = compute_all(hyp_text, ref_text, categories=cats, bleu_tokenize=tok, cognition=cognition,
-                              compounds=compounds, data_root=data_root)
+        if spec:
+            dataset, name = spec
+            return dataset, name, load_dataset(split, name, data_root)
+        if d.dataset == "files" or Path(split).exists() or "," in split:
+            return d.dataset, split, load_dataset(split, split, data_root, columns=d.columns)
+        return d.dataset, split, load_dataset(d.dataset, split, data_root)
+
+    def evaluate(self, split: str | None = None, *, beam: int | None = None, data_root=None,
+                 bleu_tokenize: str | None = None, write_predictions: bool = True, show_progress: bool = False
+                 ) -> dict:
+        """Decode a split (default: the config's first test split) and compute every metric of the task.
+
+        `split` is a split of the training dataset, a file, or `NAME:SPLIT` of any registered dataset (e.g.
+        `cognition:cg-test`). For seq2seq: exact match, token accuracy, BLEU with its signature, per-category
+        exact match; CoGnition splits also get character BLEU and, on cg-test, the compound error rate."""
+        d = self.config.data
+        split = split or (d.test[0] if d.test else "test")
+        dataset, split_name, examples = self.load_split(split, data_root)
+        if not examples:
+            raise StructseqError(f"{dataset}/{split_name}: no examples to evaluate")
+        self.task.check_examples(examples, f"{dataset}/{split_name}")
+        predictions = self.decode_examples(examples, beam=beam, show_progress=show_progress)
+        extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+        metrics = self.task.evaluate(examples, predictions, dataset=dataset, split=split_name, data_root=data_root,
+                                     **extra)
         beam = self.config.decode.beam if beam is None else beam
-        oov = sum(t not in self.src_vocab for e in examples for t in e.source)
         metrics.update({"dataset": dataset, "split": split_name, "n": len(examples), "beam": beam,
-                        "checkpoint": self.checkpoint, "seed": self.config.train.seed,
-                        "source_oov_tokens": oov})
+                        "checkpoint": self.checkpoint, "seed": self.config.train.seed, "task": self.task.name})
+        if "src" in self.vocabs:
+            metrics["source_oov_tokens"] = sum(t not in self.vocabs["src"] for e in examples for t in e.source)
         if write_predictions:
-            if spec:
-                label = f"{dataset}-{split_name}"  # NAME:SPLIT -> NAME-SPLIT.tsv
-            else:
-                label = Path(split).stem if ("/" in split or "." in split) else split  # a file: its stem
-            path = self.run_dir / "predictions" / f"{label}.tsv"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "w", newline="") as f:
-                w = csv.writer(f, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
-                w.writerow(["source", "reference", "hypothesis", "correct", "category"])
-                for e, h, r in zip(examples, hyp_text, ref_text):
-                    w.writerow([e.source_text, r, h, int(h == r), e.category or ""])
-            metrics["predictions"] = str(path)
-            (self.run_dir / "predictions" / f"{label}.metrics.json").write_text(json.dumps(metrics, indent=1))
+            self._write_predictions(split, dataset, split_name, examples, predictions, metrics)
         return metrics
 
+    def _write_predictions(self, spec: str, dataset: str, split_name: str, examples, predictions, metrics) -> None:
+        if dataset_split(spec):
+            label = f"{dataset}-{split_name}"  # NAME:SPLIT -> NAME-SPLIT.tsv
+        else:
+            label = Path(spec).stem if ("/" in spec or "." in spec) else spec  # a file: its stem
+        path = self.run_dir / "predictions" / f"{label}.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header, rows = self.task.prediction_rows(examples, predictions)
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
+            w.writerow(header)
+            w.writerows(rows)
+        metrics["predictions"] = str(path)
+        (self.run_dir / "predictions" / f"{label}.metrics.json").write_text(json.dumps(metrics, indent=1))
 
-def load_run(run_dir: str | Path, checkpoint: str | None = None) -> Run:
+
+def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str = "auto") -> Run:
     """Load `checkpoints/{checkpoint}.pt` of a run (default: the config's `train.eval_checkpoint`;
-    `best` falls back to `last` when no validation ran)."""
+    `best` falls back to `last` when no validation ran) onto `device` (auto: CUDA when available)."""
     run_dir = Path(run_dir)
     if checkpoint is None:
         saved = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").exists() else {}
@@ -150,18 +162,10 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None) -> Run:
     if not path.exists():
         raise StructseqError(f"no checkpoint in {run_dir} (looked for {path}); is this a training run directory?")
     ckpt = load_checkpoint(path)
-    cfg = config_from_dict(ckpt["config"])
-    src_vocab, tgt_vocab = Vocab(ckpt["vocab"]["src"]), Vocab(ckpt["vocab"]["tgt"])
-    model = build_model(cfg.model, src_vocab, tgt_vocab)
+    cfg = config_from_dict(ckpt["config"], saved=True)
+    vocabs = {name: Vocab(tokens) for name, tokens in ckpt["vocab"].items()}
+    task = get_task(cfg)
+    model = build_model(cfg.model, vocabs, task=task.name)
     model.load_state_dict(ckpt["model"])
-    model.eval()
-    return Run(run_dir, cfg, model, src_vocab, tgt_vocab, checkpoint)
-
-
-def _progress(items, label: str, enabled: bool):
-    if not enabled:
-        yield from items
-        return
-    from rich.progress import track
-
-    yield from track(items, description=label, transient=True)
+    model.to(loop.resolve_device(device)).eval()
+    return Run(run_dir, cfg, model, vocabs, checkpoint, task)

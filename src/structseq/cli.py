@@ -121,9 +121,9 @@ def print_metrics(m: dict) -> None:
     table.add_column("metric")
     table.add_column("score", justify="right")
     table.add_column("signature", style="dim")
-    for key in ("exact_match", "token_accuracy", "bleu", "nltk_bleu", "cognition_bleu"):
-        if key in m:
-            table.add_row(key, f"{m[key]['score']:.4f}", m[key].get("signature", ""))
+    for key, value in m.items():  # every metric of the task: a score with its signature
+        if isinstance(value, dict) and "score" in value:
+            table.add_row(key, f"{value['score']:.4f}", value.get("signature", ""))
     if "cter" in m:
         for level in ("instance", "aggregate"):
             table.add_row(f"cter_{level}", f"{m['cter'][level]:.4f}", m["cter"]["signature"])
@@ -133,8 +133,9 @@ def print_metrics(m: dict) -> None:
         t.add_column("category")
         t.add_column("n", justify="right")
         t.add_column("exact match", justify="right")
-        for cat, v in m["per_category"].items():
-            t.add_row(cat, str(v["n"]), f"{v['exact_match']:.4f}")
+        pc = m["per_category"]
+        for cat, score in pc["exact_match"].items():
+            t.add_row(cat, str(pc["n"][cat]), f"{score:.4f}")
         console.print(t)
     if "predictions" in m:
         console.print(f"predictions: {m['predictions']}")
@@ -143,12 +144,13 @@ def print_metrics(m: dict) -> None:
 @app.command()
 def predict(run_dir: Path, beam: Optional[int] = typer.Option(None, "--beam"),
             checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="best | last [default: config]")):
-    """Read source lines on stdin, write one output line each to stdout."""
+    """Read input lines on stdin (the task's format: a source; `source<TAB>context` for context-aware models;
+    words for a tagger), write one output line each to stdout."""
     from structseq.api import load_run
 
     run = load_run(run_dir, checkpoint)
     lines = [line.rstrip("\n") for line in sys.stdin]
-    for out in run.translate(lines, beam=beam):
+    for out in run.predict(lines, beam=beam):
         print(out)
 
 

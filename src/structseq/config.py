@@ -1,8 +1,10 @@
 """Typed configuration: dataclasses with help text, loaded from YAML with `key=value` overrides.
 
-A config file has sections `data`, `model`, `optim`, `train`, `decode`. The `model` section picks its
-schema by `arch` (see `MODEL_CONFIGS`), so each model family only accepts its own keys. An unknown
-key or a value of the wrong type raises ConfigError naming the dotted key.
+A config file has sections `task`, `data`, `model`, `optim`, `train`, `decode`. Some sections pick their
+schema by a key: `task` by `type` (`structseq.tasks.TASKS`), `model` by `arch` (the architecture registry,
+`structseq.models.registry.ARCHS`), `model.head` by `type` (`HEAD_CONFIGS`); so each accepts only its own
+keys (`task: seq2seq` is short for `task: {type: seq2seq}`). An unknown key or a value of the wrong type
+raises ConfigError naming the dotted key.
 """
 
 from __future__ import annotations
@@ -32,35 +34,63 @@ class DataConfig:
     valid: str | None = _f(None, "validation split, file or NAME:SPLIT of any registered dataset; null holds out "
                                  "`valid_fraction` of train")
     valid_fraction: float = _f(0.01, "fraction of train held out for validation when `valid` is null")
-    test: list[str] = _f(["test"], "splits, files or NAME:SPLIT (e.g. cognition:cg-test) that `evaluate` reports")
+    test: list[str] = _f(["test"], "splits, files or NAME:SPLIT (e.g. cognition:cg-test) that `evaluate` reports "
+                                   "(one string or a list)")
+    columns: list[str] | None = _f(None, "names of a TSV file's columns (source, target, context, category; other "
+                                         "names go to the example's meta; '-' drops one); null: the file's header "
+                                         "line, else source, target")
+    bleu_tokenize: str | None = _f(None, "sacrebleu tokenizer (13a, zh, intl, char, none, ...); null: the dataset's "
+                                         "declared one (zh for Chinese targets), else 13a")
     max_train_examples: int | None = _f(None, "use only the first N training examples (quick runs)")
     min_freq: int = _f(1, "minimum token count to enter a vocabulary")
     share_vocab: bool = _f(False, "one vocabulary for source and target (needed to tie all embeddings)")
 
 
+# ---------------------------------------------------------------- output heads: one schema per `type`
+
 @dataclass
-class HeadConfig:
+class SoftmaxHeadConfig:
     type: str = _f("softmax", "output head: softmax | copy | lexical (lexical translation, Akyürek & Andreas 2021)")
     dropout: float = _f(0.0, "dropout on the features entering the output layer")
-    gate: str = _f("learned", "copy/lexical gate: learned (paper: sigmoid(w.h)) | copy_token (reference code: the "
-                              "softmax probability of an extra <copy> output)")
-    lexicon: str | None = _f(None, "lexical: a learner (simple | pmi | ibm1 | ibm2 | bayesian), learned from the "
-                                   "training data, or a lexicon JSON file; null = no entries (copy + mutual "
-                                   "exclusivity)")
-    lexicon_settings: dict = _f({}, "lexical: keyword arguments of the lexicon learner, e.g. {epsilon: 3}")
-    tau: float = _f(0.0, "lexical: 0 = hard rows (argmax), > 0 = softmax(score / tau)")
-    init: str = _f("frozen", "lexical: frozen (fixed, tau = 0) | soft (fixed, tau > 0) | learned (trainable, "
-                             "initialised from the lexicon) | uniform (trainable, every row uniform)")
-    mutual_exclusivity: bool = _f(True, "lexical: rows without entries spread over the targets no row maps to")
 
 
 @dataclass
-class TransformerConfig:
-    arch: str = _f("transformer", "model family")
+class CopyHeadConfig(SoftmaxHeadConfig):
+    type: str = _f("copy", "output head: softmax | copy | lexical")
+    gate: str = _f("learned", "gate: learned (paper: sigmoid(w.h)) | copy_token (reference code: the softmax "
+                              "probability of an extra <copy> output)")
+
+
+@dataclass
+class LexicalHeadConfig(CopyHeadConfig):
+    type: str = _f("lexical", "output head: softmax | copy | lexical")
+    lexicon: str | None = _f(None, "a learner (simple | pmi | ibm1 | ibm2 | bayesian), learned from the training "
+                                   "data, or a lexicon JSON file; null = no entries (copy + mutual exclusivity)")
+    lexicon_settings: dict = _f({}, "keyword arguments of the lexicon learner, e.g. {epsilon: 3}")
+    tau: float = _f(0.0, "0 = hard rows (argmax), > 0 = softmax(score / tau)")
+    init: str = _f("frozen", "frozen (fixed, tau = 0) | soft (fixed, tau > 0) | learned (trainable, initialised "
+                             "from the lexicon) | uniform (trainable, every row uniform)")
+    mutual_exclusivity: bool = _f(True, "rows without entries spread over the targets no row maps to")
+
+
+HEAD_CONFIGS: dict[str, type] = {"softmax": SoftmaxHeadConfig, "copy": CopyHeadConfig, "lexical": LexicalHeadConfig}
+HeadConfig = LexicalHeadConfig  # every head key (for code that builds a head by hand)
+
+
+def _head(help: str = "output head: {type: softmax | copy | lexical, ...}; each type has its own keys"):
+    return field(default_factory=SoftmaxHeadConfig, metadata={"help": help, "choose": ("type", "head")})
+
+
+# ---------------------------------------------------------------- model families (registered in models/registry.py)
+
+@dataclass
+class TransformerBlocksConfig:
+    """Keys shared by every model built from Transformer blocks."""
+
+    arch: str = _f("transformer", "model family (see `structseq.models.registry`)")
     d_model: int = _f(512, "model width")
     n_heads: int = _f(4, "attention heads")
     ffn_dim: int = _f(1024, "feed-forward inner width")
-    encoder_layers: int = _f(6, "encoder depth")
     decoder_layers: int = _f(6, "decoder depth")
     dropout: float = _f(0.3, "residual and embedding dropout")
     attention_dropout: float = _f(0.0, "dropout on attention weights")
@@ -70,7 +100,12 @@ class TransformerConfig:
     max_relative: int = _f(16, "relative positions are clipped to +-(max_relative - 1)")
     share_decoder_embeddings: bool = _f(False, "tie the target embedding and the output projection")
     share_all_embeddings: bool = _f(False, "also tie source and target embeddings (needs data.share_vocab)")
-    head: HeadConfig = field(default_factory=HeadConfig, metadata={"help": "output head"})
+    head: Any = _head()
+
+
+@dataclass
+class TransformerConfig(TransformerBlocksConfig):
+    encoder_layers: int = _f(6, "encoder depth")
 
 
 @dataclass
@@ -82,34 +117,35 @@ class LSTMConfig:
     dropout: float = _f(0.4, "dropout on embeddings, between layers and on the combined vector")
     combine_feed: bool = _f(False, "combined vector from [embedding; previous combined vector; h; context] "
                                    "(the reference code of Akyürek & Andreas 2021) instead of [embedding; h; context]")
-    head: HeadConfig = field(default_factory=HeadConfig, metadata={"help": "output head"})
+    head: Any = _head()
 
 
 @dataclass
-class DangleConfig(TransformerConfig):
-    """Dangle (Zheng & Lapata 2022) and R-Dangle (Zheng & Lapata 2023): the source is re-encoded from the
-    decoded prefix. `arch` picks the variant. The key (adaptive) encoder is k0 + k1 + k2 layers."""
+class DangleConfig(TransformerBlocksConfig):
+    """Dangle (Zheng & Lapata 2022) and R-Dangle_shr (Zheng & Lapata 2023): the source is re-encoded from the
+    decoded prefix, one adaptive encoding for keys and values. The key encoder is k0 + k1 + k2 layers."""
 
-    arch: str = _f("rdangle-sep", "dangle (= rdangle-shr with interval 1) | rdangle-shr (one adaptive encoding for "
-                                  "keys and values) | rdangle-sep (values encoded once, keys re-encoded)")
+    arch: str = _f("dangle", "dangle (= rdangle-shr with interval 1) | rdangle-shr | rdangle-sep")
     positions: str = _f("relative", "relative (the papers' setting) | sinusoidal")
     interval: int = _f(1, "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1)")
     pre_fusion_layers: int = _f(0, "k0: source-only key-encoder layers before fusion (computed once per batch)")
     fusion_layers: int = _f(2, "k1: layers over [source; target prefix; end marker], bidirectional")
     post_fusion_layers: int = _f(2, "k2: layers over the source positions after fusion")
-    encoder_layers: int = _f(2, "rdangle-sep: depth of the value encoder (a standard encoder run once); "
-                                "unused by dangle and rdangle-shr")
-    share_pre_fusion: bool = _f(False, "rdangle-sep: the k0 pre-fusion layers are the value encoder's bottom layers")
-    share_post_fusion: bool = _f(False, "rdangle-sep: the k2 post-fusion layers are the value encoder's top layers "
-                                        "(the paper's best: value 10, k1 2, k2 8, shared)")
     chunk_points: int = _f(0, "training: re-encoding points computed together in one batched pass (bounds "
                               "memory and padding; 0 = auto, points covering about 8 target steps)")
     recompute_chunks: bool = _f(False, "training: recompute each chunk's activations in the backward pass instead "
                                        "of storing them (peak memory of one chunk, about a third more compute)")
 
 
-MODEL_CONFIGS: dict[str, type] = {"transformer": TransformerConfig, "lstm": LSTMConfig, "dangle": DangleConfig,
-                                  "rdangle-shr": DangleConfig, "rdangle-sep": DangleConfig}
+@dataclass
+class RDangleSepConfig(DangleConfig):
+    """R-Dangle_sep: values come from a standard encoder run once, keys are re-encoded."""
+
+    arch: str = _f("rdangle-sep", "rdangle-sep (values encoded once, keys re-encoded)")
+    encoder_layers: int = _f(2, "depth of the value encoder (a standard encoder run once)")
+    share_pre_fusion: bool = _f(False, "the k0 pre-fusion layers are the value encoder's bottom layers")
+    share_post_fusion: bool = _f(False, "the k2 post-fusion layers are the value encoder's top layers "
+                                        "(the paper's best: value 10, k1 2, k2 8, shared)")
 
 
 @dataclass
@@ -140,6 +176,8 @@ class TrainConfig:
     seed: int = _f(1, "random seed (data order, initialisation, dropout)")
     threads: int = _f(0, "torch CPU threads (0 = torch default)")
     eval_checkpoint: str = _f("best", "checkpoint `evaluate` uses by default: best | last (the papers report last)")
+    device: str = _f("auto", "auto (CUDA when available) | cpu | cuda | cuda:N")
+    bf16: bool = _f(False, "bfloat16 autocast on GPUs that support it (parameters and optimiser stay float32)")
 
 
 @dataclass
@@ -151,20 +189,23 @@ class DecodeConfig:
     batch_size: int = _f(128, "sentences decoded together")
 
 
+def _task_options():
+    from structseq.tasks import TaskOptions
+
+    return TaskOptions()
+
+
 @dataclass
 class Config:
+    task: Any = field(default_factory=_task_options, metadata={"choose": ("type", "task")})
     data: DataConfig = field(default_factory=DataConfig)
-    model: Any = field(default_factory=TransformerConfig)
+    model: Any = field(default_factory=TransformerConfig, metadata={"choose": ("arch", "model")})
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-    @property
-    def model_dim(self) -> int:
-        return getattr(self.model, "d_model", None) or getattr(self.model, "hidden_dim")
 
 
 # ---------------------------------------------------------------- validation
@@ -222,43 +263,65 @@ def _check_type(value: Any, hint: Any, key: str) -> Any:
     return value
 
 
-def _build(cls: type, values: dict | None, prefix: str) -> Any:
+def schemas(kind: str) -> dict[str, type]:
+    """The schemas a section can pick from: `task` by type, `model` by arch, `head` by type."""
+    if kind == "task":
+        from structseq.tasks import TASKS
+
+        return {name: t.options_class for name, t in TASKS.items()}
+    if kind == "model":
+        from structseq.models.registry import ARCHS
+
+        return {name: a.config for name, a in ARCHS.items()}
+    return HEAD_CONFIGS
+
+
+def _chosen(f: dataclasses.Field, value: Any, key: str) -> type:
+    by, kind = f.metadata["choose"]
+    table = schemas(kind)
+    name = value.get(by, f.default_factory().__dict__[by]) if isinstance(value, dict) else None
+    if name not in table:
+        raise ConfigError(f"'{key}.{by}': unknown {kind} '{name}'; choices: {', '.join(table)}")
+    return table[name]
+
+
+def _build(cls: type, values: dict | None, prefix: str, lenient: bool = False) -> Any:
     values = {} if values is None else values
     if not isinstance(values, dict):
-        raise ConfigError(f"'{prefix}' must be a mapping, got {values!r}")
+        raise ConfigError(f"'{prefix.rstrip('.')}' must be a mapping, got {values!r}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     for k in values:
-        if k not in names:
+        if k not in names and not lenient:
             raise ConfigError(f"unknown key '{prefix}{k}'; valid keys: {', '.join(sorted(names))}")
     kwargs = {}
     for f in dataclasses.fields(cls):
         key = prefix + f.name
-        if dataclasses.is_dataclass(hints[f.name]):
-            kwargs[f.name] = _build(hints[f.name], values.get(f.name), key + ".")
+        if "choose" in f.metadata:
+            value = values.get(f.name)
+            if isinstance(value, str):  # `task: seq2seq` is `task: {type: seq2seq}`
+                value = {f.metadata["choose"][0]: value}
+            value = {} if value is None else value
+            kwargs[f.name] = _build(_chosen(f, value, key), value, key + ".", lenient)
+        elif dataclasses.is_dataclass(hints[f.name]):
+            kwargs[f.name] = _build(hints[f.name], values.get(f.name), key + ".", lenient)
         elif f.name in values:
-            kwargs[f.name] = _check_type(values[f.name], hints[f.name], key)
+            value = values[f.name]
+            if typing.get_origin(hints[f.name]) is list and isinstance(value, str):
+                value = [value]  # a single path where a list is expected
+            kwargs[f.name] = _check_type(value, hints[f.name], key)
     return cls(**kwargs)
 
 
-def config_from_dict(d: dict) -> Config:
+def config_from_dict(d: dict, *, saved: bool = False) -> Config:
+    """Validate a nested dict. `saved`: a config written by an earlier version into a run (its keys that no
+    longer apply to the chosen schemas, e.g. `gate` of a softmax head, are dropped; types still checked)."""
     d = dict(d or {})
-    sections = {"data": DataConfig, "model": None, "optim": OptimConfig, "train": TrainConfig, "decode": DecodeConfig}
+    sections = [f.name for f in dataclasses.fields(Config)]
     for k in d:
         if k not in sections:
             raise ConfigError(f"unknown key '{k}'; valid sections: {', '.join(sections)}")
-    model = dict(d.get("model") or {})
-    arch = model.get("arch", "transformer")
-    if arch not in MODEL_CONFIGS:
-        raise ConfigError(f"'model.arch': unknown model '{arch}'; choices: {', '.join(MODEL_CONFIGS)}")
-    cfg = Config(
-        data=_build(DataConfig, d.get("data"), "data."),
-        model=_build(MODEL_CONFIGS[arch], model, "model."),
-        optim=_build(OptimConfig, d.get("optim"), "optim."),
-        train=_build(TrainConfig, d.get("train"), "train."),
-        decode=_build(DecodeConfig, d.get("decode"), "decode."),
-    )
-    return cfg
+    return _build(Config, d, "", lenient=saved)
 
 
 def apply_overrides(d: dict, overrides: list[str]) -> dict:

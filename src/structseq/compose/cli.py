@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from structseq.compose.corpus import read_corpora, read_sentences, write_tsv
+from structseq.compose.corpus import read_corpora, read_sentences, use_data_root, write_tsv
 from structseq.compose.degree import NgramDictionary, score_pool
 from structseq.compose.plot import BINNINGS, align, bleu_difference_by_degree, plot_difference, read_scores, score_difference_by_degree
 from structseq.compose.select import (
@@ -34,6 +34,14 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 err = Console(stderr=True)
+
+
+@app.callback()
+def _options(data_root: Annotated[Optional[Path], typer.Option(
+        "--data-root", envvar="STRUCTSEQ_DATA",
+        help="Folder that NAME:SPLIT specs read from [default: ../shared/data]; give it before the command.")] = None
+             ) -> None:
+    use_data_root(data_root)
 
 TrainOpt = Annotated[list[Path], typer.Option("--train", help="Training sentences, one per line, or NAME:SPLIT of a registered dataset (repeat to concatenate).")]
 MinCountOpt = Annotated[int, typer.Option(help="A word seen fewer times than this in train is OOV.")]

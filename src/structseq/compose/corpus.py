@@ -30,6 +30,16 @@ def _dataset_split(spec: str) -> tuple[str, str] | None:
     return (name, split) if name in datasets() else None
 
 
+#: where `NAME:SPLIT` specs are read from (`structseq compose --data-root`); None: the default data root
+DATA_ROOT: Path | None = None
+
+
+def use_data_root(root: str | os.PathLike | None) -> None:
+    """Resolve later `NAME:SPLIT` specs against `root` (what `structseq compose --data-root` sets)."""
+    global DATA_ROOT
+    DATA_ROOT = None if root is None else Path(root)
+
+
 def read_sentences(path: str | os.PathLike, column: int | None = None, side: str = "source") -> list[str]:
     """One sentence per line; `.gz` is decompressed. TSV files (COGS style) give column 0 by default.
 
@@ -44,7 +54,7 @@ def read_sentences(path: str | os.PathLike, column: int | None = None, side: str
 
         if side not in ("source", "target"):
             raise DataError(f"side must be source or target, got {side!r}")
-        examples = load_dataset(dataset[0], dataset[1], data_root())
+        examples = load_dataset(dataset[0], dataset[1], data_root(DATA_ROOT))
         return [e.source_text if side == "source" else e.target_text for e in examples]
     path = Path(path)
     if not path.exists():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -12,22 +11,32 @@ from structseq.data.example import Example
 from structseq.data.vocab import Vocab
 
 
-@dataclass
-class Batch:
-    """Padded tensors. The source ends with </s>; target input starts with <s>, output ends with </s>."""
+class Batch(dict):
+    """A named batch: tensors by name (`batch["src"]` or `batch.src`), the examples' dataset positions
+    (`index`) and the number of predicted units (`num_tokens`, what the loss is normalised by).
 
-    src: torch.Tensor  # (B, S) long
-    tgt_in: torch.Tensor | None  # (B, T)
-    tgt_out: torch.Tensor | None  # (B, T)
-    index: list[int]  # positions of these examples in the dataset
+    The seq2seq task's batches hold `src` (B, S) ending with </s>, `tgt_in` (B, T) starting with <s> and
+    `tgt_out` (B, T) ending with </s>; other tasks name their own tensors."""
+
+    def __init__(self, tensors: dict | None = None, index: Sequence[int] = (), num_tokens: int = 0, **kw):
+        super().__init__(tensors or {}, **kw)
+        self.index, self.num_tokens = list(index), num_tokens
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
     @property
     def num_target_tokens(self) -> int:
-        return 0 if self.tgt_out is None else int((self.tgt_out != Vocab.pad).sum())
+        return self.num_tokens
 
     def to(self, device) -> "Batch":
-        move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.index)
+        """The same batch with every tensor on `device` (nested lists/dicts of tensors too)."""
+        from structseq.models.base import map_state
+
+        return Batch(map_state(dict(self), lambda t: t.to(device)), self.index, self.num_tokens)
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad: int = Vocab.pad) -> torch.Tensor:
@@ -41,14 +50,18 @@ def encode_source(vocab: Vocab, tokens: Sequence[str]) -> list[int]:
     return vocab.encode(tokens) + [vocab.eos]
 
 
+def target_batch(tgt: Sequence[Sequence[int]], bos: int = Vocab.bos, eos: int = Vocab.eos) -> dict:
+    """Teacher-forcing tensors of target id lists: `tgt_in` = <s> y, `tgt_out` = y </s>."""
+    return {"tgt_in": pad_sequences([[bos, *t] for t in tgt]), "tgt_out": pad_sequences([[*t, eos] for t in tgt])}
+
+
 def collate(examples: Sequence[Example], index: Sequence[int], src_vocab: Vocab, tgt_vocab: Vocab | None) -> Batch:
-    src = pad_sequences([encode_source(src_vocab, e.source) for e in examples])
+    """A seq2seq batch of examples (`src`, and with a target vocabulary `tgt_in` / `tgt_out`)."""
+    tensors = {"src": pad_sequences([encode_source(src_vocab, e.source) for e in examples])}
     if tgt_vocab is None:
-        return Batch(src, None, None, list(index))
+        return Batch(tensors, index)
     tgt = [tgt_vocab.encode(e.target) for e in examples]
-    tgt_in = pad_sequences([[tgt_vocab.bos] + t for t in tgt])
-    tgt_out = pad_sequences([t + [tgt_vocab.eos] for t in tgt])
-    return Batch(src, tgt_in, tgt_out, list(index))
+    return Batch({**tensors, **target_batch(tgt)}, index, sum(len(t) + 1 for t in tgt))
 
 
 def make_batches(

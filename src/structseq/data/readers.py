@@ -1,8 +1,8 @@
-"""Readers for the generic formats: TSV (`source<TAB>target[<TAB>extra...]`) and parallel files."""
+"""Readers for the generic formats: TSV with named columns and line-aligned parallel files."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from structseq.data.example import Example
@@ -24,53 +24,79 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             yield n, line.rstrip("\r\n")
 
 
-def _checked(path, n, source: str, target: str, category=None, extra=()) -> Example:
-    if not source.strip():
-        raise DataError("empty source", path, n)
-    if not target.strip():
-        raise DataError("empty target", path, n)
-    return Example.from_text(source, target, category, extra)
+def _checked(path, n, columns: dict[str, str], required: Sequence[str] = ("source", "target")) -> Example:
+    for name in required:
+        if not columns.get(name, "").strip():
+            raise DataError(f"empty {name}", path, n)
+    return Example.from_columns(columns)
 
 
-def read_tsv(path: str | Path, category_column: int | None = None) -> list[Example]:
-    """`source<TAB>target[<TAB>extra...]`; `category_column` (0-based) fills `Example.category`."""
+DEFAULT_COLUMNS = ("source", "target")
+
+
+def read_tsv(path: str | Path, columns: Sequence[str] | None = None) -> list[Example]:
+    """Tab-separated examples whose columns are named: by `columns` (e.g. `("source", "target", "category")`),
+    else by a header line naming them (`source<TAB>target<TAB>category`), else `source<TAB>target`.
+
+    Names are the `Example` fields (source, target, context, category); any other name is kept in
+    `Example.meta`, and `-` drops a column. A line with more columns than names is an error, never
+    silently something."""
     examples = []
+    names: tuple[str, ...] | None = tuple(columns) if columns is not None else None
     for n, line in iter_lines(path):
         if not line.strip():
             continue
         cols = line.split("\t")
-        if len(cols) < 2:
-            raise DataError(f"expected 'source<TAB>target', found {len(cols)} column(s)", path, n)
-        category = None
-        if category_column is not None:
-            if len(cols) <= category_column:
-                raise DataError(f"missing category column {category_column + 1}", path, n)
-            category = cols[category_column]
-        admit(examples, _checked(path, n, cols[0], cols[1], category, tuple(cols[2:])), n, path)
+        if names is None:
+            names = DEFAULT_COLUMNS
+            if _is_header(cols):
+                names = tuple(cols)  # a header line
+                continue
+        if len(cols) != len(names):
+            if len(names) == 2 and len(cols) < 2:
+                raise DataError(f"expected 'source<TAB>target', found {len(cols)} column(s)", path, n)
+            raise DataError(f"{len(cols)} column(s) but {len(names)} named ({', '.join(names)}); name every "
+                            "column with a header line (e.g. 'source<TAB>target<TAB>category') or data.columns",
+                            path, n)
+        row = {k: v for k, v in zip(names, cols) if k != "-"}
+        admit(examples, _checked(path, n, row, [k for k in ("source", "target") if k in names]), n, path)
     return examples
 
 
-def read_parallel(source_path: str | Path, target_path: str | Path, extra_path=None) -> list[Example]:
-    """Two line-aligned files (plus an optional third whose lines land in `Example.extra`)."""
+def _is_header(cells: list[str]) -> bool:
+    """`source` plus another field name, every cell an identifier, none repeated."""
+    from structseq.data.example import FIELDS
+
+    names = set(cells)
+    return ("source" in names and len(names & set(FIELDS)) >= 2 and len(names) == len(cells)
+            and all(c == "-" or c.isidentifier() for c in cells))
+
+
+def read_parallel(source_path: str | Path, target_path: str | Path, meta: Mapping[str, str | Path] | None = None
+                  ) -> list[Example]:
+    """Two line-aligned files; `meta` names further line-aligned files whose lines land in `Example.meta`."""
     src = [line for _, line in iter_lines(source_path)]
     tgt = [line for _, line in iter_lines(target_path)]
     if len(src) != len(tgt):
         raise DataError(f"{len(src)} lines but {target_path} has {len(tgt)}", source_path)
-    extra = [line for _, line in iter_lines(extra_path)] if extra_path else None
-    if extra is not None and len(extra) != len(src):
-        raise DataError(f"{len(extra)} lines but {source_path} has {len(src)}", extra_path)
+    extra = {}
+    for name, extra_path in (meta or {}).items():
+        extra[name] = [line for _, line in iter_lines(extra_path)]
+        if len(extra[name]) != len(src):
+            raise DataError(f"{len(extra[name])} lines but {source_path} has {len(src)}", extra_path)
     out = []
     for i, (s, t) in enumerate(zip(src, tgt)):
         if not s.strip():
             raise DataError("empty source", source_path, i + 1)
         if not t.strip():
             raise DataError("empty target", target_path, i + 1)
-        admit(out, Example.from_text(s, t, None, (extra[i],) if extra else ()), i + 1, source_path, target_path)
+        admit(out, Example.from_text(s, t, meta={k: v[i] for k, v in extra.items()}), i + 1, source_path, target_path)
     return out
 
 
-def read_file(spec: str | Path) -> list[Example]:
-    """A user-given file: `a.tsv`, a SCAN `IN: ... OUT: ...` file, or `SRC_FILE,TGT_FILE`."""
+def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Example]:
+    """A user-given file: `a.tsv` (named columns, see `read_tsv`), a SCAN `IN: ... OUT: ...` file, or
+    `SRC_FILE,TGT_FILE`."""
     spec = str(spec)
     if "," in spec and not Path(spec).exists():
         src, tgt = spec.split(",", 1)
@@ -81,4 +107,4 @@ def read_file(spec: str | Path) -> list[Example]:
         from structseq.data.scan import read_scan_file
 
         return read_scan_file(spec)
-    return read_tsv(spec)
+    return read_tsv(spec, columns)

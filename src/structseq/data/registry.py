@@ -8,7 +8,7 @@ Every entry is a `Dataset` with a loader `(split, data_root) -> list[Example]`. 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -28,6 +28,7 @@ class Dataset:
     source: str  # "generated" (no files needed) or "files"
     note: str = ""
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)  # split -> relative paths
+    bleu_tokenize: str = "13a"  # the sacrebleu tokenizer its targets need (zh for Chinese)
 
     def load(self, split: str, root: Path) -> list[Example]:
         if split not in self.splits:
@@ -55,7 +56,7 @@ def _colors(split: str, root: Path) -> list[Example]:
 
 
 def _cogs(split: str, root: Path) -> list[Example]:
-    return read_tsv(root / "cogs" / f"{split}.tsv", category_column=2)
+    return read_tsv(root / "cogs" / f"{split}.tsv", columns=("source", "target", "category"))
 
 
 def _tatoeba(split: str, root: Path) -> list[Example]:
@@ -65,7 +66,7 @@ def _tatoeba(split: str, root: Path) -> list[Example]:
 def _cognition(split: str, root: Path) -> list[Example]:
     d = root / "cognition"
     if split == "cg-test":
-        return read_parallel(d / "cg-test/cg-test.en", d / "cg-test/cg-test.zh", d / "cg-test/cg-test.compound")
+        return read_parallel(d / "cg-test/cg-test.en", d / "cg-test/cg-test.zh", {"compound": d / "cg-test/cg-test.compound"})
     return read_parallel(d / f"{split}.en", d / f"{split}.zh")
 
 
@@ -94,12 +95,12 @@ def _build() -> dict[str, Dataset]:
     table["tatoeba-en-zh"] = Dataset(
         "tatoeba-en-zh", "Tatoeba English-Chinese, tokenised (Akyürek & Andreas 2021)", ("train", "dev", "test"),
         _tatoeba, "files", note="ekinakyurek/lexical TRANSLATE/",
-        files={s: (f"tatoeba_en_zh/{s}.tsv",) for s in ("train", "dev", "test")})
+        files={s: (f"tatoeba_en_zh/{s}.tsv",) for s in ("train", "dev", "test")}, bleu_tokenize="zh")
     table["cognition"] = Dataset(
         "cognition", "CoGnition en-zh compositional MT (Li et al. 2021)", ("valid", "test", "cg-test"), _cognition,
         "files", note="no train set: the 196k-pair training data (yafuly/CoGnition data/train.*) is not in the shared data",
         files={"valid": ("cognition/valid.en", "cognition/valid.zh"), "test": ("cognition/test.en", "cognition/test.zh"),
-               "cg-test": ("cognition/cg-test/cg-test.en", "cognition/cg-test/cg-test.zh")})
+               "cg-test": ("cognition/cg-test/cg-test.en", "cognition/cg-test/cg-test.zh")}, bleu_tokenize="zh")
     table["react"] = Dataset(
         "react", "ReaCT de-en compositional test sets (Zheng & Lapata 2023)", ("valid", "test", "cg-test"), _react,
         "files", note="no train set: the IWSLT14 training part (mswellhao/Dangle ReaCT_data) is not in the shared data",
@@ -136,14 +137,16 @@ def dataset_split(spec: str) -> tuple[str, str] | None:
     return name, split
 
 
-def load_dataset(name: str, split: str = "train", data_root: str | Path | None = None) -> list[Example]:
+def load_dataset(name: str, split: str = "train", data_root: str | Path | None = None,
+                 columns: Sequence[str] | None = None) -> list[Example]:
     """Examples of a named dataset split; `name` may also be `NAME:SPLIT` (then `split` is ignored), which
-    is how configs with `dataset: files` name registered splits, or a file path (`split` ignored too)."""
+    is how configs with `dataset: files` name registered splits, or a file path (`split` ignored too;
+    `columns` names a TSV file's columns, see `read_tsv`)."""
     spec = dataset_split(name)
     if spec is not None:
         name, split = spec
     elif name not in datasets() and (Path(name).exists() or "," in name or "/" in name):
-        return read_file(name)
+        return read_file(name, columns)
     return get_dataset(name).load(split, resolve_root(data_root))
 
 

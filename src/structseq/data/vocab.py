@@ -57,3 +57,17 @@ class Vocab:
 
     def to_list(self) -> list[str]:
         return list(self.itos)
+
+
+class NamedVocabs:
+    """Mixin for holders of `vocabs` (name -> Vocab): the seq2seq names as attributes."""
+
+    vocabs: dict[str, Vocab]
+
+    @property
+    def src_vocab(self) -> Vocab:
+        return self.vocabs["src"]
+
+    @property
+    def tgt_vocab(self) -> Vocab:
+        return self.vocabs["tgt"]

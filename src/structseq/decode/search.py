@@ -1,4 +1,8 @@
-"""Batched greedy and beam search for every model that implements encode / init_state / step.
+"""Batched greedy and beam search for every autoregressive model (encode / init_state / step).
+
+Search takes the model's named inputs (a mapping of tensors, e.g. {"src": ...}) and a per-sentence length
+limit; it never looks inside the inputs, so models with several inputs (a source and a context) decode
+through the same code.
 
 Both searches share one loop (`_search`): greedy is the special case that keeps the single best
 continuation, so "beam 1 == greedy" holds by construction and is checked in the tests against an
@@ -9,6 +13,7 @@ when its best finished score beats every unfinished one (scores only fall as hyp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -31,17 +36,19 @@ def max_lengths(src: Tensor, a: float, b: int, pad: int = Vocab.pad) -> Tensor:
 
 
 @torch.no_grad()
-def greedy(model, src: Tensor, max_len: Tensor, eos: int = Vocab.eos, bos: int = Vocab.bos) -> Hypotheses:
-    return beam_search(model, src, 1, max_len, len_penalty=0.0, eos=eos, bos=bos)
+def greedy(model, inputs: Mapping[str, Tensor], max_len: Tensor, eos: int = Vocab.eos, bos: int = Vocab.bos
+           ) -> Hypotheses:
+    return beam_search(model, inputs, 1, max_len, len_penalty=0.0, eos=eos, bos=bos)
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, beam: int, max_len: Tensor, len_penalty: float = 1.0, nbest: bool = False,
-                eos: int = Vocab.eos, bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
-    """Beam search; final ranking by score / length ** len_penalty (length counts </s>)."""
-    B, K = src.shape[0], beam
-    device = src.device
-    state = model.init_state(model.encode(src))
+def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor, len_penalty: float = 1.0,
+                nbest: bool = False, eos: int = Vocab.eos, bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
+    """Beam search; final ranking by score / length ** len_penalty (length counts </s>). `max_len` (B,):
+    each sentence's output length limit (see `max_lengths`)."""
+    B, K = max_len.shape[0], beam
+    device = max_len.device
+    state = model.init_state(model.encode(inputs))
     expand = torch.arange(B, device=device).repeat_interleave(K)
     state = map_state(state, lambda t: t.index_select(0, expand))
     scores = torch.full((B, K), float("-inf"), device=device)
@@ -99,13 +106,12 @@ def beam_search(model, src: Tensor, beam: int, max_len: Tensor, len_penalty: flo
     return Hypotheses(out_tokens, out_scores, out_nbest if nbest else None)
 
 
-def decode(model, src: Tensor, *, beam: int = 1, max_len_a: float = 2.0, max_len_b: int = 10,
-           len_penalty: float = 1.0) -> Hypotheses:
-    """Greedy (beam 1) or beam search with the a*|x|+b length limit."""
-    max_len = max_lengths(src, max_len_a, max_len_b)
+def decode(model, inputs: Mapping[str, Tensor], max_len: Tensor, *, beam: int = 1, len_penalty: float = 1.0
+           ) -> Hypotheses:
+    """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`)."""
     if beam <= 1:
-        return greedy(model, src, max_len)
-    return beam_search(model, src, beam, max_len, len_penalty)
+        return greedy(model, inputs, max_len)
+    return beam_search(model, inputs, beam, max_len, len_penalty)
 
 
 def sequence_log_prob(log_probs: Tensor, tgt_out: Tensor, pad: int = Vocab.pad) -> Tensor:

@@ -1,5 +1,5 @@
-"""Model families (one file each), output heads, and the builder that wires them from a config."""
+"""Model families (one file each), output heads, builders and the architecture registry."""
 
-from structseq.models.base import Seq2Seq, map_state
+from structseq.models.base import Autoregressive, map_state
 
-__all__ = ["Seq2Seq", "map_state"]
+__all__ = ["Autoregressive", "map_state"]

@@ -1,10 +1,13 @@
-"""The decoder-state protocol every autoregressive model provides to training and search.
+"""What models provide to training and search.
 
-A model exposes
-  forward(src, tgt_in) -> log-probs (B, T, V)          teacher forcing, for training
-  encode(src) -> enc                                    source-only work, done once
-  init_state(enc) -> state                              decoder state before the first step
-  step(prev_tokens, state) -> (log-probs (B, V), state) one incremental step
+Every model takes *named* inputs: a mapping of tensors (a task's `Batch`), e.g. `{"src", "tgt_in"}` for
+seq2seq, `{"src", "ctx", "tgt_in"}` for a context-aware model; training calls `forward(batch)` through
+the task's loss. A model that is not autoregressive (a tree decoder, a tagger) needs nothing more.
+
+An autoregressive model adds the incremental protocol that search drives:
+  encode(inputs) -> enc                                    input-only work, done once
+  init_state(enc) -> state                                 decoder state before the first step
+  step(prev_tokens, state) -> (log-probs (B, V), state)    one incremental step
 States are nested dicts/lists/tuples of tensors whose first dimension is the batch, so one generic
 `map_state` reorders them for beam search (no per-model reorder methods).
 """
@@ -12,13 +15,14 @@ States are nested dicts/lists/tuples of tensors whose first dimension is the bat
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 State = dict[str, Any]
+Inputs = Mapping[str, Tensor]
 
 
 def map_state(state: Any, fn: Callable[[Tensor], Tensor]) -> Any:
@@ -32,14 +36,15 @@ def map_state(state: Any, fn: Callable[[Tensor], Tensor]) -> Any:
     return state
 
 
-class Seq2Seq(nn.Module, abc.ABC):
-    """Base class: subclasses implement encode / init_state / step / forward."""
+class Autoregressive(nn.Module, abc.ABC):
+    """A model that emits a sequence one token at a time (teacher-forced in training, incremental in search)."""
 
     pad: int = 0
+    width: int  # the model dimension (set by its builder; the Noam schedule scales by it)
 
     @abc.abstractmethod
-    def encode(self, src: Tensor) -> State:
-        """Source-only computation, done once per batch."""
+    def encode(self, inputs: Inputs) -> State:
+        """Input-only computation, done once per batch."""
 
     @abc.abstractmethod
     def init_state(self, enc: State) -> State:
@@ -50,13 +55,14 @@ class Seq2Seq(nn.Module, abc.ABC):
         """Log-probabilities (B, V) of the next token given the previous one (B,), and the new state."""
 
     @abc.abstractmethod
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced log-probabilities (B, T, V)."""
+    def forward(self, batch: Inputs) -> Tensor:
+        """Teacher-forced log-probabilities (B, T, V) of `batch["tgt_in"]`'s continuations."""
 
     @torch.no_grad()
-    def incremental_log_probs(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+    def incremental_log_probs(self, batch: Inputs) -> Tensor:
         """Teacher-forced log-probs computed step by step through `step` (for equivalence checks)."""
-        state = self.init_state(self.encode(src))
+        state = self.init_state(self.encode(batch))
+        tgt_in = batch["tgt_in"]
         out = []
         for t in range(tgt_in.shape[1]):
             lp, state = self.step(tgt_in[:, t], state)
@@ -65,3 +71,5 @@ class Seq2Seq(nn.Module, abc.ABC):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+

@@ -1,18 +1,25 @@
-"""Builders: the only place where config objects turn into modules (blocks take plain arguments)."""
+"""Builders: the only place where config objects turn into modules (blocks take plain arguments).
+
+A builder takes (model config, vocabularies by name, training examples or None) and returns the model
+with its `width` set (the model dimension the Noam schedule scales by). `models/registry.py` maps each
+`arch` to its config class and builder."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from torch import nn
 
-from structseq.config import DangleConfig, HeadConfig, LSTMConfig, TransformerConfig
+from structseq.config import (HEAD_CONFIGS, DangleConfig, LexicalHeadConfig, LSTMConfig, RDangleSepConfig,
+                              SoftmaxHeadConfig, TransformerBlocksConfig, TransformerConfig)
 from structseq.data.vocab import Vocab
+
+Vocabs = Mapping[str, Vocab]
 from structseq.errors import ConfigError
 from structseq.lexicon import LEARNERS, Lexicon
 from structseq.lexicon import learn as learn_lexicon
-from structseq.models.heads import GATES, HEADS, INITS, CopyHead, LexicalHead, SoftmaxHead, shared_token_map
+from structseq.models.heads import GATES, INITS, CopyHead, LexicalHead, SoftmaxHead, shared_token_map
 from structseq.models.dangle import AdaptiveKeyEncoder, RDangleSeq2Seq, ValueEncoder
 from structseq.models.lexical import LexiconRows, lexicon_rows
 from structseq.models.lstm import LSTMSeq2Seq
@@ -20,22 +27,22 @@ from structseq.models.transformer import TransformerDecoder, TransformerEncoder,
 from structseq.nn.layers import DecoderLayer, EncoderLayer, TokenEmbedding
 
 
-def build_head(cfg: HeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab,
+def build_head(cfg: SoftmaxHeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab,
                train_examples: Sequence | None = None) -> nn.Module:
     """`train_examples` (the training pairs) resolve a lexical head's lexicon; without them (loading a
     checkpoint, or checking a config) L is a placeholder of the right shape that `load_state_dict` fills."""
-    if cfg.type not in HEADS:
-        raise ConfigError(f"'model.head.type': unknown head '{cfg.type}'; choices: {', '.join(HEADS)}")
+    if cfg.type not in HEAD_CONFIGS:
+        raise ConfigError(f"'model.head.type': unknown head '{cfg.type}'; choices: {', '.join(HEAD_CONFIGS)}")
     if cfg.type in ("copy", "lexical") and cfg.gate not in GATES:
         raise ConfigError(f"'model.head.gate' must be one of {', '.join(GATES)}, not '{cfg.gate}'")
-    if cfg.type == "copy":
-        return CopyHead(d_model, len(tgt_vocab), shared_token_map(src_vocab, tgt_vocab), cfg.dropout, cfg.gate)
     if cfg.type == "lexical":
         return build_lexical_head(cfg, d_model, src_vocab, tgt_vocab, train_examples)
+    if cfg.type == "copy":
+        return CopyHead(d_model, len(tgt_vocab), shared_token_map(src_vocab, tgt_vocab), cfg.dropout, cfg.gate)
     return SoftmaxHead(d_model, len(tgt_vocab), cfg.dropout)
 
 
-def resolve_lexicon(cfg: HeadConfig, train_examples: Sequence) -> Lexicon | None:
+def resolve_lexicon(cfg: LexicalHeadConfig, train_examples: Sequence) -> Lexicon | None:
     """The configured lexicon: learned from the training pairs (a method name) or read from a file."""
     if cfg.lexicon is None:
         return None
@@ -47,7 +54,7 @@ def resolve_lexicon(cfg: HeadConfig, train_examples: Sequence) -> Lexicon | None
     return Lexicon.load(cfg.lexicon)
 
 
-def build_lexical_head(cfg: HeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab,
+def build_lexical_head(cfg: LexicalHeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab,
                        train_examples: Sequence | None = None) -> LexicalHead:
     if cfg.init not in INITS:
         raise ConfigError(f"'model.head.init' must be one of {', '.join(INITS)}, not '{cfg.init}'")
@@ -63,7 +70,7 @@ def build_lexical_head(cfg: HeadConfig, d_model: int, src_vocab: Vocab, tgt_voca
                        dropout=cfg.dropout)
 
 
-def _layer_args(cfg: TransformerConfig) -> dict:
+def _layer_args(cfg: TransformerBlocksConfig) -> dict:
     if cfg.positions not in ("sinusoidal", "relative"):
         raise ConfigError(f"'model.positions' must be sinusoidal or relative, got '{cfg.positions}'")
     return dict(d_model=cfg.d_model, n_heads=cfg.n_heads, ffn_dim=cfg.ffn_dim, dropout=cfg.dropout,
@@ -71,7 +78,7 @@ def _layer_args(cfg: TransformerConfig) -> dict:
                 norm_first=cfg.norm_first, max_relative=cfg.max_relative if cfg.positions == "relative" else None)
 
 
-def _embeddings(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> tuple[TokenEmbedding, TokenEmbedding]:
+def _embeddings(cfg: TransformerBlocksConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> tuple[TokenEmbedding, TokenEmbedding]:
     absolute = cfg.positions == "sinusoidal"
     src_embed = TokenEmbedding(len(src_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
     tgt_embed = TokenEmbedding(len(tgt_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
@@ -82,11 +89,11 @@ def _embeddings(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> t
     return src_embed, tgt_embed
 
 
-def _final_norm(cfg: TransformerConfig) -> nn.Module | None:
+def _final_norm(cfg: TransformerBlocksConfig) -> nn.Module | None:
     return nn.LayerNorm(cfg.d_model) if cfg.norm_first else None
 
 
-def _decoder_and_head(cfg: TransformerConfig, tgt_embed: TokenEmbedding, src_vocab: Vocab, tgt_vocab: Vocab,
+def _decoder_and_head(cfg: TransformerBlocksConfig, tgt_embed: TokenEmbedding, src_vocab: Vocab, tgt_vocab: Vocab,
                       train_examples: Sequence | None) -> tuple[TransformerDecoder, nn.Module]:
     decoder = TransformerDecoder(tgt_embed, [DecoderLayer(**_layer_args(cfg)) for _ in range(cfg.decoder_layers)],
                                  _final_norm(cfg))
@@ -98,26 +105,24 @@ def _decoder_and_head(cfg: TransformerConfig, tgt_embed: TokenEmbedding, src_voc
     return decoder, head
 
 
-def build_transformer(cfg: TransformerConfig, src_vocab: Vocab, tgt_vocab: Vocab,
-                      train_examples: Sequence | None = None) -> TransformerSeq2Seq:
+def build_transformer(cfg: TransformerConfig, vocabs: Vocabs, train_examples: Sequence | None = None
+                      ) -> TransformerSeq2Seq:
+    src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
     layer_args = _layer_args(cfg)
     src_embed, tgt_embed = _embeddings(cfg, src_vocab, tgt_vocab)
     encoder = TransformerEncoder(src_embed, [EncoderLayer(**layer_args) for _ in range(cfg.encoder_layers)],
                                  _final_norm(cfg))
     decoder, head = _decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
-    return TransformerSeq2Seq(encoder, decoder, head)
+    return with_width(TransformerSeq2Seq(encoder, decoder, head), cfg.d_model)
 
 
-def build_dangle(cfg: DangleConfig, src_vocab: Vocab, tgt_vocab: Vocab,
-                 train_examples: Sequence | None = None) -> RDangleSeq2Seq:
+def build_dangle(cfg: DangleConfig, vocabs: Vocabs, train_examples: Sequence | None = None) -> RDangleSeq2Seq:
     """dangle / rdangle-shr / rdangle-sep. Dangle is rdangle-shr with interval 1 (same modules, same weights)."""
-    separate = cfg.arch == "rdangle-sep"
+    src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
+    separate = isinstance(cfg, RDangleSepConfig)
     if cfg.arch == "dangle" and cfg.interval != 1:
         raise ConfigError("'model.interval': dangle re-encodes at every step (interval 1); "
                           "use arch rdangle-shr for other intervals")
-    if not separate and (cfg.share_pre_fusion or cfg.share_post_fusion):
-        raise ConfigError(f"'model.share_pre_fusion' / 'model.share_post_fusion' need arch rdangle-sep (a value "
-                          f"encoder to share with), not '{cfg.arch}'")
     if cfg.fusion_layers < 1:
         raise ConfigError("'model.fusion_layers' must be >= 1: without fusion the prefix never reaches the source")
     if cfg.interval < 0 or cfg.chunk_points < 0:
@@ -139,23 +144,19 @@ def build_dangle(cfg: DangleConfig, src_vocab: Vocab, tgt_vocab: Vocab,
                                      skip=len(bottom))
     key_encoder = AdaptiveKeyEncoder(cfg.d_model, pre, fusion, post, _final_norm(cfg))
     decoder, head = _decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
-    return RDangleSeq2Seq(src_embed, key_encoder, value_encoder, decoder, head, cfg.interval, cfg.chunk_points,
-                          cfg.recompute_chunks)
+    return with_width(RDangleSeq2Seq(src_embed, key_encoder, value_encoder, decoder, head, cfg.interval,
+                                     cfg.chunk_points, cfg.recompute_chunks), cfg.d_model)
 
 
-def build_lstm(cfg: LSTMConfig, src_vocab: Vocab, tgt_vocab: Vocab,
-               train_examples: Sequence | None = None) -> LSTMSeq2Seq:
+def build_lstm(cfg: LSTMConfig, vocabs: Vocabs, train_examples: Sequence | None = None) -> LSTMSeq2Seq:
+    src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
     head = build_head(cfg.head, cfg.hidden_dim, src_vocab, tgt_vocab, train_examples)
-    return LSTMSeq2Seq(len(src_vocab), len(tgt_vocab), head, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim,
-                       layers=cfg.layers, dropout=cfg.dropout, combine_feed=cfg.combine_feed)
+    return with_width(LSTMSeq2Seq(len(src_vocab), len(tgt_vocab), head, embed_dim=cfg.embed_dim,
+                                  hidden_dim=cfg.hidden_dim, layers=cfg.layers, dropout=cfg.dropout,
+                                  combine_feed=cfg.combine_feed), cfg.hidden_dim)
 
 
-BUILDERS = {"transformer": build_transformer, "lstm": build_lstm, "dangle": build_dangle,
-            "rdangle-shr": build_dangle, "rdangle-sep": build_dangle}
-
-
-def build_model(cfg, src_vocab: Vocab, tgt_vocab: Vocab, train_examples: Sequence | None = None) -> nn.Module:
-    """`train_examples`: the training pairs, needed when the head learns a lexicon from them (see build_head)."""
-    if cfg.arch not in BUILDERS:
-        raise ConfigError(f"'model.arch': unknown model '{cfg.arch}'; choices: {', '.join(BUILDERS)}")
-    return BUILDERS[cfg.arch](cfg, src_vocab, tgt_vocab, train_examples)
+def with_width(model: nn.Module, width: int) -> nn.Module:
+    """Record the model dimension that the Noam schedule scales the learning rate by."""
+    model.width = width
+    return model

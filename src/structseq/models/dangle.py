@@ -28,11 +28,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from structseq.models.base import Seq2Seq, State
+from structseq.models.base import Autoregressive, Inputs, State
 from structseq.models.transformer import TransformerDecoder
 from structseq.nn.layers import EncoderLayer, TokenEmbedding
 
-Heads = list[tuple[Tensor, Tensor]]  # per decoder layer: projected cross-attention (k, v), (R, H, S, dh)
+Heads = list[dict[str, tuple[Tensor, Tensor]]]  # per decoder layer: {"source": projected (k, v)}, (R, H, S, dh)
 
 
 class ValueEncoder(nn.Module):
@@ -75,7 +75,7 @@ class AdaptiveKeyEncoder(nn.Module):
         S, L = src_states.shape[1], tgt.shape[1]
         x = torch.cat([src_states + self.type_src, tgt], 1)
         pad = torch.cat([src_pad, tgt_pad if tgt_pad is not None else src_pad.new_zeros(tgt.shape[:2])], 1)
-        rel = self.fusion[0].self_attn.relative if len(self.fusion) else None
+        rel = self.fusion[0].self_attn.score_bias if len(self.fusion) else None
         idx = rel.segment_index(S, L, x.device) if rel is not None else None
         for i, layer in enumerate(self.fusion):  # the last one only for the source queries: the rest is dropped
             x = layer(x, pad, rel_index=idx, n_queries=S if i == len(self.fusion) - 1 else None)
@@ -85,7 +85,7 @@ class AdaptiveKeyEncoder(nn.Module):
         return self.final_norm(h) if self.final_norm is not None else h
 
 
-class RDangleSeq2Seq(Seq2Seq):
+class RDangleSeq2Seq(Autoregressive):
     AUTO_CHUNK_STEPS = 8  # measured best on COGS batches (benchmarks/bench_dangle.py): less padding per pass
 
     def __init__(self, src_embed: TokenEmbedding, key_encoder: AdaptiveKeyEncoder, value_encoder: ValueEncoder | None,
@@ -112,14 +112,15 @@ class RDangleSeq2Seq(Seq2Seq):
 
     # ------------------------------------------------------------------ source-only work, once per batch
 
-    def encode(self, src: Tensor) -> State:
+    def encode(self, inputs: Inputs) -> State:
+        src = inputs["src"]
         pad = src.eq(self.pad)
         embedded = self.src_embed(src)
         states = self.key_encoder.pre_fuse(embedded, pad)
         enc = {"src": src, "src_pad": pad, "src_states": states}
         if self.separate:
             values = self.value_encoder(embedded, states, pad)
-            enc["values"] = [layer.cross_attn._heads(layer.cross_attn.v_proj(values)) for layer in self.decoder.layers]
+            enc["values"] = [layer.cross_attn["source"].project_values(values) for layer in self.decoder.layers]
         return enc
 
     # ------------------------------------------------------------------ pieces shared by training and decoding
@@ -146,21 +147,22 @@ class RDangleSeq2Seq(Seq2Seq):
         from the value encoding projected once per batch (sep; `sents` picks each row's sentence) or from H."""
         out = []
         for i, layer in enumerate(self.decoder.layers):
-            attn = layer.cross_attn
-            k = attn._heads(attn.k_proj(keys))
+            attn = layer.cross_attn["source"]
+            k = attn.project_keys(keys)
             if self.separate:
                 v = enc["values"][i] if sents is None else enc["values"][i].index_select(0, sents)
             else:
-                v = attn._heads(attn.v_proj(keys))
-            out.append((k, v))
+                v = attn.project_values(keys)
+            out.append({"source": (k, v)})
         return out
 
     # ------------------------------------------------------------------ training: all points, batched
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+    def forward(self, batch: Inputs) -> Tensor:
         """Teacher-forced log-probs (B, T, V). Rows (point, sentence) whose point lies beyond the sentence's
         target are never computed; the outputs at those padding positions come from zero features."""
-        enc = self.encode(src)
+        src, tgt_in = batch["src"], batch["tgt_in"]
+        enc = self.encode(batch)
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
         pts = torch.tensor(self.points(int(lengths.max())), device=src.device)
@@ -190,9 +192,10 @@ class RDangleSeq2Seq(Seq2Seq):
         keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
         end = min(int(group[-1]) + o, T)
         first = int(group[0])  # the top decoder layer only computes the steps of this group
-        x, _, attn = self.decoder(tgt_in.index_select(0, sent_of)[:, :end], memory_pad_mask=pad,
+        x, _, attn = self.decoder(tgt_in.index_select(0, sent_of)[:, :end], memories={"source": {"pad": pad}},
                                   cross_kv=self.cross_kv(keys, enc, sent_of), need_weights=self.head.needs_attention,
                                   keep_last=end - first)
+        attn = attn and attn["source"]
         # output (b, t) comes from the row of sentence b and the point that owns step t
         row_of = torch.full((len(group), B), -1, dtype=torch.long, device=tgt_in.device)
         row_of[point_of, sent_of] = torch.arange(len(sent_of), device=tgt_in.device)
@@ -218,11 +221,11 @@ class RDangleSeq2Seq(Seq2Seq):
             seg, _ = self.prefix_segment(prefix, torch.tensor([t], device=prev.device))
             keys = self.key_encoder(state["src_states"], state["src_pad"], seg, None)
             cross = self.cross_kv(keys, state)
-            x, self_kv, attn = self.decoder(prefix, memory_pad_mask=state["src_pad"], cross_kv=cross,
+            x, self_kv, attn = self.decoder(prefix, memories={"source": {"pad": state["src_pad"]}}, cross_kv=cross,
                                             need_weights=need, keep_last=1)
         else:
             cross = state["cross_kv"]
-            x, self_kv, attn = self.decoder(prev[:, None], memory_pad_mask=state["src_pad"], cross_kv=cross,
-                                            past_kv=state["self_kv"], offset=t, need_weights=need)
-        log_probs = self.head(x, attn, state["src"])[:, 0]
+            x, self_kv, attn = self.decoder(prev[:, None], memories={"source": {"pad": state["src_pad"]}},
+                                            cross_kv=cross, past_kv=state["self_kv"], offset=t, need_weights=need)
+        log_probs = self.head(x, attn and attn["source"], state["src"])[:, 0]
         return log_probs, {**state, "prefix": prefix, "step": t + 1, "cross_kv": cross, "self_kv": self_kv}

@@ -25,16 +25,16 @@ def _decode_at(model: RDangleSeq2Seq, enc: dict, tgt_in: Tensor, point: int, len
         extra = tgt_in.shape[1] + 1 - seg.shape[1]
         seg, seg_pad = F.pad(seg, (0, 0, 0, extra)), F.pad(seg_pad, (0, extra), value=True)
     keys = model.key_encoder(enc["src_states"], enc["src_pad"], seg, seg_pad)
-    x, _, attn = model.decoder(tgt_in[:, :length], memory_pad_mask=enc["src_pad"], cross_kv=model.cross_kv(keys, enc),
-                               need_weights=model.head.needs_attention)
-    return x, attn
+    x, _, attn = model.decoder(tgt_in[:, :length], memories={"source": {"pad": enc["src_pad"]}},
+                               cross_kv=model.cross_kv(keys, enc), need_weights=model.head.needs_attention)
+    return x, attn and attn["source"]
 
 
 def per_step_log_probs(model: RDangleSeq2Seq, src: Tensor, tgt_in: Tensor) -> Tensor:
     out = []
     for t in range(tgt_in.shape[1]):
         point = max(p for p in model.points(t + 1) if p <= t)
-        x, attn = _decode_at(model, model.encode(src), tgt_in, point, t + 1)
+        x, attn = _decode_at(model, model.encode({"src": src}), tgt_in, point, t + 1)
         out.append(model.head(x[:, -1:], None if attn is None else attn[:, -1:], src))
     return torch.cat(out, 1)
 
@@ -44,7 +44,7 @@ def batch_copy_log_probs(model: RDangleSeq2Seq, src: Tensor, tgt_in: Tensor) -> 
     o = model.interval or T
     out = []
     for point in model.points(T):
-        x, attn = _decode_at(model, model.encode(src), tgt_in, point, T, full_width=True)
+        x, attn = _decode_at(model, model.encode({"src": src}), tgt_in, point, T, full_width=True)
         keep = slice(point, min(point + o, T))
         out.append(model.head(x[:, keep], None if attn is None else attn[:, keep], src))
     return torch.cat(out, 1)

@@ -109,10 +109,12 @@ class LexicalHead(nn.Module):
     def forward(self, features: Tensor, attn: Tensor, src: Tensor) -> Tensor:
         h = F.dropout(features, self.write.dropout, self.training)
         logits = self.write.proj(h)
+        # both gates see the dropped-out features, as in the reference code, where the gate is one logit of the
+        # output layer after its dropout
         if self.gate_type == "copy_token":
             gate_logit = self.gate(h) - logits.logsumexp(-1, keepdim=True)
         else:
-            gate_logit = self.gate(features)
+            gate_logit = self.gate(h)
         lex = self.source_distribution(attn, src)[..., :-1]
         mixed = mix_log_probs(logits.log_softmax(-1), lex, gate_logit)
         # drop the untranslatable mass g * L[., none] and renormalise: divide by (1 - g) + g * sum(lex)

@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from structseq.models.base import Seq2Seq, State
+from structseq.models.base import Autoregressive, Inputs, State
 
 
-class LSTMSeq2Seq(Seq2Seq):
+class LSTMSeq2Seq(Autoregressive):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, head: nn.Module, *, embed_dim: int = 512,
                  hidden_dim: int = 512, layers: int = 2, dropout: float = 0.4, combine_feed: bool = False):
         super().__init__()
@@ -32,7 +32,8 @@ class LSTMSeq2Seq(Seq2Seq):
         self.combine = nn.Linear(embed_dim + (3 if combine_feed else 2) * hidden_dim, hidden_dim)
         self.head, self.dropout, self.hidden_dim, self.combine_feed = head, dropout, hidden_dim, combine_feed
 
-    def encode(self, src: Tensor) -> State:
+    def encode(self, inputs: Inputs) -> State:
+        src = inputs["src"]
         pad_mask = src.eq(self.pad)
         lengths = (~pad_mask).sum(1)
         x = F.dropout(self.src_embed(src), self.dropout, self.training)
@@ -65,8 +66,9 @@ class LSTMSeq2Seq(Seq2Seq):
         comb, alpha, state = self._core(prev, state)
         return self.head(comb[:, None], alpha[:, None], state["src"])[:, 0], state
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        state = self.init_state(self.encode(src))
+    def forward(self, batch: Inputs) -> Tensor:
+        src, tgt_in = batch["src"], batch["tgt_in"]
+        state = self.init_state(self.encode(batch))
         combs, alphas = [], []
         for t in range(tgt_in.shape[1]):
             comb, alpha, state = self._core(tgt_in[:, t], state)

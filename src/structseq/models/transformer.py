@@ -7,9 +7,11 @@ and the cross-attention (k, v) projected once from the encoder output.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from torch import Tensor, nn
 
-from structseq.models.base import Seq2Seq, State
+from structseq.models.base import Autoregressive, Inputs, State
 from structseq.nn.layers import DecoderLayer, EncoderLayer, TokenEmbedding
 
 
@@ -32,50 +34,57 @@ class TransformerDecoder(nn.Module):
         super().__init__()
         self.embed, self.layers, self.final_norm = embed, nn.ModuleList(layers), final_norm
 
-    def forward(self, tokens, *, memory_pad_mask, memory_keys=None, memory_values=None, cross_kv=None,
+    def project_memory(self, name: str, keys: Tensor, values: Tensor) -> list[dict[str, tuple[Tensor, Tensor]]]:
+        """Per layer, {name: projected (k, v)} of a memory for the layers that attend to it (a cache)."""
+        return [{name: layer.cross_attn[name].project_kv(keys, values)} if name in layer.cross_attn else {}
+                for layer in self.layers]
+
+    def forward(self, tokens, *, memories: Mapping[str, Mapping], cross_kv: list[Mapping] | None = None,
                 past_kv=None, offset: int = 0, need_weights: bool = False, keep_last: int | None = None):
-        """Returns features (B, T, D), new self-attention caches, last layer's head-averaged cross-attention.
+        """`memories`: name -> {"pad": (B, S) mask, "keys"/"values": (B, S, D)}; `cross_kv`: per layer, name ->
+        cached projected (k, v) (then only "pad" is needed). Returns features (B, T, D), new self-attention
+        caches and the top layer's head-averaged cross-attention {memory: (B, T, S)} (None unless asked).
         `keep_last`: the top layer computes (and returns) the last n positions only."""
         x = self.embed(tokens, offset)
         new_kv, weights = [], None
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
-            x, kv, w = layer(x, memory_pad_mask=memory_pad_mask, memory_keys=memory_keys, memory_values=memory_values,
-                             cross_kv=None if cross_kv is None else cross_kv[i],
+            x, kv, w = layer(x, memories=memories, cross_kv=None if cross_kv is None else cross_kv[i],
                              past_kv=None if past_kv is None else past_kv[i], need_weights=need_weights and i == last,
                              keep_last=keep_last if i == last else None)
             new_kv.append(kv)
             if w is not None:
-                weights = w.mean(1)  # (B, T, S)
+                weights = {name: a.mean(1) for name, a in w.items()}  # (B, T, S)
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, new_kv, weights
 
 
-class TransformerSeq2Seq(Seq2Seq):
+class TransformerSeq2Seq(Autoregressive):
     def __init__(self, encoder: TransformerEncoder, decoder: TransformerDecoder, head: nn.Module):
         super().__init__()
         self.encoder, self.decoder, self.head = encoder, decoder, head
 
-    def encode(self, src: Tensor) -> State:
+    def encode(self, inputs: Inputs) -> State:
+        src = inputs["src"]
         pad_mask = src.eq(self.pad)
         return {"src": src, "src_pad": pad_mask, "memory": self.encoder(src, pad_mask)}
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        enc = self.encode(src)
-        x, _, attn = self.decoder(tgt_in, memory_pad_mask=enc["src_pad"], memory_keys=enc["memory"],
-                                  memory_values=enc["memory"], need_weights=self.head.needs_attention)
-        return self.head(x, attn, src)
+    def forward(self, batch: Inputs) -> Tensor:
+        enc = self.encode(batch)
+        memory = {"pad": enc["src_pad"], "keys": enc["memory"], "values": enc["memory"]}
+        x, _, attn = self.decoder(batch["tgt_in"], memories={"source": memory}, need_weights=self.head.needs_attention)
+        return self.head(x, attn and attn["source"], enc["src"])
 
     def init_state(self, enc: State) -> State:
-        memory = enc["memory"]
-        cross = [layer.cross_attn.project_kv(memory, memory) for layer in self.decoder.layers]
+        cross = self.decoder.project_memory("source", enc["memory"], enc["memory"])
         return {"src": enc["src"], "src_pad": enc["src_pad"], "cross_kv": cross, "self_kv": None}
 
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         past = state["self_kv"]
         offset = 0 if past is None else past[0][0].shape[2]
-        x, new_kv, attn = self.decoder(prev[:, None], memory_pad_mask=state["src_pad"], cross_kv=state["cross_kv"],
-                                       past_kv=past, offset=offset, need_weights=self.head.needs_attention)
-        log_probs = self.head(x, attn, state["src"])[:, 0]
+        x, new_kv, attn = self.decoder(prev[:, None], memories={"source": {"pad": state["src_pad"]}},
+                                       cross_kv=state["cross_kv"], past_kv=past, offset=offset,
+                                       need_weights=self.head.needs_attention)
+        log_probs = self.head(x, attn and attn["source"], state["src"])[:, 0]
         return log_probs, {**state, "self_kv": new_kv}

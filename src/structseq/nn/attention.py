@@ -1,4 +1,9 @@
-"""Multi-head attention with separate key and value inputs, relative positions and KV caches."""
+"""Multi-head attention with separate key and value inputs, additive score biases, a logit scale and KV caches.
+
+A *score bias* is a module `bias(q, k, q_pos, k_pos, index) -> (B or 1, H or 1, Tq, Tk)` added to the
+attention logits: relative positions (Huang et al. 2020), Dangle's segment table and a Gaussian local
+window are instances. Its `scaled` attribute says whether the logit scale multiplies it too (content
+terms) or not (penalties that must keep their size)."""
 
 from __future__ import annotations
 
@@ -17,10 +22,17 @@ class RelativePositionBias(nn.Module):
     reference code; no relative term on the values. `bias` returns the two extra terms (unscaled).
     """
 
+    scaled = True
+
     def __init__(self, d_head: int, max_distance: int = 16):
         super().__init__()
         self.max_distance = max_distance
         self.table = nn.Parameter(torch.zeros(2 * max_distance - 1, d_head))
+
+    def forward(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, index: Tensor | None = None) -> Tensor:
+        """The scaled score term; `index`: a (Tq, Tk) matrix of table rows (default: from the positions)."""
+        idx = index if index is not None else self.index(q_pos, k_pos)
+        return self.bias_at(q, k, idx) / math.sqrt(self.table.shape[1])
 
     def index(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         m = self.max_distance - 1
@@ -57,32 +69,80 @@ class SegmentRelativeBias(RelativePositionBias):
         return torch.cat([top, bottom], 0)  # (S + T, S + T)
 
 
+class GaussianWindowBias(nn.Module):
+    """A soft local window (Luong et al. 2015's Gaussian, as in Wang et al. 2019's focused context attention):
+    the penalty -(i - j)^2 / (2 sigma^2), sigma = width / 2, so a token mostly attends within `width`
+    positions of itself. Not multiplied by the logit scale."""
+
+    scaled = False
+
+    def __init__(self, width: float):
+        super().__init__()
+        if width <= 0:
+            raise ValueError(f"window width must be > 0, got {width}")
+        self.width = float(width)
+
+    def forward(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, index: Tensor | None = None) -> Tensor:
+        d = (q_pos[:, None] - k_pos[None, :]).to(q.dtype)
+        return -(d * d) / (2 * (self.width / 2) ** 2)
+
+
+class ScoreBiases(nn.ModuleList):
+    """Several score biases, summed (e.g. relative positions and a local window)."""
+
+    scaled = None  # each member says for itself
+
+
 class MultiheadAttention(nn.Module):
     """Scaled dot-product attention over `query` with keys from `key` and values from `value`.
 
     Keys and values are projected from their own inputs (R-Dangle_sep needs K and V from different
     tensors). `past_kv` holds already-projected keys/values of earlier steps (self-attention cache);
     `static_kv` replaces projecting `key`/`value` altogether (cross-attention cache). The projected
-    (k, v) actually used are returned so the caller can cache them.
+    (k, v) actually used are returned so the caller can cache them. `score_bias` (see the module
+    docstring) is added to the logits; `logit_scale` multiplies them (1 / temperature: > 1 is peakier).
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, relative: nn.Module | None = None):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, score_bias: nn.Module | None = None,
+                 logit_scale: float = 1.0):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
+        if logit_scale <= 0:
+            raise ValueError(f"logit_scale must be > 0, got {logit_scale}")
         self.n_heads, self.d_head, self.dropout = n_heads, d_model // n_heads, dropout
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
-        self.relative = relative
+        self.score_bias, self.logit_scale = score_bias, logit_scale
 
     def _heads(self, x: Tensor) -> Tensor:  # (B, T, D) -> (B, H, T, dh)
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.d_head).transpose(1, 2)
 
+    def project_keys(self, key: Tensor) -> Tensor:
+        """(B, T, D) -> projected keys (B, H, T, dh), e.g. to cache a memory's keys."""
+        return self._heads(self.k_proj(key))
+
+    def project_values(self, value: Tensor) -> Tensor:
+        """(B, T, D) -> projected values (B, H, T, dh)."""
+        return self._heads(self.v_proj(value))
+
     def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        return self._heads(self.k_proj(key)), self._heads(self.v_proj(value))
+        return self.project_keys(key), self.project_values(value)
+
+    def _biases(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, index: Tensor | None):
+        members = self.score_bias if isinstance(self.score_bias, ScoreBiases) else [self.score_bias]
+        for b in members:
+            term = b(q, k, q_pos, k_pos, index)
+            yield term * self.logit_scale if b.scaled and self.logit_scale != 1.0 else term
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        old = prefix + "relative.table"  # checkpoints before the generic score bias
+        if old in state_dict:
+            state_dict[prefix + "score_bias.table"] = state_dict.pop(old)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(
         self,
@@ -95,7 +155,7 @@ class MultiheadAttention(nn.Module):
         past_kv: tuple[Tensor, Tensor] | None = None,
         static_kv: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
-        rel_index: Tensor | None = None,  # (Tq, Tk) rows of the relative table; default from positions
+        rel_index: Tensor | None = None,  # (Tq, Tk) rows of a relative table (the score bias's `index`)
         q_offset: int | None = None,  # position of the first query (default: after the cached keys)
     ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
         B, Tq, D = query.shape
@@ -116,23 +176,24 @@ class MultiheadAttention(nn.Module):
             offset = Tk - Tq if past_kv is not None else 0
 
         mask = None  # additive float mask (B or 1, 1 or H, Tq, Tk)
-        plain_causal = causal and self.relative is None and key_padding_mask is None and offset == 0 and Tq == Tk
+        plain_causal = causal and self.score_bias is None and key_padding_mask is None and offset == 0 and Tq == Tk
         if plain_causal and not need_weights:
             causal = False  # handled by SDPA's is_causal fast path below
-        if self.relative is not None or causal or key_padding_mask is not None:
+        if self.score_bias is not None or causal or key_padding_mask is not None:
             mask = torch.zeros(1, 1, Tq, Tk, dtype=q.dtype, device=q.device)
             q_pos = torch.arange(offset, offset + Tq, device=q.device)
             k_pos = torch.arange(Tk, device=q.device)
-            if self.relative is not None:
-                idx = rel_index if rel_index is not None else self.relative.index(q_pos, k_pos)
-                mask = mask + self.relative.bias_at(q, k, idx) / math.sqrt(self.d_head)
+            if self.score_bias is not None:
+                for term in self._biases(q, k, q_pos, k_pos, rel_index):
+                    mask = mask + term
             if causal:
                 mask = mask.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
             if key_padding_mask is not None:
                 mask = mask.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
         p = self.dropout if self.training else 0.0
+        scale = None if self.logit_scale == 1.0 else self.logit_scale / math.sqrt(self.d_head)
         if need_weights:
-            logits = (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)
+            logits = (q @ k.transpose(-1, -2)) * scale if scale else (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)
             if mask is not None:
                 logits = logits + mask
             weights = logits.softmax(-1)
@@ -140,6 +201,6 @@ class MultiheadAttention(nn.Module):
         else:
             weights = None
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
-                                                 is_causal=plain_causal and mask is None)
+                                                 is_causal=plain_causal and mask is None, scale=scale)
         out = out.transpose(1, 2).reshape(B, Tq, D)
         return self.out_proj(out), weights, (k, v)

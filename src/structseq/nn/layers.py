@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from structseq.nn.attention import MultiheadAttention, RelativePositionBias, SegmentRelativeBias
+from structseq.nn.attention import (GaussianWindowBias, MultiheadAttention, RelativePositionBias, ScoreBiases,
+                                   SegmentRelativeBias)
 
 
 class FeedForward(nn.Module):
@@ -44,13 +46,17 @@ def _relative(d_model: int, n_heads: int, max_relative: int | None, segments: bo
 
 class EncoderLayer(nn.Module):
     """Bidirectional self-attention and FFN. `segment_relative`: relative positions per [source ; target]
-    segment (Dangle's fusion layers; the caller passes `rel_index`)."""
+    segment (Dangle's fusion layers; the caller passes `rel_index`). `window` (a Gaussian local window's
+    width) and `logit_scale` focus the self-attention (Wang et al. 2019's context encoder)."""
 
     def __init__(self, d_model, n_heads, ffn_dim, dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
-                 norm_first=False, max_relative: int | None = None, segment_relative: bool = False):
+                 norm_first=False, max_relative: int | None = None, segment_relative: bool = False,
+                 window: float | None = None, logit_scale: float = 1.0):
         super().__init__()
-        self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout,
-                                            _relative(d_model, n_heads, max_relative, segment_relative))
+        bias = _relative(d_model, n_heads, max_relative, segment_relative)
+        if window:
+            bias = GaussianWindowBias(window) if bias is None else ScoreBiases([bias, GaussianWindowBias(window)])
+        self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout, bias, logit_scale)
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
         self.attn_block = Residual(d_model, dropout, norm_first)
         self.ffn_block = Residual(d_model, dropout, norm_first)
@@ -70,21 +76,37 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Causal self-attention, cross-attention (keys and values may come from different memories), FFN."""
+    """Causal self-attention, then one cross-attention block per named memory in `memories` (in that order;
+    keys and values may come from different tensors), then the FFN. "Attend to one memory" is
+    `("source",)`, "to two in turn" `("context", "source")`, "a different memory per layer" a different
+    tuple per layer: builder choices."""
 
     def __init__(self, d_model, n_heads, ffn_dim, dropout=0.1, attention_dropout=0.0, activation_dropout=0.0,
-                 norm_first=False, max_relative: int | None = None):
+                 norm_first=False, max_relative: int | None = None, memories: Sequence[str] = ("source",)):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, n_heads, attention_dropout, _relative(d_model, n_heads, max_relative))
-        self.cross_attn = MultiheadAttention(d_model, n_heads, attention_dropout)
+        self.memories = tuple(memories)
+        # registration order (hence parameter order, which gradient clipping sums over) as before named memories
+        self.cross_attn = nn.ModuleDict({m: MultiheadAttention(d_model, n_heads, attention_dropout) for m in memories})
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
         self.self_block = Residual(d_model, dropout, norm_first)
-        self.cross_block = Residual(d_model, dropout, norm_first)
+        self.cross_block = nn.ModuleDict({m: Residual(d_model, dropout, norm_first) for m in memories})
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
-    def forward(self, x, *, memory_pad_mask, memory_keys=None, memory_values=None, cross_kv=None,
-                past_kv=None, need_weights=False, keep_last: int | None = None):
-        """Returns (x, self-attention (k, v) for the cache, cross-attention weights or None).
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # checkpoints before named memories: one `cross_attn` / `cross_block`, over the source
+        for old in ("cross_attn.", "cross_block."):
+            for key in [k for k in state_dict if k.startswith(prefix + old) and not self._named(k[len(prefix):])]:
+                state_dict[prefix + old + "source." + key[len(prefix + old):]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _named(self, key: str) -> bool:
+        return key.split(".")[1] in self.memories
+
+    def forward(self, x, *, memories: Mapping[str, Mapping], cross_kv: Mapping | None = None, past_kv=None,
+                need_weights=False, keep_last: int | None = None):
+        """`memories`: name -> {"pad", "keys", "values"}; `cross_kv`: name -> this layer's cached (k, v).
+        Returns (x, self-attention (k, v) for the cache, {memory: cross-attention weights} or None).
         `keep_last`: outputs for the last n positions only (all positions still give keys and values)."""
         causal = x.shape[1] > 1
         if keep_last is None or keep_last >= x.shape[1]:
@@ -95,9 +117,15 @@ class DecoderLayer(nn.Module):
             q, first = slice(x.shape[1] - keep_last, None), x.shape[1] - keep_last
             x, (_, self_kv) = self.self_block(
                 x, lambda h: self.self_attn(h[:, q], h, h, causal=True, q_offset=first), queries=q)
-        x, (weights, _) = self.cross_block(
-            x, lambda h: self.cross_attn(h, memory_keys, memory_values, key_padding_mask=memory_pad_mask,
-                                         static_kv=cross_kv, need_weights=need_weights))
+        weights = {} if need_weights else None
+        for name in self.memories:
+            memory, kv = memories[name], None if cross_kv is None else cross_kv.get(name)
+            x, (w, _) = self.cross_block[name](
+                x, lambda h: self.cross_attn[name](h, memory.get("keys"), memory.get("values"),
+                                                   key_padding_mask=memory["pad"], static_kv=kv,
+                                                   need_weights=need_weights))
+            if need_weights:
+                weights[name] = w
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h),))
         return x, self_kv, weights
 

@@ -1,9 +1,17 @@
-"""The training loop shared by every model.
+"""The training loop shared by every model and task.
+
+The loop only calls the task (`structseq.tasks`): it encodes the examples once, batches them by the task's
+length under the token budget, asks the task for each batch's loss and validation metrics, and steps the
+optimiser. It runs on a CPU or a GPU (`train.device`, optional bf16 autocast) and data-parallel under
+`torchrun` (PyTorch DDP: each rank takes its shard of every batch; gradients are summed over ranks and
+normalised by the update's total number of predicted units, so N processes reach the parameters of one
+process on the same global batches; only rank 0 writes logs and checkpoints).
 
 Exact resumption: an update is a pure function of (parameters, optimiser state, data position, RNG
 state) at its start, and checkpoints are only written between updates (Ctrl-C sets a flag that the
 loop honours after the current update). So a checkpoint written on Ctrl-C, at a validation or every
 `save_every` updates resumes bit-exactly: same parameters as an uninterrupted run with the same seed.
+Every RNG the run uses (Python, NumPy, torch CPU and CUDA) is saved and restored.
 """
 
 from __future__ import annotations
@@ -16,59 +24,111 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 import yaml
 
 from structseq.config import Config, config_from_dict
-from structseq.data.batching import Batch, collate, encode_source, make_batches, pad_sequences
+from structseq.data.batching import Batch, make_batches
 from structseq.data.example import Example
 from structseq.data.registry import holdout, load_dataset
-from structseq.data.vocab import Vocab
-from structseq.errors import StructseqError
-from structseq.models.build import build_model
-from structseq.train.checkpoint import load_checkpoint, save_atomic
-from structseq.train.optim import build_optimizer, label_smoothed_nll, lr_multiplier
-
-CHECKPOINT_FORMAT = 1
+from structseq.data.vocab import NamedVocabs, Vocab
+from structseq.errors import ConfigError, StructseqError
+from structseq.models.registry import build_model
+from structseq.tasks import Task, get_task
+from structseq.tasks.base import Vocabs
+from structseq.train import distributed
+from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+from structseq.train.optim import build_optimizer, lr_multiplier
 
 
 @dataclass
-class TrainingData:
+class TrainingData(NamedVocabs):
     train: list[Example]
     valid: list[Example]
-    src_vocab: Vocab
-    tgt_vocab: Vocab
+    vocabs: Vocabs
 
 
-def load_training_data(cfg: Config, data_root=None) -> TrainingData:
-    """Train/valid examples and vocabularies built from the training split."""
+def load_split(cfg: Config, split: str, data_root=None) -> list[Example]:
+    """A split of the configured dataset, a file (`data.dataset: files`) or NAME:SPLIT of any dataset."""
     d = cfg.data
-    train = load_dataset(d.dataset if d.dataset != "files" else d.train, d.train, data_root)
+    return load_dataset(d.dataset if d.dataset != "files" else split, split, data_root, columns=d.columns)
+
+
+def load_training_data(cfg: Config, task: Task | None = None, data_root=None) -> TrainingData:
+    """Train/valid examples and the task's vocabularies built from the training split."""
+    task = task or get_task(cfg)
+    d = cfg.data
+    train = load_split(cfg, d.train, data_root)
     if d.max_train_examples:
         train = train[: d.max_train_examples]
     if d.valid is None:
         train, valid = holdout(train, d.valid_fraction, cfg.train.seed)
     else:
-        valid = load_dataset(d.dataset if d.dataset != "files" else d.valid, d.valid, data_root)
+        valid = load_split(cfg, d.valid, data_root)
     if not train:
         raise StructseqError(f"no training examples in {d.dataset}/{d.train}")
-    if d.share_vocab:
-        src_vocab = tgt_vocab = Vocab.build([e.source for e in train] + [e.target for e in train], d.min_freq)
-    else:
-        src_vocab = Vocab.build((e.source for e in train), d.min_freq)
-        tgt_vocab = Vocab.build((e.target for e in train), d.min_freq)
-    return TrainingData(train, valid, src_vocab, tgt_vocab)
+    task.check_examples(train, f"{d.dataset}/{d.train}")
+    task.check_examples(valid, f"{d.dataset}/{d.valid or d.train + ' (held out)'}")
+    return TrainingData(train, valid, task.build_vocabs(train))
 
 
 def _describe_mismatch(name: str, saved: Vocab, built: Vocab) -> str:
+    name = {"src": "source", "tgt": "target"}.get(name, name)
     missing = [t for t in built.itos if t not in saved][:5]
     extra = [t for t in saved.itos if t not in built][:5]
     return (f"the checkpoint's {name} vocabulary ({len(saved)} tokens) does not match the data "
             f"({len(built)} tokens; new in data: {missing}, only in checkpoint: {extra}). "
             "Was the run trained on another dataset or config?")
+
+
+def resolve_device(name: str) -> torch.device:
+    """`train.device`: auto (CUDA when available) | cpu | cuda | cuda:N."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"'train.device': unknown device '{name}'; choices: auto, cpu, cuda, cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"'train.device' is '{name}' but no CUDA device is available; use auto or cpu")
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"'train.device': unsupported device '{name}'; choices: auto, cpu, cuda, cuda:N")
+    return device
+
+
+def rng_state() -> dict:
+    """Every RNG a run may draw from, as plain types and tensors (weights-only loadable)."""
+    np_state = np.random.get_state()
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                       "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])}}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    if "python" in state:
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in state:
+        n = state["numpy"]
+        np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                             n["cached_gaussian"]))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
 
 
 @dataclass
@@ -88,47 +148,55 @@ class Trainer:
                  show_progress: bool = True, on_update: Callable[[int], None] | None = None):
         self.cfg, self.out = cfg, Path(out_dir)
         self.show_progress, self.on_update = show_progress, on_update
+        self.dist = distributed.context()
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
-        self.data = load_training_data(cfg, data_root)
+        self.device = self.dist.device if self.dist.world_size > 1 else resolve_device(cfg.train.device)
+        if cfg.train.bf16 and not (self.device.type == "cuda" and torch.cuda.is_bf16_supported()):
+            raise ConfigError("'train.bf16' needs a CUDA device that supports bfloat16; set it to false on "
+                              f"{self.device}")
+        self.task = get_task(cfg)
+        if cfg.train.valid_metric not in self.task.valid_metrics:
+            raise ConfigError(f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
+                              f"'{self.task.name}'; choices: {', '.join(self.task.valid_metrics)}")
+        self.data = load_training_data(cfg, self.task, data_root)
         ckpt = None
         if resume:
             ckpt = load_checkpoint(self.out / "checkpoints" / "last.pt")
-            for name, built in (("source", self.data.src_vocab), ("target", self.data.tgt_vocab)):
-                saved = Vocab(ckpt["vocab"]["src" if name == "source" else "tgt"])
+            for name, built in self.data.vocabs.items():
+                saved = Vocab(ckpt["vocab"][name])
                 if saved != built:
                     raise StructseqError(_describe_mismatch(name, saved, built))
         elif (self.out / "checkpoints" / "last.pt").exists():
             raise StructseqError(f"{self.out} already holds a run; use --resume to continue it or another --out")
-        torch.manual_seed(cfg.train.seed)
-        random.seed(cfg.train.seed)
-        self.model = build_model(cfg.model, self.data.src_vocab, self.data.tgt_vocab, self.data.train)
+        seed_everything(cfg.train.seed)
+        self.model = build_model(cfg.model, self.data.vocabs, self.data.train, task=self.task.name).to(self.device)
         self.optimizer = build_optimizer(cfg.optim, self.model.parameters())
-        self.lr_at = lr_multiplier(cfg.optim, cfg.model_dim, cfg.train.max_steps)
+        self.lr_at = lr_multiplier(cfg.optim, self.model.width, cfg.train.max_steps)
         self.progress = Progress()
-        src = self.data.train
-        self._src_ids = [encode_source(self.data.src_vocab, e.source) for e in src]
-        self._tgt_ids = [self.data.tgt_vocab.encode(e.target) for e in src]
+        self._encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]
+        self._lengths = [self.task.length(e) for e in self._encoded]
         self._epoch_cache: tuple[int, list[list[int]]] | None = None
         if ckpt is not None:
             self.model.load_state_dict(ckpt["model"])
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.progress = Progress(**ckpt["progress"])
-            torch.set_rng_state(ckpt["rng"]["torch"])
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+            set_rng_state(ckpt["rng"])
+        self.ddp_model = self.dist.wrap(self.model)
+        if self.dist.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
     # ------------------------------------------------------------ data
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
         if self._epoch_cache is None or self._epoch_cache[0] != epoch:
             o = self.cfg.optim
-            batches = make_batches([len(s) - 1 for s in self._src_ids], [len(t) for t in self._tgt_ids],
-                                   max_tokens=o.max_tokens, batch_size=o.batch_size, shuffle=True,
-                                   seed=self.cfg.train.seed * 100003 + epoch)
+            batches = make_batches(self._lengths, self._lengths, max_tokens=o.max_tokens, batch_size=o.batch_size,
+                                   shuffle=True, seed=self.cfg.train.seed * 100003 + epoch)
             self._epoch_cache = (epoch, batches)
         return self._epoch_cache[1]
 
-    def _next_batch(self) -> Batch:
+    def _next_indices(self) -> list[int]:
         p = self.progress
         batches = self._epoch_batches(p.epoch)
         if p.batch_in_epoch >= len(batches):
@@ -136,27 +204,34 @@ class Trainer:
             batches = self._epoch_batches(p.epoch)
         idx = batches[p.batch_in_epoch]
         p.batch_in_epoch += 1
-        eos, bos = self.data.tgt_vocab.eos, self.data.tgt_vocab.bos
-        src = pad_sequences([self._src_ids[i] for i in idx])
-        tgt_in = pad_sequences([[bos] + self._tgt_ids[i] for i in idx])
-        tgt_out = pad_sequences([self._tgt_ids[i] + [eos] for i in idx])
-        return Batch(src, tgt_in, tgt_out, idx)
+        return idx
+
+    def _next_batch(self) -> Batch:
+        """This rank's shard of the next global batch, on the training device. A rank whose shard is empty
+        (a batch smaller than the world) computes on a stand-in example whose loss counts zero."""
+        index = self._next_indices()
+        idx = self.dist.shard(index)
+        batch = self.task.collate([self._encoded[i] for i in idx or index[:1]], idx or index[:1])
+        if not idx:
+            batch.num_tokens = 0
+        return self.task.to_device(batch, self.device)
 
     # ------------------------------------------------------------ checkpoints
     def _snapshot(self) -> dict:
         p = self.progress
         return {"step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch, "best": p.best,
-                "bad_validations": p.bad_validations, "history": list(p.history), "rng": torch.get_rng_state()}
+                "bad_validations": p.bad_validations, "history": list(p.history), "rng": rng_state()}
 
     def _save(self, name: str, snap: dict) -> None:
+        if not self.dist.is_main:
+            return
         progress = {k: v for k, v in snap.items() if k != "rng"}
-        save_atomic({
-            "format": CHECKPOINT_FORMAT,
+        save_checkpoint({
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": {"schedule": self.cfg.optim.schedule, "step": snap["step"]},
-            "rng": {"torch": snap["rng"]},
-            "vocab": {"src": self.data.src_vocab.to_list(), "tgt": self.data.tgt_vocab.to_list()},
+            "rng": snap["rng"],
+            "vocab": {k: v.to_list() for k, v in self.data.vocabs.items()},
             "config": self.cfg.to_dict(),
             "progress": progress,
         }, self.out / "checkpoints" / f"{name}.pt")
@@ -164,38 +239,36 @@ class Trainer:
     # ------------------------------------------------------------ validation
     @torch.no_grad()
     def validate(self) -> dict:
-        from structseq.decode.search import decode
-
         self.model.eval()
-        examples = self.data.valid
-        total_nll, total_tok, correct = 0.0, 0, 0
-        d = self.cfg.decode
-        for start in range(0, len(examples), d.batch_size):
-            chunk = examples[start: start + d.batch_size]
-            b = collate(chunk, range(len(chunk)), self.data.src_vocab, self.data.tgt_vocab)
-            _, nll = label_smoothed_nll(self.model(b.src, b.tgt_in), b.tgt_out, 0.0)
-            total_nll += float(nll)
-            total_tok += b.num_target_tokens
-            if self.cfg.train.valid_metric == "exact_match":
-                hyp = decode(self.model, b.src, beam=1, max_len_a=d.max_len_a, max_len_b=d.max_len_b)
-                refs = [self.data.tgt_vocab.encode(e.target) for e in chunk]
-                correct += sum(h == r for h, r in zip(hyp.tokens, refs))
-        self.model.train()
-        out = {"valid_loss": total_nll / max(total_tok, 1)}
-        if self.cfg.train.valid_metric == "exact_match":
-            out["valid_exact_match"] = correct / max(len(examples), 1)
-        return out
+        try:
+            with self._autocast():
+                return self.task.validate(self.model, self.data.valid, self.data.vocabs)
+        finally:
+            self.model.train()
 
     # ------------------------------------------------------------ the loop
+    def _autocast(self):
+        if self.cfg.train.bf16:
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
     def _update(self) -> tuple[float, int]:
         cfg = self.cfg
         batches = [self._next_batch() for _ in range(cfg.optim.accumulate)]
-        ntok = sum(b.num_target_tokens for b in batches)
+        ntok = self.dist.sum_int(sum(b.num_tokens for b in batches))  # the whole update's units, every rank
+        scale = self.dist.world_size / max(ntok, 1)  # DDP averages gradients over ranks: undo, then normalise
         self.optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for b in batches:
-            loss, nll = label_smoothed_nll(self.model(b.src, b.tgt_in), b.tgt_out, cfg.optim.label_smoothing)
-            (loss / ntok).backward()
+        for i, b in enumerate(batches):
+            sync = self.dist.no_sync(self.ddp_model) if i < len(batches) - 1 else nullcontext()
+            with sync, self._autocast():
+                loss, nll, _ = self.task.loss(self.ddp_model, b, cfg.optim.label_smoothing)
+                if b.num_tokens == 0:  # an empty shard still joins the gradient all-reduce
+                    loss = loss * 0.0
+                if self.dist.world_size > 1:
+                    (loss * scale).backward()
+                else:
+                    (loss / ntok).backward()  # the exact arithmetic of one process
             total += nll.item()
         if cfg.optim.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm)
@@ -205,7 +278,7 @@ class Trainer:
             g["lr"] = lr
         self.optimizer.step()
         self.progress.step = step
-        return total / max(ntok, 1), ntok
+        return self.dist.sum_float(total) / max(ntok, 1), ntok
 
     def request_stop(self) -> None:
         """Finish the current update, save the last checkpoint and return (what Ctrl-C does)."""
@@ -215,8 +288,8 @@ class Trainer:
         cfg, p = self.cfg, self.progress
         self.model.train()
         self._stop = False
-        log = open(self.out / "metrics.jsonl", "a")
-        bar = _ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress)
+        log = open(self.out / "metrics.jsonl", "a") if self.dist.is_main else None
+        bar = _ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
         t_log, tok_log, loss_log, n_log = time.perf_counter(), 0, 0.0, 0
         stopped = "max_steps"
         previous_handler = self._install_interrupt_handler()
@@ -230,8 +303,7 @@ class Trainer:
                     dt = time.perf_counter() - t_log
                     rec = {"step": p.step, "loss": loss_log / n_log, "lr": self.optimizer.param_groups[0]["lr"],
                            "tokens_per_s": tok_log / dt if dt > 0 else 0.0, "epoch": p.epoch}
-                    log.write(json.dumps(rec) + "\n")
-                    log.flush()
+                    self._write(log, rec)
                     bar.update(p.step, rec)
                     t_log, tok_log, loss_log, n_log = time.perf_counter(), 0, 0.0, 0
                 validate_now = cfg.train.valid_every and p.step % cfg.train.valid_every == 0
@@ -243,7 +315,7 @@ class Trainer:
                     self._save("last", self._snapshot())
                 if self.on_update is not None:
                     self.on_update(p.step)
-                if self._stop and p.step < cfg.train.max_steps:
+                if self.dist.any(self._stop) and p.step < cfg.train.max_steps:
                     self._save("last", self._snapshot())
                     stopped = "interrupted"
                     break
@@ -251,8 +323,15 @@ class Trainer:
             if previous_handler is not None:
                 signal.signal(signal.SIGINT, previous_handler)
             bar.close()
-            log.close()
+            if log is not None:
+                log.close()
         return {"steps": p.step, "stopped": stopped, "best": p.best, "history": p.history}
+
+    @staticmethod
+    def _write(log, rec: dict) -> None:
+        if log is not None:
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
 
     def _install_interrupt_handler(self):
         """First Ctrl-C: stop cleanly after this update (checkpoint saved). Second: abort at once."""
@@ -272,17 +351,17 @@ class Trainer:
         """Validate, write best/last checkpoints; True when early stopping triggers."""
         p, cfg = self.progress, self.cfg
         metrics = self.validate()
-        key = "valid_exact_match" if cfg.train.valid_metric == "exact_match" else "valid_loss"
+        key = f"valid_{cfg.train.valid_metric}"
         value = metrics[key]
-        better = p.best is None or (value > p.best if key == "valid_exact_match" else value < p.best)
+        maximise = self.task.valid_metrics[cfg.train.valid_metric] == "max"
+        better = p.best is None or (value > p.best if maximise else value < p.best)
         if better:
             p.best, p.bad_validations = value, 0
         else:
             p.bad_validations += 1
         rec = {"step": p.step, **metrics, "best": p.best}
         p.history.append(rec)
-        log.write(json.dumps(rec) + "\n")
-        log.flush()
+        self._write(log, rec)
         snap = self._snapshot()
         if better:
             self._save("best", snap)
@@ -328,4 +407,4 @@ def train(cfg: Config | dict, out_dir: str | Path, **kwargs) -> dict:
 def resume(out_dir: str | Path, **kwargs) -> dict:
     """Continue the run in `out_dir` from its last checkpoint, with its saved config."""
     ckpt = load_checkpoint(Path(out_dir) / "checkpoints" / "last.pt")
-    return Trainer(config_from_dict(ckpt["config"]), out_dir, resume=True, **kwargs).run()
+    return Trainer(config_from_dict(ckpt["config"], saved=True), out_dir, resume=True, **kwargs).run()

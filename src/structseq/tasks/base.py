@@ -1,0 +1,116 @@
+"""The task seam: everything that differs between kinds of problem, behind one interface.
+
+A task (config `task.type`) owns the examples' fields, the vocabularies, tensorising (`encode` once per
+example, `collate` into a *named* `Batch`), the length that token-budget batching counts, the loss,
+validation, prediction (decoding) and the metrics. The training loop, `api.Run` (`evaluate`, `translate`,
+`predict`) and the CLI only call these methods, so a new kind of problem is a new `Task` subclass in
+`structseq/tasks/`, a model family and a config, never a fork of the loop or the evaluator.
+
+Models are built from the architecture registry (`structseq.models.registry`); `Task.archs`, when set,
+restricts which architectures the task accepts.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from structseq.data.batching import Batch
+from structseq.data.example import Example
+from structseq.data.vocab import Vocab
+
+Vocabs = dict[str, Vocab]
+#: One example's ids, computed once: named lists of ints (e.g. {"src": [...], "tgt": [...]}).
+Encoded = dict[str, Any]
+
+
+@dataclass
+class TaskOptions:
+    """Keys of the `task` config section shared by every task."""
+
+    type: str = "seq2seq"
+
+
+class Task(abc.ABC):
+    name: ClassVar[str]
+    options_class: ClassVar[type] = TaskOptions
+    #: early-stopping metrics (train.valid_metric) -> "min" or "max"; `validate` returns `valid_<name>`
+    valid_metrics: ClassVar[dict[str, str]] = {"loss": "min"}
+    #: architectures this task accepts (None: any registered one)
+    archs: ClassVar[tuple[str, ...] | None] = None
+
+    def __init__(self, cfg):
+        self.cfg = cfg  # the whole Config
+        self.options = cfg.task
+
+    # ------------------------------------------------------------------ data
+    @abc.abstractmethod
+    def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
+        """Vocabularies from the training examples (saved in every checkpoint by name)."""
+
+    def check_examples(self, examples: Sequence[Example], where: str) -> None:
+        """Raise a DataError naming `where` when examples lack a field the task needs."""
+
+    @abc.abstractmethod
+    def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
+        """Ids of one example, computed once before training."""
+
+    @abc.abstractmethod
+    def length(self, encoded: Encoded) -> int:
+        """The padded length this example adds to a batch (what `optim.max_tokens` budgets)."""
+
+    @abc.abstractmethod
+    def collate(self, items: Sequence[Encoded], index: Sequence[int]) -> Batch:
+        """Pad a list of encoded examples into one named batch."""
+
+    def batch(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
+        index = range(len(examples)) if index is None else index
+        return self.collate([self.encode(e, vocabs) for e in examples], index)
+
+    # ------------------------------------------------------------------ training
+    @abc.abstractmethod
+    def loss(self, model: nn.Module, batch: Batch, label_smoothing: float) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(summed training loss, summed NLL, number of predicted units) of one batch; the loop normalises
+        by the units of the whole update (every accumulated batch, every data-parallel rank)."""
+
+    @abc.abstractmethod
+    def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
+        """`valid_loss` and the task's other `valid_<metric>` values on held-out examples."""
+
+    # ------------------------------------------------------------------ prediction and evaluation
+    @abc.abstractmethod
+    def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
+                show_progress: bool = False) -> list[Any]:
+        """One prediction per example (decoding settings from the config's `decode` section)."""
+
+    def parse_input(self, line: str) -> Example:
+        """An example from one line of `structseq predict`'s input (default: the source text)."""
+        return Example.from_text(line)
+
+    def format_prediction(self, prediction: Any) -> str:
+        """One output line of `structseq predict`."""
+        return " ".join(prediction)
+
+    @abc.abstractmethod
+    def evaluate(self, examples: Sequence[Example], predictions: Sequence[Any], *, dataset: str, split: str,
+                 data_root=None) -> dict:
+        """Every metric of this task, each with its signature (JSON-able)."""
+
+    def prediction_rows(self, examples: Sequence[Example], predictions: Sequence[Any]
+                        ) -> tuple[list[str], list[list[str]]]:
+        """Header and rows of the predictions TSV that `evaluate` writes."""
+        return (["source", "reference", "hypothesis"],
+                [[e.source_text, e.target_text, self.format_prediction(p)] for e, p in zip(examples, predictions)])
+
+    # ------------------------------------------------------------------ devices
+    def to_device(self, batch: Batch, device: torch.device) -> Batch:
+        return batch.to(device)
+
+
+def vocab_state(vocabs: Mapping[str, Vocab]) -> dict[str, list[str]]:
+    return {k: v.to_list() for k, v in vocabs.items()}

@@ -1,0 +1,126 @@
+"""The task seam: what the loop, `evaluate` and `predict` delegate to the task, and the defects it fixed."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from structseq import api
+from structseq.config import config_from_dict
+from structseq.data.example import Example
+from structseq.data.registry import datasets
+from structseq.data.vocab import Vocab
+from structseq.decode import search
+from structseq.models.registry import build_model
+from structseq.tasks import TASKS, get_task
+
+TINY = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 16, "encoder_layers": 1, "decoder_layers": 1,
+        "dropout": 0.0}
+
+
+def test_validation_exact_match_compares_strings_like_evaluate(monkeypatch):
+    """An out-of-vocabulary reference word is <unk> as an id: a model that outputs <unk> must not count as right."""
+    cfg = config_from_dict({"model": TINY, "train": {"valid_metric": "exact_match"}})
+    task = get_task(cfg)
+    vocabs = task.build_vocabs([Example(("a",), ("x",))])
+    model = build_model(cfg.model, vocabs)
+    valid = [Example(("a",), ("zorp",))]  # "zorp" is not in the target vocabulary
+    unk = search.Hypotheses([[Vocab.unk]], [0.0])
+    monkeypatch.setattr(search, "decode", lambda *a, **k: unk)
+    assert task.validate(model, valid, vocabs)["valid_exact_match"] == 0.0
+    assert task.evaluate(valid, task.predict(model, valid, vocabs), dataset="files", split="x")["exact_match"]["score"] == 0.0
+
+
+def test_bleu_tokenizer_is_declared_by_the_dataset_or_the_config():
+    assert datasets()["tatoeba-en-zh"].bleu_tokenize == "zh" and datasets()["cognition"].bleu_tokenize == "zh"
+    assert datasets()["cogs"].bleu_tokenize == "13a"
+    refs = [Example(("我", "们"), ("我们",))]
+    for data, tok in (({"dataset": "files"}, "13a"), ({"dataset": "files", "bleu_tokenize": "zh"}, "zh"),
+                      ({"dataset": "zh-en-news"}, "13a")):  # no guess from a name
+        task = get_task(config_from_dict({"data": data}))
+        m = task.evaluate(refs, [["我们"]], dataset=data["dataset"], split="test")
+        assert f"tok:{tok}" in m["bleu"]["signature"]
+
+
+def test_every_task_is_registered_with_its_options():
+    for name, cls in TASKS.items():
+        assert cls.name == name
+        assert config_from_dict({"task": name}).task.type == name
+
+
+def test_architecture_must_serve_the_task():
+    from structseq.errors import ConfigError
+
+    cfg = config_from_dict({"model": TINY})
+    vocabs = {"src": Vocab.build([["a"]]), "tgt": Vocab.build([["a"]])}
+    with pytest.raises(ConfigError, match="does not serve task 'supertag-nosuch'"):
+        build_model(cfg.model, vocabs, task="supertag-nosuch")
+
+
+def _colors_config(**train):
+    return {"data": {"dataset": "colors", "valid": "test", "test": ["test"]}, "model": TINY,
+            "optim": {"lr": 3e-3, "schedule": "constant", "warmup": 0, "max_tokens": None, "batch_size": 6,
+                      "label_smoothing": 0.1, "clip_norm": 1.0, "accumulate": 2, "eps": 1e-3},
+            "train": {"max_steps": 4, "valid_every": 4, "log_every": 1, "seed": 5, "threads": 1, **train}}
+
+
+def test_two_data_parallel_processes_reach_the_parameters_of_one(tmp_path):
+    """torchrun with 2 CPU processes (gloo) on the same global batches gives the same parameters as 1 process
+    (dropout 0: ranks draw their own dropout masks; Adam eps 1e-3 so that gradients that are zero up to rounding,
+    like those of attention key biases, are not blown up to full-size steps by Adam's normalisation)."""
+    import yaml
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(_colors_config()))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "STRUCTSEQ_DDP_BACKEND": "gloo"}
+    one = subprocess.run([sys.executable, "-m", "structseq", "train", str(cfg), "-o", str(tmp_path / "one"), "-q"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                          "29731", "-m", "structseq", "train", str(cfg), "-o", str(tmp_path / "two"), "-q"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a = torch.load(tmp_path / "one/checkpoints/last.pt", weights_only=True)
+    b = torch.load(tmp_path / "two/checkpoints/last.pt", weights_only=True)
+    assert a["progress"]["step"] == b["progress"]["step"] == 4
+    for name, p in a["model"].items():
+        assert torch.allclose(p, b["model"][name], atol=1e-6, rtol=0), name
+    logs = (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()
+    assert len(logs) == len((tmp_path / "one" / "metrics.jsonl").read_text().splitlines())  # rank 0 writes alone
+
+
+def test_device_auto_is_cpu_here_and_bad_devices_are_config_errors(tmp_path):
+    from structseq.errors import ConfigError
+    from structseq.train.loop import resolve_device
+
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ConfigError, match="train.device"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA device"):
+            resolve_device("cuda")
+        with pytest.raises(ConfigError, match="train.bf16"):
+            api.train(config_from_dict(_colors_config(bf16=True)), tmp_path / "r", show_progress=False)
+
+
+def test_resume_restores_every_rng(tmp_path):
+    """Python, NumPy and torch RNG states after resuming equal those of the uninterrupted run."""
+    import random
+
+    import numpy as np
+
+    from structseq.train.loop import Trainer
+
+    cfg = config_from_dict(_colors_config(save_every=2, valid_every=100))
+    t = Trainer(cfg, tmp_path / "a", show_progress=False)
+    t.on_update = lambda step: t.request_stop() if step == 2 else None
+    t.run()
+    after = (random.random(), float(np.random.rand()), float(torch.rand(())))
+    random.seed(99), np.random.seed(99), torch.manual_seed(99)
+    r = Trainer(cfg, tmp_path / "a", resume=True, show_progress=False)
+    assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == after
+    assert r.progress.step == 2
