@@ -68,6 +68,11 @@ class Task(abc.ABC):
     def collate(self, items: Sequence[Encoded], index: Sequence[int]) -> Batch:
         """Pad a list of encoded examples into one named batch."""
 
+    def training_batch(self, items: Sequence[Encoded], index: Sequence[int], step: int) -> Batch:
+        """The batch of training update `step` (1-based): `collate` unless the task augments training data.
+        Draws must be a function of (train.seed, step, index) so that they are reproducible and survive resume."""
+        return self.collate(items, index)
+
     def batch(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
         index = range(len(examples)) if index is None else index
         return self.collate([self.encode(e, vocabs) for e in examples], index)

@@ -110,9 +110,9 @@ def load_checkpoint(path: str | Path, required: Mapping[str, type] | None = None
                                  f"expected a {kind.__name__}")
     if "vocab" in (required or {}):
         v = obj["vocab"]
-        if not all(isinstance(v.get(side), list) and all(isinstance(t, str) for t in v[side])
-                   for side in ("src", "tgt")):
-            raise StructseqError(f"{path}: checkpoint field 'vocab' must hold token lists 'src' and 'tgt'")
+        if not v or not all(isinstance(k, str) and isinstance(t, list) and all(isinstance(x, str) for x in t)
+                            for k, t in v.items()):
+            raise StructseqError(f"{path}: checkpoint field 'vocab' must map names to token lists (e.g. 'src', 'tgt')")
     return obj
 
 

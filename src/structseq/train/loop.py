@@ -211,7 +211,8 @@ class Trainer:
         (a batch smaller than the world) computes on a stand-in example whose loss counts zero."""
         index = self._next_indices()
         idx = self.dist.shard(index)
-        batch = self.task.collate([self._encoded[i] for i in idx or index[:1]], idx or index[:1])
+        batch = self.task.training_batch([self._encoded[i] for i in idx or index[:1]], idx or index[:1],
+                                         self.progress.step + 1)
         if not idx:
             batch.num_tokens = 0
         return self.task.to_device(batch, self.device)
