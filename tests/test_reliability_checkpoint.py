@@ -74,7 +74,7 @@ def test_any_flipped_bit_is_an_error_or_changes_nothing(tmp_path):
     ({"format": 99, "model": {}}, "checkpoint format 99; this version of structseq reads formats 1, 2"),
     ({"format": 1, "model": {}}, "checkpoint lacks 'vocab'"),
     ({"format": 1, "model": [], "vocab": {}, "config": {}, "progress": {}}, "checkpoint field 'model' is a list"),
-    ({"format": 1, "model": {}, "vocab": {"src": 3}, "config": {}, "progress": {}}, "checkpoint field 'vocab' must hold token lists"),
+    ({"format": 1, "model": {}, "vocab": {"src": 3}, "config": {}, "progress": {}}, "checkpoint field 'vocab' must map names to token lists"),
 ])
 def test_wrong_layouts_are_errors_naming_the_file(tmp_path, obj, message):
     path = tmp_path / "last.pt"
