@@ -1,0 +1,85 @@
+"""Training throughput of two checkouts of structseq side by side (e.g. before and after a refactor).
+
+    python benchmarks/bench_commits.py --old /path/to/old/checkout --rounds 5 -o results/core/bench_commits.json
+
+Each measurement is a fresh subprocess that imports structseq from one checkout's `src/` (PYTHONPATH), builds a
+Trainer for a shipped config with one thread, runs `--warmup` updates, then times `--updates` updates. Old and new
+alternate A B A B ... for `--rounds` rounds per config; medians and the median of the per-round ratios are
+reported with the load average before and after. Both checkouts read configs and data from this checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ["configs/scan-jump/transformer-cpu.yaml", "configs/scan-jump/lstm-cpu.yaml",
+           "configs/scan-jump/rdangle-sep-cpu.yaml", "configs/scan-jump/dangle-cpu.yaml"]
+
+WORKER = r"""
+import json, sys, tempfile, time, torch
+from structseq.config import load_config
+from structseq.train.loop import Trainer
+torch.set_num_threads(1)
+cfg = load_config(sys.argv[1], ["train.threads=1", "train.valid_every=0", "train.log_every=1000000"])
+with tempfile.TemporaryDirectory() as out:
+    t = Trainer(cfg, out, show_progress=False)
+    for _ in range(int(sys.argv[2])):
+        t._update()
+    tokens, start = 0, time.perf_counter()
+    for _ in range(int(sys.argv[3])):
+        tokens += t._update()[1]
+    print(json.dumps({"target_tokens_per_s": tokens / (time.perf_counter() - start)}))
+"""
+
+
+def measure(src: Path, config: str, warmup: int, updates: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", WORKER, str(ROOT / config), str(warmup), str(updates)], env=env,
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])["target_tokens_per_s"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--old", type=Path, required=True, help="checkout of the baseline commit")
+    ap.add_argument("--new", type=Path, default=ROOT, help="checkout to compare [default: this one]")
+    ap.add_argument("--configs", nargs="+", default=CONFIGS)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--updates", type=int, default=20)
+    ap.add_argument("-o", "--output", type=Path)
+    args = ap.parse_args()
+    load_before = os.getloadavg()
+    commit = lambda p: subprocess.run(["git", "-C", str(p), "rev-parse", "--short", "HEAD"],  # noqa: E731
+                                      capture_output=True, text=True).stdout.strip()
+    result = {"old": commit(args.old), "new": commit(args.new), "rounds": args.rounds, "updates": args.updates,
+              "warmup": args.warmup, "load_before": load_before, "configs": {}}
+    for config in args.configs:
+        old, new = [], []
+        for _ in range(args.rounds):
+            old.append(measure(args.old / "src", config, args.warmup, args.updates))
+            new.append(measure(args.new / "src", config, args.warmup, args.updates))
+        ratios = [n / o for n, o in zip(new, old)]
+        result["configs"][config] = {"old_tok_s": old, "new_tok_s": new, "old_median": statistics.median(old),
+                                     "new_median": statistics.median(new), "ratio_median": statistics.median(ratios)}
+        print(f"{config}: old {statistics.median(old):.0f} tok/s, new {statistics.median(new):.0f} tok/s, "
+              f"new/old {statistics.median(ratios):.3f} (rounds {[round(r, 3) for r in ratios]})", flush=True)
+    result["load_after"] = os.getloadavg()
+    result["time"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    text = json.dumps(result, indent=1)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text + "\n")
+    print(f"load average before {load_before}, after {result['load_after']}")
+
+
+if __name__ == "__main__":
+    main()
