@@ -35,7 +35,8 @@ def test_wrong_type_is_named():
 def test_overrides_parse_yaml_values_and_nest(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("model: {arch: lstm, hidden_dim: 64}\noptim: {lr: 0.1}\n")
-    cfg = load_config(path, ["optim.lr=2e-3", "model.head.type=copy", "data.test=[gen, test]", "optim.max_tokens=null"])
+    cfg = load_config(path, ["optim.lr=2e-3", "model.head.type=copy", "data.test=[gen, test]", "optim.max_tokens=null",
+                             "optim.batch_size=8"])
     assert isinstance(cfg.model, LSTMConfig) and cfg.model.hidden_dim == 64
     assert cfg.optim.lr == 0.002 and cfg.model.head.type == "copy"
     assert cfg.data.test == ["gen", "test"] and cfg.optim.max_tokens is None

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
-from structseq.config import Config, config_from_dict, load_config
+from structseq.config import Config, apply_overrides, config_from_dict, load_config
 from structseq.data.example import Example
 from structseq.data.registry import dataset_split, load_dataset
 from structseq.data.vocab import NamedVocabs, Vocab
-from structseq.errors import StructseqError
+from structseq.errors import ConfigError, StructseqError
 from structseq.models.registry import build_model
 from structseq.tasks import Task, get_task
 from structseq.train import loop
@@ -36,15 +35,22 @@ from structseq.train.checkpoint import load_checkpoint
 def train(config: str | Path | Config, out_dir: str | Path, *, overrides: list[str] = (), seed: int | None = None,
           data_root=None, show_progress: bool = True) -> dict:
     """Train from a config file (or Config) with `key=value` overrides; returns a summary dict."""
-    cfg = config if isinstance(config, Config) else load_config(config, list(overrides))
-    if seed is not None:
-        cfg.train.seed = seed
+    seeds = [f"train.seed={seed}"] if seed is not None else []
+    if isinstance(config, Config):
+        cfg = config_from_dict(apply_overrides(config.to_dict(), list(overrides) + seeds))
+    else:
+        cfg = load_config(config, list(overrides) + seeds)
     return loop.train(cfg, out_dir, data_root=data_root, show_progress=show_progress)
 
 
-def resume(run_dir: str | Path, *, data_root=None, show_progress: bool = True) -> dict:
-    """Continue an interrupted run exactly where its last checkpoint left it."""
-    return loop.resume(run_dir, data_root=data_root, show_progress=show_progress)
+def resume(run_dir: str | Path, *, overrides: list[str] = (), data_root=None, show_progress: bool = True) -> dict:
+    """Continue an interrupted run exactly where its last checkpoint left it, with its saved config.
+
+    The one change a resumed run accepts is a larger budget, `overrides=["train.max_steps=N"]` (recorded in
+    the run's config-history.jsonl); any other override is an error. A run that already finished (its
+    max_steps reached, or stopped early) is left unchanged: the summary says so (`stopped` is
+    `already_finished`, `reason` why)."""
+    return loop.resume(run_dir, overrides=overrides, data_root=data_root, show_progress=show_progress)
 
 
 @dataclass
@@ -74,9 +80,18 @@ class Run(NamedVocabs):
                     for i, s in enumerate(sources)]
         return [self.task.format_prediction(p) for p in self.decode_examples(examples, beam=beam)]
 
-    def predict(self, lines: Sequence[str], *, beam: int | None = None) -> list[str]:
-        """`structseq predict`: each input line parsed by the task (e.g. `source<TAB>context`), one output line."""
-        examples = [self.task.parse_input(line) for line in lines]
+    def predict(self, lines: Sequence[str], *, beam: int | None = None, where: str = "<input>") -> list[str]:
+        """`structseq predict`: each input line parsed by the task (e.g. `source<TAB>context`), one output line.
+        A line holding a reserved token or longer than `data.max_length` is a DataError naming `where:line`."""
+        from structseq.data.limits import check_tokens
+
+        _check_beam(beam)
+        examples = []
+        for i, line in enumerate(lines, 1):
+            e = self.task.parse_input(line)
+            check_tokens(e.source, "source", where, i, self.config.data.max_length)
+            check_tokens(getattr(e, "context", None) or (), "context", where, i)
+            examples.append(e)
         return [self.task.format_prediction(p) for p in self.decode_examples(examples, beam=beam)]
 
     @torch.no_grad()
@@ -95,16 +110,30 @@ class Run(NamedVocabs):
 
     # ---------------------------------------------------------------- evaluation
     def load_split(self, split: str | None = None, data_root=None) -> tuple[str, str, list[Example]]:
-        """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT."""
+        """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT. An example
+        longer than `data.max_length` is a DataError naming its line."""
+        from structseq.data.limits import length_limit
+        from structseq.errors import DataError
+
         d = self.config.data
         split = split or (d.test[0] if d.test else "test")
         spec = dataset_split(split)
-        if spec:
-            dataset, name = spec
-            return dataset, name, load_dataset(split, name, data_root)
-        if d.dataset == "files" or Path(split).exists() or "," in split:
-            return d.dataset, split, load_dataset(split, split, data_root, columns=d.columns)
-        return d.dataset, split, load_dataset(d.dataset, split, data_root)
+        with length_limit(d.max_length):
+            if spec:
+                dataset, name = spec
+                examples = load_dataset(split, name, data_root)
+            elif d.dataset == "files" or _is_file_spec(split):
+                dataset, name = d.dataset, split
+                examples = load_dataset(split, split, data_root, columns=d.columns)
+            else:
+                dataset, name = d.dataset, split
+                examples = load_dataset(d.dataset, split, data_root)
+        if d.max_length is not None:  # generated splits are not read from lines
+            for i, e in enumerate(examples):
+                if max(len(e.source), len(e.target)) > d.max_length:
+                    raise DataError(f"example {i + 1} has {max(len(e.source), len(e.target))} tokens, more than "
+                                    f"data.max_length {d.max_length}", f"{dataset}/{name}")
+        return dataset, name, examples
 
     def evaluate(self, split: str | None = None, *, beam: int | None = None, data_root=None,
                  bleu_tokenize: str | None = None, write_predictions: bool = True, show_progress: bool = False
@@ -114,11 +143,16 @@ class Run(NamedVocabs):
         `split` is a split of the training dataset, a file, or `NAME:SPLIT` of any registered dataset (e.g.
         `cognition:cg-test`). For seq2seq: exact match, token accuracy, BLEU with its signature, per-category
         exact match; CoGnition splits also get character BLEU and, on cg-test, the compound error rate."""
+        from structseq.config import _bleu_tokenizers, check_value
+
+        _check_beam(beam)
+        check_value(bleu_tokenize, {"choices": _bleu_tokenizers}, "--bleu-tokenize")
         d = self.config.data
         split = split or (d.test[0] if d.test else "test")
         dataset, split_name, examples = self.load_split(split, data_root)
         if not examples:
-            raise StructseqError(f"{dataset}/{split_name}: no examples to evaluate")
+            where = split if d.dataset == "files" or _is_file_spec(split) else f"{dataset}/{split_name}"
+            raise StructseqError(f"{where}: no examples to evaluate (an empty file?)")
         self.task.check_examples(examples, f"{dataset}/{split_name}")
         predictions = self.decode_examples(examples, beam=beam, show_progress=show_progress)
         extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
@@ -149,23 +183,59 @@ class Run(NamedVocabs):
         (self.run_dir / "predictions" / f"{label}.metrics.json").write_text(json.dumps(metrics, indent=1))
 
 
+def _check_beam(beam: int | None) -> None:
+    from structseq.config import check_value
+
+    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int)):
+        raise ConfigError(f"'--beam' must be an integer, got {beam!r}")
+    check_value(beam, {"ge": 1}, "--beam")
+
+
+def _is_file_spec(split: str) -> bool:
+    """A split given as a file: it exists, or it looks like a path (a folder, a suffix) or `SRC,TGT`."""
+    return Path(split).exists() or "," in split or "/" in split or Path(split).suffix in (".tsv", ".txt", ".gz")
+
+
 def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str = "auto") -> Run:
     """Load `checkpoints/{checkpoint}.pt` of a run (default: the config's `train.eval_checkpoint`;
-    `best` falls back to `last` when no validation ran) onto `device` (auto: CUDA when available)."""
+    `best` falls back to `last` when no validation ran) onto `device` (auto: CUDA when available).
+
+    A missing or garbage config.yaml (when it names the default checkpoint), a corrupt checkpoint or one
+    of the wrong layout, format or shapes is an error naming the file; a corrupt `best.pt` is never
+    replaced by another checkpoint."""
+    from structseq.train.checkpoint import RUN_KEYS, load_model_state
+    from structseq.train.rundir import RunDirError, check_directory, read_run_config
+
     run_dir = Path(run_dir)
+    check_directory(run_dir)
+    if not run_dir.exists():
+        raise RunDirError(f"{run_dir}: no such run directory")
     if checkpoint is None:
-        saved = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").exists() else {}
-        checkpoint = ((saved or {}).get("train") or {}).get("eval_checkpoint", "best")
+        saved = read_run_config(run_dir)
+        train_section = saved.get("train") or {}
+        checkpoint = train_section.get("eval_checkpoint", "best") if isinstance(train_section, dict) else None
+        if checkpoint not in ("best", "last"):
+            raise RunDirError(f"{run_dir / 'config.yaml'}: 'train.eval_checkpoint' must be best or last, got "
+                              f"{checkpoint!r}")
+    if not isinstance(checkpoint, str) or not checkpoint or "/" in checkpoint or checkpoint.startswith("."):
+        raise StructseqError(f"--checkpoint: {checkpoint!r} is not a checkpoint name (best, last, ...)")
     path = run_dir / "checkpoints" / f"{checkpoint}.pt"
     if not path.exists() and checkpoint == "best":
         checkpoint, path = "last", run_dir / "checkpoints" / "last.pt"
     if not path.exists():
         raise StructseqError(f"no checkpoint in {run_dir} (looked for {path}); is this a training run directory?")
-    ckpt = load_checkpoint(path)
-    cfg = config_from_dict(ckpt["config"], saved=True)
-    vocabs = {name: Vocab(tokens) for name, tokens in ckpt["vocab"].items()}
-    task = get_task(cfg)
-    model = build_model(cfg.model, vocabs, task=task.name)
-    model.load_state_dict(ckpt["model"])
+    ckpt = load_checkpoint(path, RUN_KEYS)
+    try:
+        cfg = config_from_dict(dict(ckpt["config"]), saved=True)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: the checkpoint's config: {e}") from None
+    try:
+        vocabs = {name: Vocab(tokens) for name, tokens in ckpt["vocab"].items()}
+        task = get_task(cfg)
+        model = build_model(cfg.model, vocabs, task=task.name)
+    except (KeyError, ValueError) as e:
+        raise StructseqError(f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: "
+                             f"{e})") from None
+    load_model_state(model, ckpt["model"], path)
     model.to(loop.resolve_device(device)).eval()
     return Run(run_dir, cfg, model, vocabs, checkpoint, task)

@@ -69,28 +69,60 @@ def data_show(name: str, split: str = typer.Option("train", "--split", "-s"), n:
     console.print(table)
 
 
-@app.command()
+TRAIN_HELP = "\n\n".join([
+    "Train a model from a config file; metrics go to RUN_DIR/metrics.jsonl.",
+    "Every config value is checked when the config is loaded: an error names the key and its valid range or "
+    "choices.",
+    "A run holds a lock on RUN_DIR for its whole life (a second run into it is refused, naming the owner) and "
+    "never overwrites files it did not create (an existing file as --out, your own config.yaml in -o .).",
+    "Ctrl-C or SIGTERM finishes the current update, saves checkpoints/last.pt and exits with 128 + the signal "
+    "number; --resume RUN_DIR then continues bit-exactly. --resume leaves a finished run (train.max_steps "
+    "reached, or early stopping) unchanged; --resume RUN_DIR --set train.max_steps=N extends its budget "
+    "(recorded in RUN_DIR/config-history.jsonl).",
+])
+
+
+@app.command(help=TRAIN_HELP)
 def train(
     config: Optional[Path] = typer.Argument(None, help="YAML config file"),
-    set_: list[str] = typer.Option([], "--set", help="override, e.g. --set optim.lr=1e-3 (repeatable)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run directory [default: runs/<config name>]"),
+    set_: list[str] = typer.Option([], "--set", help="override, e.g. --set optim.lr=1e-3 (repeatable); with "
+                                                     "--resume only --set train.max_steps=N (extend the run)"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run directory, new or one a run created "
+                                       "[default: runs/<config name>]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="shortcut for --set train.seed=N"),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="continue the interrupted run in this directory"),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="continue the interrupted run in this directory "
+                                          "with its saved config (no CONFIG, --seed or other --set)"),
     data_root: Optional[Path] = DataRoot,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ):
-    """Train a model from a config file; metrics go to RUN_DIR/metrics.jsonl."""
     from structseq import api
 
     if resume is not None:
-        summary = api.resume(resume, data_root=data_root, show_progress=not quiet)
+        extra = [name for name, given in (("a CONFIG argument", config is not None), ("--seed", seed is not None),
+                                          ("--out", out is not None and out.resolve() != resume.resolve()))
+                 if given]
+        if extra:
+            raise StructseqError(f"--resume continues {resume} with its saved config: {' and '.join(extra)} cannot "
+                                 "be combined with it (the one change allowed: --set train.max_steps=N)")
+        summary = api.resume(resume, overrides=set_, data_root=data_root, show_progress=not quiet)
         out = resume
     else:
         if config is None:
             raise typer.BadParameter("give a CONFIG file (or --resume RUN_DIR)")
         out = out or Path("runs") / config.stem
         summary = api.train(config, out, overrides=set_, seed=seed, data_root=data_root, show_progress=not quiet)
+    if summary["stopped"] == "already_finished":
+        why = ("it stopped early (train.patience)" if summary["reason"] == "early_stopping"
+               else f"it reached train.max_steps ({summary['steps']} updates)")
+        more = "" if summary["reason"] == "early_stopping" else "; to train longer: --set train.max_steps=N"
+        console.print(f"{out} already finished: {why}; nothing changed{more}")
+        return
     console.print(f"[bold]{summary['stopped']}[/] after {summary['steps']} updates; run directory: {out}")
+    if summary["stopped"] == "interrupted":
+        import signal
+
+        console.print(f"continue with: structseq train --resume {out}")
+        raise typer.Exit(128 + signal.Signals[summary.get("signal", "SIGINT")].value)
 
 
 @app.command()
@@ -148,9 +180,11 @@ def predict(run_dir: Path, beam: Optional[int] = typer.Option(None, "--beam"),
     words for a tagger), write one output line each to stdout."""
     from structseq.api import load_run
 
+    from structseq.textio import stdin_lines
+
     run = load_run(run_dir, checkpoint)
-    lines = [line.rstrip("\n") for line in sys.stdin]
-    for out in run.predict(lines, beam=beam):
+    lines = list(stdin_lines())
+    for out in run.predict(lines, beam=beam, where="<stdin>"):
         print(out)
 
 

@@ -10,21 +10,35 @@ raises ConfigError naming the dotted key.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from structseq.errors import ConfigError
 
 
-def _f(default, help: str, **kw):
+def _bleu_tokenizers() -> tuple[str, ...]:
+    """The tokenizers sacrebleu knows."""
+    from sacrebleu.metrics.bleu import _TOKENIZERS
+
+    return tuple(_TOKENIZERS)
+
+
+def _f(default, help: str, *, ge=None, gt=None, le=None, lt=None, choices=None, length=None, pattern=None, **kw):
+    """A config field with its help text and the values it accepts, checked when a config is loaded:
+    numbers (each item of a list) within `ge`/`gt`/`le`/`lt`, a string one of `choices` (a tuple, or a
+    function returning one) or matching `pattern` (a pair: regular expression, its description), a list of
+    `length` items. None (for `X | None` fields) is always valid."""
+    limits = {k: v for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=choices, length=length,
+                                    pattern=pattern).items() if v is not None}
+    metadata = {"help": help, **limits}
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
+        return field(default_factory=lambda: type(default)(default), metadata=metadata, **kw)
+    return field(default=default, metadata=metadata, **kw)
 
 
 @dataclass
@@ -33,16 +47,21 @@ class DataConfig:
     train: str = _f("train", "training split name, or a file (TSV / SCAN / 'SRC,TGT') when dataset is 'files'")
     valid: str | None = _f(None, "validation split, file or NAME:SPLIT of any registered dataset; null holds out "
                                  "`valid_fraction` of train")
-    valid_fraction: float = _f(0.01, "fraction of train held out for validation when `valid` is null")
+    valid_fraction: float = _f(0.01, "fraction of train held out for validation when `valid` is null", gt=0, lt=1)
     test: list[str] = _f(["test"], "splits, files or NAME:SPLIT (e.g. cognition:cg-test) that `evaluate` reports "
                                    "(one string or a list)")
     columns: list[str] | None = _f(None, "names of a TSV file's columns (source, target, context, category; other "
                                          "names go to the example's meta; '-' drops one); null: the file's header "
                                          "line, else source, target")
     bleu_tokenize: str | None = _f(None, "sacrebleu tokenizer (13a, zh, intl, char, none, ...); null: the dataset's "
-                                         "declared one (zh for Chinese targets), else 13a")
-    max_train_examples: int | None = _f(None, "use only the first N training examples (quick runs)")
-    min_freq: int = _f(1, "minimum token count to enter a vocabulary")
+                                         "declared one (zh for Chinese targets), else 13a", choices=_bleu_tokenizers)
+    max_train_examples: int | None = _f(None, "use only the first N training examples (quick runs)", ge=1)
+    max_length: int | None = _f(None, "maximum tokens of an example's source or target (null: no limit); longer "
+                                      "training examples are skipped (or an error, see too_long), longer "
+                                      "evaluation or prediction input is an error naming its line", ge=1)
+    too_long: str = _f("skip", "training examples over max_length: skip (counted, with a warning) | error",
+                       choices=("skip", "error"))
+    min_freq: int = _f(1, "minimum token count to enter a vocabulary", ge=1)
     share_vocab: bool = _f(False, "one vocabulary for source and target (needed to tie all embeddings)")
 
 
@@ -51,14 +70,14 @@ class DataConfig:
 @dataclass
 class SoftmaxHeadConfig:
     type: str = _f("softmax", "output head: softmax | copy | lexical (lexical translation, Akyürek & Andreas 2021)")
-    dropout: float = _f(0.0, "dropout on the features entering the output layer")
+    dropout: float = _f(0.0, "dropout on the features entering the output layer", ge=0, lt=1)
 
 
 @dataclass
 class CopyHeadConfig(SoftmaxHeadConfig):
     type: str = _f("copy", "output head: softmax | copy | lexical")
     gate: str = _f("learned", "gate: learned (paper: sigmoid(w.h)) | copy_token (reference code: the softmax "
-                              "probability of an extra <copy> output)")
+                              "probability of an extra <copy> output)", choices=("learned", "copy_token"))
 
 
 @dataclass
@@ -67,9 +86,10 @@ class LexicalHeadConfig(CopyHeadConfig):
     lexicon: str | None = _f(None, "a learner (simple | pmi | ibm1 | ibm2 | bayesian), learned from the training "
                                    "data, or a lexicon JSON file; null = no entries (copy + mutual exclusivity)")
     lexicon_settings: dict = _f({}, "keyword arguments of the lexicon learner, e.g. {epsilon: 3}")
-    tau: float = _f(0.0, "0 = hard rows (argmax), > 0 = softmax(score / tau)")
+    tau: float = _f(0.0, "0 = hard rows (argmax), > 0 = softmax(score / tau)", ge=0)
     init: str = _f("frozen", "frozen (fixed, tau = 0) | soft (fixed, tau > 0) | learned (trainable, initialised "
-                             "from the lexicon) | uniform (trainable, every row uniform)")
+                             "from the lexicon) | uniform (trainable, every row uniform)",
+                   choices=("frozen", "soft", "learned", "uniform"))
     mutual_exclusivity: bool = _f(True, "rows without entries spread over the targets no row maps to")
 
 
@@ -88,16 +108,17 @@ class TransformerBlocksConfig:
     """Keys shared by every model built from Transformer blocks."""
 
     arch: str = _f("transformer", "model family (see `structseq.models.registry`)")
-    d_model: int = _f(512, "model width")
-    n_heads: int = _f(4, "attention heads")
-    ffn_dim: int = _f(1024, "feed-forward inner width")
-    decoder_layers: int = _f(6, "decoder depth")
-    dropout: float = _f(0.3, "residual and embedding dropout")
-    attention_dropout: float = _f(0.0, "dropout on attention weights")
-    activation_dropout: float = _f(0.0, "dropout after the FFN activation")
+    d_model: int = _f(512, "model width", ge=1)
+    n_heads: int = _f(4, "attention heads", ge=1)
+    ffn_dim: int = _f(1024, "feed-forward inner width", ge=1)
+    decoder_layers: int = _f(6, "decoder depth", ge=1)
+    dropout: float = _f(0.3, "residual and embedding dropout", ge=0, lt=1)
+    attention_dropout: float = _f(0.0, "dropout on attention weights", ge=0, lt=1)
+    activation_dropout: float = _f(0.0, "dropout after the FFN activation", ge=0, lt=1)
     norm_first: bool = _f(False, "pre-norm (true) or post-norm (false)")
-    positions: str = _f("sinusoidal", "sinusoidal (absolute) | relative (Huang et al. 2020 key+query form)")
-    max_relative: int = _f(16, "relative positions are clipped to +-(max_relative - 1)")
+    positions: str = _f("sinusoidal", "sinusoidal (absolute) | relative (Huang et al. 2020 key+query form)",
+                         choices=("sinusoidal", "relative"))
+    max_relative: int = _f(16, "relative positions are clipped to +-(max_relative - 1)", ge=1)
     share_decoder_embeddings: bool = _f(False, "tie the target embedding and the output projection")
     share_all_embeddings: bool = _f(False, "also tie source and target embeddings (needs data.share_vocab)")
     head: Any = _head()
@@ -105,16 +126,16 @@ class TransformerBlocksConfig:
 
 @dataclass
 class TransformerConfig(TransformerBlocksConfig):
-    encoder_layers: int = _f(6, "encoder depth")
+    encoder_layers: int = _f(6, "encoder depth", ge=1)
 
 
 @dataclass
 class LSTMConfig:
     arch: str = _f("lstm", "model family")
-    embed_dim: int = _f(512, "embedding width")
-    hidden_dim: int = _f(512, "LSTM width")
-    layers: int = _f(2, "LSTM depth (encoder and decoder)")
-    dropout: float = _f(0.4, "dropout on embeddings, between layers and on the combined vector")
+    embed_dim: int = _f(512, "embedding width", ge=1)
+    hidden_dim: int = _f(512, "LSTM width", ge=1)
+    layers: int = _f(2, "LSTM depth (encoder and decoder)", ge=1)
+    dropout: float = _f(0.4, "dropout on embeddings, between layers and on the combined vector", ge=0, lt=1)
     combine_feed: bool = _f(False, "combined vector from [embedding; previous combined vector; h; context] "
                                    "(the reference code of Akyürek & Andreas 2021) instead of [embedding; h; context]")
     head: Any = _head()
@@ -126,13 +147,13 @@ class DangleConfig(TransformerBlocksConfig):
     decoded prefix, one adaptive encoding for keys and values. The key encoder is k0 + k1 + k2 layers."""
 
     arch: str = _f("dangle", "dangle (= rdangle-shr with interval 1) | rdangle-shr | rdangle-sep")
-    positions: str = _f("relative", "relative (the papers' setting) | sinusoidal")
-    interval: int = _f(1, "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1)")
-    pre_fusion_layers: int = _f(0, "k0: source-only key-encoder layers before fusion (computed once per batch)")
-    fusion_layers: int = _f(2, "k1: layers over [source; target prefix; end marker], bidirectional")
-    post_fusion_layers: int = _f(2, "k2: layers over the source positions after fusion")
+    positions: str = _f("relative", "relative (the papers' setting) | sinusoidal", choices=("sinusoidal", "relative"))
+    interval: int = _f(1, "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1)", ge=0)
+    pre_fusion_layers: int = _f(0, "k0: source-only key-encoder layers before fusion (computed once per batch)", ge=0)
+    fusion_layers: int = _f(2, "k1: layers over [source; target prefix; end marker], bidirectional", ge=0)
+    post_fusion_layers: int = _f(2, "k2: layers over the source positions after fusion", ge=0)
     chunk_points: int = _f(0, "training: re-encoding points computed together in one batched pass (bounds "
-                              "memory and padding; 0 = auto, points covering about 8 target steps)")
+                              "memory and padding; 0 = auto, points covering about 8 target steps)", ge=0)
     recompute_chunks: bool = _f(False, "training: recompute each chunk's activations in the backward pass instead "
                                        "of storing them (peak memory of one chunk, about a third more compute)")
 
@@ -142,7 +163,7 @@ class RDangleSepConfig(DangleConfig):
     """R-Dangle_sep: values come from a standard encoder run once, keys are re-encoded."""
 
     arch: str = _f("rdangle-sep", "rdangle-sep (values encoded once, keys re-encoded)")
-    encoder_layers: int = _f(2, "depth of the value encoder (a standard encoder run once)")
+    encoder_layers: int = _f(2, "depth of the value encoder (a standard encoder run once)", ge=1)
     share_pre_fusion: bool = _f(False, "the k0 pre-fusion layers are the value encoder's bottom layers")
     share_post_fusion: bool = _f(False, "the k2 post-fusion layers are the value encoder's top layers "
                                         "(the paper's best: value 10, k1 2, k2 8, shared)")
@@ -150,43 +171,46 @@ class RDangleSepConfig(DangleConfig):
 
 @dataclass
 class OptimConfig:
-    optimizer: str = _f("adam", "adam | adamw")
-    lr: float = _f(5e-4, "peak learning rate (Noam: the scale factor)")
-    betas: list[float] = _f([0.9, 0.98], "Adam betas")
-    eps: float = _f(1e-8, "Adam epsilon")
-    weight_decay: float = _f(0.0, "weight decay (decoupled for adamw)")
-    schedule: str = _f("inverse_sqrt", "constant | noam | inverse_sqrt | cosine")
-    warmup: int = _f(4000, "warm-up updates")
-    min_lr: float = _f(0.0, "final learning rate of the cosine schedule")
-    clip_norm: float = _f(0.0, "gradient-norm clipping threshold (0 = off)")
-    label_smoothing: float = _f(0.0, "label smoothing epsilon")
-    max_tokens: int | None = _f(4096, "token budget per batch (padded, fairseq's rule)")
-    batch_size: int | None = _f(None, "sentences per batch (with or without max_tokens)")
-    accumulate: int = _f(1, "batches per update (gradient accumulation)")
+    optimizer: str = _f("adam", "adam | adamw", choices=("adam", "adamw"))
+    lr: float = _f(5e-4, "peak learning rate (Noam: the scale factor)", gt=0)
+    betas: list[float] = _f([0.9, 0.98], "Adam betas", ge=0, lt=1, length=2)
+    eps: float = _f(1e-8, "Adam epsilon", gt=0)
+    weight_decay: float = _f(0.0, "weight decay (decoupled for adamw)", ge=0)
+    schedule: str = _f("inverse_sqrt", "constant | noam | inverse_sqrt | cosine",
+                        choices=("constant", "noam", "inverse_sqrt", "cosine"))
+    warmup: int = _f(4000, "warm-up updates", ge=0)
+    min_lr: float = _f(0.0, "final learning rate of the cosine schedule", ge=0)
+    clip_norm: float = _f(0.0, "gradient-norm clipping threshold (0 = off)", ge=0)
+    label_smoothing: float = _f(0.0, "label smoothing epsilon", ge=0, lt=1)
+    max_tokens: int | None = _f(4096, "token budget per batch (padded, fairseq's rule)", ge=1)
+    batch_size: int | None = _f(None, "sentences per batch (with or without max_tokens)", ge=1)
+    accumulate: int = _f(1, "batches per update (gradient accumulation)", ge=1)
 
 
 @dataclass
 class TrainConfig:
-    max_steps: int = _f(10000, "number of updates")
-    valid_every: int = _f(500, "validate (and checkpoint) every N updates")
-    save_every: int = _f(0, "also save the last checkpoint every N updates (0 = only at validation)")
+    max_steps: int = _f(10000, "number of updates", ge=1)
+    valid_every: int = _f(500, "validate (and checkpoint) every N updates", ge=0)
+    save_every: int = _f(0, "also save the last checkpoint every N updates (0 = only at validation)", ge=0)
     valid_metric: str = _f("loss", "early-stopping metric: loss | exact_match")
-    patience: int = _f(0, "stop after N validations without improvement (0 = never)")
-    log_every: int = _f(10, "write a metrics line every N updates")
-    seed: int = _f(1, "random seed (data order, initialisation, dropout)")
-    threads: int = _f(0, "torch CPU threads (0 = torch default)")
-    eval_checkpoint: str = _f("best", "checkpoint `evaluate` uses by default: best | last (the papers report last)")
-    device: str = _f("auto", "auto (CUDA when available) | cpu | cuda | cuda:N")
+    patience: int = _f(0, "stop after N validations without improvement (0 = never)", ge=0)
+    log_every: int = _f(10, "write a metrics line every N updates", ge=1)
+    seed: int = _f(1, "random seed (data order, initialisation, dropout)", ge=0, le=2**32 - 1)
+    threads: int = _f(0, "torch CPU threads (0 = torch default)", ge=0)
+    eval_checkpoint: str = _f("best", "checkpoint `evaluate` uses by default: best | last (the papers report last)",
+                             choices=("best", "last"))
+    device: str = _f("auto", "auto (CUDA when available) | cpu | cuda | cuda:N",
+                     pattern=(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda, cuda:N"))
     bf16: bool = _f(False, "bfloat16 autocast on GPUs that support it (parameters and optimiser stay float32)")
 
 
 @dataclass
 class DecodeConfig:
-    beam: int = _f(1, "beam size (1 = greedy)")
-    max_len_a: float = _f(2.0, "maximum output length a * |x| + b")
-    max_len_b: int = _f(10, "maximum output length a * |x| + b")
-    len_penalty: float = _f(1.0, "beam ranking by score / length ** len_penalty")
-    batch_size: int = _f(128, "sentences decoded together")
+    beam: int = _f(1, "beam size (1 = greedy)", ge=1)
+    max_len_a: float = _f(2.0, "maximum output length a * |x| + b", ge=0)
+    max_len_b: int = _f(10, "maximum output length a * |x| + b", ge=0)
+    len_penalty: float = _f(1.0, "beam ranking by score / length ** len_penalty", ge=0)
+    batch_size: int = _f(128, "sentences decoded together", ge=1)
 
 
 def _task_options():
@@ -243,7 +267,13 @@ def _check_type(value: Any, hint: Any, key: str) -> Any:
             return float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"'{key}' must be a number, got {type(value).__name__} {value!r}")
-        return float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer too large for a float
+            value = math.inf
+        if not math.isfinite(value):
+            raise ConfigError(f"'{key}' must be a finite number, got {value!r}")
+        return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"'{key}' must be an integer, got {type(value).__name__} {value!r}")
@@ -263,6 +293,33 @@ def _check_type(value: Any, hint: Any, key: str) -> Any:
     return value
 
 
+_OPS = {"ge": (">=", lambda x, b: x >= b), "gt": (">", lambda x, b: x > b),
+        "le": ("<=", lambda x, b: x <= b), "lt": ("<", lambda x, b: x < b)}
+
+
+def check_value(value: Any, meta: typing.Mapping, key: str) -> None:
+    """A ConfigError naming `key` and the valid range or choices when `value` breaks a field's limits
+    (`_f`'s ge, gt, le, lt, choices, length, pattern); None always passes."""
+    if value is None:
+        return
+    if "length" in meta and isinstance(value, list) and len(value) != meta["length"]:
+        raise ConfigError(f"'{key}' must be a list of {meta['length']} items, got {value!r}")
+    bounds = [(op, meta[op]) for op in _OPS if op in meta]
+    for item in value if isinstance(value, list) else [value]:
+        if bounds and isinstance(item, (int, float)) and not isinstance(item, bool):
+            if not all(_OPS[op][1](item, b) for op, b in bounds):
+                valid = " and ".join(f"{_OPS[op][0]} {b}" for op, b in bounds)
+                what = f"each item of '{key}'" if isinstance(value, list) else f"'{key}'"
+                raise ConfigError(f"{what} must be {valid}, got {item!r}")
+    if isinstance(value, str):
+        choices = meta.get("choices")
+        choices = choices() if callable(choices) else choices
+        if choices is not None and value not in choices:
+            raise ConfigError(f"'{key}': invalid value {value!r}; choices: {', '.join(choices)}")
+        if "pattern" in meta and not re.fullmatch(meta["pattern"][0], value):
+            raise ConfigError(f"'{key}': invalid value {value!r}; choices: {meta['pattern'][1]}")
+
+
 def schemas(kind: str) -> dict[str, type]:
     """The schemas a section can pick from: `task` by type, `model` by arch, `head` by type."""
     if kind == "task":
@@ -280,7 +337,7 @@ def _chosen(f: dataclasses.Field, value: Any, key: str) -> type:
     by, kind = f.metadata["choose"]
     table = schemas(kind)
     name = value.get(by, f.default_factory().__dict__[by]) if isinstance(value, dict) else None
-    if name not in table:
+    if not isinstance(name, str) or name not in table:
         raise ConfigError(f"'{key}.{by}': unknown {kind} '{name}'; choices: {', '.join(table)}")
     return table[name]
 
@@ -310,53 +367,98 @@ def _build(cls: type, values: dict | None, prefix: str, lenient: bool = False) -
             if typing.get_origin(hints[f.name]) is list and isinstance(value, str):
                 value = [value]  # a single path where a list is expected
             kwargs[f.name] = _check_type(value, hints[f.name], key)
+            check_value(kwargs[f.name], f.metadata, key)
     return cls(**kwargs)
 
 
 def config_from_dict(d: dict, *, saved: bool = False) -> Config:
     """Validate a nested dict. `saved`: a config written by an earlier version into a run (its keys that no
     longer apply to the chosen schemas, e.g. `gate` of a softmax head, are dropped; types still checked)."""
+    if d is not None and not isinstance(d, dict):
+        raise ConfigError(f"a config must be a mapping of sections, got {type(d).__name__}")
     d = dict(d or {})
     sections = [f.name for f in dataclasses.fields(Config)]
     for k in d:
         if k not in sections:
             raise ConfigError(f"unknown key '{k}'; valid sections: {', '.join(sections)}")
-    return _build(Config, d, "", lenient=saved)
+    cfg = _build(Config, d, "", lenient=saved)
+    check_config(cfg)
+    return cfg
+
+
+def check_config(cfg: Config) -> None:
+    """The checks that involve more than one key, or the task: a ConfigError naming the keys."""
+    from structseq.tasks import TASKS
+
+    metrics = TASKS[cfg.task.type].valid_metrics
+    if cfg.train.valid_metric not in metrics:
+        raise ConfigError(f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
+                          f"'{cfg.task.type}'; choices: {', '.join(metrics)}")
+    if cfg.optim.max_tokens is None and cfg.optim.batch_size is None:
+        raise ConfigError("'optim.max_tokens' and 'optim.batch_size' are both null: set at least one "
+                          "(a token budget, sentences per batch, or both)")
+    if cfg.decode.max_len_a == 0 and cfg.decode.max_len_b == 0:
+        raise ConfigError("'decode.max_len_a' and 'decode.max_len_b' are both 0: outputs could have no tokens; "
+                          "set max_len_b >= 1 or max_len_a > 0")
+    heads, width = getattr(cfg.model, "n_heads", None), getattr(cfg.model, "d_model", None)
+    if isinstance(heads, int) and isinstance(width, int) and width % heads:
+        raise ConfigError(f"'model.d_model' ({width}) must be a multiple of 'model.n_heads' ({heads})")
+
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def apply_overrides(d: dict, overrides: list[str]) -> dict:
-    """`section.key=value` strings (value parsed as YAML) applied to a nested dict copy."""
+    """`section.key=value` strings (value parsed as YAML) applied to a nested dict copy; malformed text is a
+    ConfigError naming the override."""
     import copy
+
+    from structseq.yamlio import load_yaml
 
     d = copy.deepcopy(d or {})
     for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override '{item}' is not of the form key=value")
+        if not isinstance(item, str) or "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form key=value (e.g. optim.lr=1e-3)")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw.strip() else ""
-        node = d
         parts = key.strip().split(".")
+        if not all(_KEY.fullmatch(p) for p in parts):
+            raise ConfigError(f"override {item!r}: {key.strip()!r} is not a dotted key such as optim.lr")
+        value = load_yaml(raw, f"override {item!r}") if raw.strip() else ""
+        node = d
         for p in parts[:-1]:
-            node = node.setdefault(p, {})
+            if node.get(p) is None:  # a missing or empty (`optim:`) section
+                node[p] = {}
+            node = node[p]
             if not isinstance(node, dict):
-                raise ConfigError(f"override '{key}': '{p}' is not a section")
+                raise ConfigError(f"override {item!r}: '{p}' is not a section")
         node[parts[-1]] = value
     return d
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Config:
-    """Read a YAML (or JSON) config file, apply overrides, validate."""
+    """Read a YAML (or JSON) config file (strict UTF-8, a key given twice is an error), apply overrides,
+    validate every value. Every problem is a ConfigError naming the file and the key or line."""
+    from structseq.errors import DataError
+    from structseq.textio import read_text
+    from structseq.yamlio import load_yaml
+
     raw: dict = {}
     if path is not None:
         path = Path(path)
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a directory, expected a config file")
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
+            text = read_text(path)
+        except DataError as e:
+            raise ConfigError(str(e)) from None
+        raw = load_yaml(text, path)
+        if raw is None:
+            raise ConfigError(f"{path}: empty config file (no sections); write at least the data and model "
+                              "sections, or `{}` for every default")
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+            raise ConfigError(f"{path}: the top level must be a mapping of sections, found {type(raw).__name__}")
     try:
         return config_from_dict(apply_overrides(raw, list(overrides)))
     except ConfigError as e:

@@ -12,37 +12,47 @@ state) at its start, and checkpoints are only written between updates (Ctrl-C se
 loop honours after the current update). So a checkpoint written on Ctrl-C, at a validation or every
 `save_every` updates resumes bit-exactly: same parameters as an uninterrupted run with the same seed.
 Every RNG the run uses (Python, NumPy, torch CPU and CUDA) is saved and restored.
+
+The run directory (`structseq.train.rundir`): `run()` holds its lock for the life of the run (a second run
+into the same directory gets an error naming the owner); a new run never overwrites files it did not
+create; a resumed run removes the temporaries of interrupted saves and cuts `metrics.jsonl` back to its
+checkpoint's step. Each checkpoint records why the run stopped (`progress["stopped"]`: max_steps,
+early_stopping, interrupted; None while it runs), and resuming a finished run changes nothing. SIGTERM
+(schedulers, `timeout`) is handled like Ctrl-C: finish the update, save, stop (the CLI exits 128 + signal).
+Under DDP only rank 0 locks and writes.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
-from structseq.config import Config, config_from_dict
+from structseq.config import Config, apply_overrides, config_from_dict
 from structseq.data.batching import Batch, make_batches
 from structseq.data.example import Example
+from structseq.data.limits import length_limit
 from structseq.data.registry import holdout, load_dataset
 from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.registry import build_model
 from structseq.tasks import Task, get_task
 from structseq.tasks.base import Vocabs
-from structseq.train import distributed
-from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+from structseq.train import distributed, rundir
+from structseq.train.checkpoint import RESUME_KEYS, RUN_KEYS, load_checkpoint, load_model_state, save_checkpoint
 from structseq.train.optim import build_optimizer, lr_multiplier
 
 
@@ -51,6 +61,7 @@ class TrainingData(NamedVocabs):
     train: list[Example]
     valid: list[Example]
     vocabs: Vocabs
+    skipped: int = 0  # examples left out for exceeding data.max_length
 
 
 def load_split(cfg: Config, split: str, data_root=None) -> list[Example]:
@@ -60,21 +71,46 @@ def load_split(cfg: Config, split: str, data_root=None) -> list[Example]:
 
 
 def load_training_data(cfg: Config, task: Task | None = None, data_root=None) -> TrainingData:
-    """Train/valid examples and the task's vocabularies built from the training split."""
+    """Train/valid examples and the task's vocabularies built from the training split. Examples longer than
+    `data.max_length` are skipped and counted with a warning (`data.too_long: error`: an error naming the
+    line)."""
     task = task or get_task(cfg)
     d = cfg.data
-    train = load_split(cfg, d.train, data_root)
-    if d.max_train_examples:
-        train = train[: d.max_train_examples]
-    if d.valid is None:
-        train, valid = holdout(train, d.valid_fraction, cfg.train.seed)
-    else:
-        valid = load_split(cfg, d.valid, data_root)
+    with length_limit(d.max_length, skip=d.too_long == "skip") as limit:
+        train = _within_limit(load_split(cfg, d.train, data_root), d.max_length, limit.skipped, d.train, d.too_long)
+        if d.max_train_examples:
+            train = train[: d.max_train_examples]
+        if d.valid is None:
+            train, valid = holdout(train, d.valid_fraction, cfg.train.seed)
+        else:
+            valid = _within_limit(load_split(cfg, d.valid, data_root), d.max_length, limit.skipped, d.valid,
+                                  d.too_long)
+    if limit.skipped:
+        warnings.warn(f"skipped {len(limit.skipped)} examples longer than data.max_length {d.max_length} tokens "
+                      f"(first: {limit.skipped[0]})", stacklevel=2)
     if not train:
-        raise StructseqError(f"no training examples in {d.dataset}/{d.train}")
+        raise StructseqError(f"no training examples in {d.dataset}/{d.train}"
+                             + (f" ({len(limit.skipped)} longer than data.max_length)" if limit.skipped else ""))
     task.check_examples(train, f"{d.dataset}/{d.train}")
     task.check_examples(valid, f"{d.dataset}/{d.valid or d.train + ' (held out)'}")
-    return TrainingData(train, valid, task.build_vocabs(train))
+    return TrainingData(train, valid, task.build_vocabs(train), len(limit.skipped))
+
+
+def _within_limit(examples: list[Example], max_length: int | None, skipped: list[str], split: str,
+                  too_long: str) -> list[Example]:
+    """The limit again for examples no reader admitted line by line (generated splits)."""
+    if max_length is None:
+        return examples
+    kept = []
+    for i, e in enumerate(examples):
+        n = max(len(e.source), len(e.target))
+        if n <= max_length:
+            kept.append(e)
+        elif too_long == "skip":
+            skipped.append(f"{split}: example {i + 1}")
+        else:
+            raise StructseqError(f"{split}: example {i + 1} has {n} tokens, more than data.max_length {max_length}")
+    return kept
 
 
 def _describe_mismatch(name: str, saved: Vocab, built: Vocab) -> str:
@@ -141,14 +177,67 @@ class Progress:
     best: float | None = None
     bad_validations: int = 0
     history: list = field(default_factory=list)
+    #: why the run stopped: max_steps | early_stopping | interrupted (None: running, or killed)
+    stopped: str | None = None
+
+
+def finished(progress: Mapping, max_steps: int) -> str | None:
+    """Why the run whose checkpoint holds `progress` is finished (early_stopping, max_steps), or None when
+    it may continue (interrupted or killed before its budget)."""
+    if progress.get("stopped") == "early_stopping":
+        return "early_stopping"
+    if progress.get("step", 0) >= max_steps:
+        return "max_steps"
+    return None
+
+
+#: the config keys `--resume` may change (`--resume RUN --set train.max_steps=N` extends a run)
+RESUME_OVERRIDES = ("train.max_steps",)
+
+
+def resume_changes(cfg: Config, overrides: Sequence[str]) -> dict[str, tuple]:
+    """The changes `overrides` make to a resumed run's config, `{key: (old, new)}`: only a larger
+    `train.max_steps`; anything else is a ConfigError saying what `--resume` accepts."""
+    flat: dict = {}
+
+    def walk(node: dict, prefix: str) -> None:
+        for k, v in node.items():
+            if isinstance(v, dict) and v:
+                walk(v, f"{prefix}{k}.")
+            else:
+                flat[f"{prefix}{k}"] = v
+
+    walk(apply_overrides({}, list(overrides)), "")
+    for key in flat:
+        if key not in RESUME_OVERRIDES:
+            raise ConfigError(f"--resume continues a run with its saved config, so '{key}' cannot be changed; "
+                              "the one change allowed is a larger budget: --set train.max_steps=N")
+    if not flat:
+        return {}
+    new = config_from_dict(apply_overrides(cfg.to_dict(), list(overrides)), saved=True).train.max_steps
+    old = cfg.train.max_steps
+    if new < old:
+        raise ConfigError(f"'train.max_steps': --resume can only extend a run's budget ({old}), not cut it to {new}")
+    return {"train.max_steps": (old, new)} if new != old else {}
+
+
+def _stat(path: Path) -> tuple:
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class Trainer:
     def __init__(self, cfg: Config, out_dir: str | Path, *, data_root=None, resume: bool = False,
-                 show_progress: bool = True, on_update: Callable[[int], None] | None = None):
+                 show_progress: bool = True, on_update: Callable[[int], None] | None = None,
+                 config_changes: Mapping[str, tuple] | None = None):
+        """`config_changes` (`{key: (old, new)}`, see `resume_changes`): what a resumed run changed in its
+        config, recorded in the run's config history when the run starts."""
         self.cfg, self.out = cfg, Path(out_dir)
         self.show_progress, self.on_update = show_progress, on_update
+        self.resume, self.config_changes = resume, dict(config_changes or {})
+        self._signal: int | None = None
         self.dist = distributed.context()
+        rundir.check_directory(self.out)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         self.device = self.dist.device if self.dist.world_size > 1 else resolve_device(cfg.train.device)
@@ -161,8 +250,10 @@ class Trainer:
                               f"'{self.task.name}'; choices: {', '.join(self.task.valid_metrics)}")
         self.data = load_training_data(cfg, self.task, data_root)
         ckpt = None
+        self._last = self.out / "checkpoints" / "last.pt"
         if resume:
-            ckpt = load_checkpoint(self.out / "checkpoints" / "last.pt")
+            ckpt = load_checkpoint(self._last, {**RUN_KEYS, **RESUME_KEYS})
+            self._loaded = _stat(self._last)
             for name, built in self.data.vocabs.items():
                 saved = Vocab(ckpt["vocab"][name])
                 if saved != built:
@@ -178,14 +269,16 @@ class Trainer:
         self._lengths = [self.task.length(e) for e in self._encoded]
         self._epoch_cache: tuple[int, list[list[int]]] | None = None
         if ckpt is not None:
-            self.model.load_state_dict(ckpt["model"])
-            self.optimizer.load_state_dict(ckpt["optimizer"])
-            self.progress = Progress(**ckpt["progress"])
-            set_rng_state(ckpt["rng"])
+            load_model_state(self.model, ckpt["model"], self._last)
+            try:
+                self.optimizer.load_state_dict(ckpt["optimizer"])
+                known = {f for f in Progress.__dataclass_fields__}
+                self.progress = Progress(**{k: v for k, v in ckpt["progress"].items() if k in known})
+                set_rng_state(ckpt["rng"])
+            except (ValueError, KeyError, TypeError, RuntimeError) as e:
+                raise StructseqError(f"{self._last}: the optimiser, progress or RNG state does not fit this run "
+                                     f"({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
         self.ddp_model = self.dist.wrap(self.model)
-        if self.dist.is_main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
     # ------------------------------------------------------------ data
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
@@ -221,7 +314,8 @@ class Trainer:
     def _snapshot(self) -> dict:
         p = self.progress
         return {"step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch, "best": p.best,
-                "bad_validations": p.bad_validations, "history": list(p.history), "rng": rng_state()}
+                "bad_validations": p.bad_validations, "history": list(p.history), "stopped": p.stopped,
+                "rng": rng_state()}
 
     def _save(self, name: str, snap: dict) -> None:
         if not self.dist.is_main:
@@ -286,14 +380,62 @@ class Trainer:
         self._stop = True
 
     def run(self) -> dict:
+        """Train to `train.max_steps` (or early stopping, or Ctrl-C / SIGTERM) holding the run directory's
+        lock; returns a summary: steps, stopped (max_steps | early_stopping | interrupted | already_finished),
+        best, history (and signal, reason where they apply)."""
+        lock = self._open_run_dir()
+        try:
+            reason = finished(vars(self.progress), self.cfg.train.max_steps) if self.resume else None
+            if reason is not None:
+                p = self.progress
+                return {"steps": p.step, "stopped": "already_finished", "reason": reason, "best": p.best,
+                        "history": p.history}
+            return self._run()
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _open_run_dir(self) -> rundir.RunLock | None:
+        """Rank 0 locks the run directory and prepares it: a new run checks and marks it and writes
+        config.yaml; a resumed one (unless finished) removes stale save temporaries, cuts metrics.jsonl back
+        to the checkpoint's step and records config changes. Every rank raises when rank 0 failed."""
+        lock, error = None, None
+        if self.dist.is_main:
+            try:
+                lock = rundir.RunLock(self.out).acquire()
+                if not self.resume:
+                    rundir.prepare_new(self.out)
+                    rundir.write_config(self.out, self.cfg.to_dict())
+                else:
+                    if not self._last.exists() or _stat(self._last) != self._loaded:
+                        raise rundir.RunDirError(f"{self._last} changed after this run loaded it (another run "
+                                                 "resumed it meanwhile?); start --resume again")
+                    if finished(vars(self.progress), self.cfg.train.max_steps) is None:
+                        rundir.clean_temporaries(self.out)
+                        rundir.truncate_metrics(self.out, self.progress.step)
+                        if self.config_changes:
+                            rundir.write_config(self.out, self.cfg.to_dict())
+                            rundir.record_config_change(self.out, self.progress.step, self.config_changes)
+            except BaseException as e:
+                if lock is not None:
+                    lock.release()
+                error = e
+        if self.dist.any(error is not None):
+            if error is not None:
+                raise error
+            raise StructseqError(f"rank 0 could not open the run directory {self.out}; see its error")
+        return lock
+
+    def _run(self) -> dict:
         cfg, p = self.cfg, self.progress
         self.model.train()
         self._stop = False
+        p.stopped = None
         log = open(self.out / "metrics.jsonl", "a") if self.dist.is_main else None
         bar = _ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
         t_log, tok_log, loss_log, n_log = time.perf_counter(), 0, 0.0, 0
         stopped = "max_steps"
-        previous_handler = self._install_interrupt_handler()
+        previous_handlers = self._install_interrupt_handler()
         try:
             while p.step < cfg.train.max_steps:
                 loss, ntok = self._update()
@@ -317,16 +459,19 @@ class Trainer:
                 if self.on_update is not None:
                     self.on_update(p.step)
                 if self.dist.any(self._stop) and p.step < cfg.train.max_steps:
+                    p.stopped = stopped = "interrupted"
                     self._save("last", self._snapshot())
-                    stopped = "interrupted"
                     break
         finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGINT, previous_handler)
+            for signum, previous in previous_handlers.items():
+                signal.signal(signum, previous)
             bar.close()
             if log is not None:
                 log.close()
-        return {"steps": p.step, "stopped": stopped, "best": p.best, "history": p.history}
+        summary = {"steps": p.step, "stopped": stopped, "best": p.best, "history": p.history}
+        if stopped == "interrupted":
+            summary["signal"] = signal.Signals(self._signal or signal.SIGINT).name
+        return summary
 
     @staticmethod
     def _write(log, rec: dict) -> None:
@@ -334,19 +479,22 @@ class Trainer:
             log.write(json.dumps(rec) + "\n")
             log.flush()
 
-    def _install_interrupt_handler(self):
-        """First Ctrl-C: stop cleanly after this update (checkpoint saved). Second: abort at once."""
+    def _install_interrupt_handler(self) -> dict:
+        """First Ctrl-C or SIGTERM: stop cleanly after this update (checkpoint saved). Second: abort at once.
+        Returns the previous handlers."""
         if threading.current_thread() is not threading.main_thread():
-            return None
+            return {}
 
         def handler(signum, frame):
             if self._stop:
                 raise KeyboardInterrupt
-            print("\ninterrupt: finishing this update and saving checkpoints/last.pt "
-                  "(Ctrl-C again aborts)", file=sys.stderr, flush=True)
+            name = signal.Signals(signum).name
+            print(f"\n{name}: finishing this update and saving checkpoints/last.pt "
+                  f"({'Ctrl-C' if signum == signal.SIGINT else name} again aborts)", file=sys.stderr, flush=True)
+            self._signal = signum
             self._stop = True
 
-        return signal.signal(signal.SIGINT, handler)
+        return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def _validate_and_save(self, log) -> bool:
         """Validate, write best/last checkpoints; True when early stopping triggers."""
@@ -363,11 +511,16 @@ class Trainer:
         rec = {"step": p.step, **metrics, "best": p.best}
         p.history.append(rec)
         self._write(log, rec)
+        stop = bool(cfg.train.patience) and p.bad_validations >= cfg.train.patience
+        if stop:
+            p.stopped = "early_stopping"
+        elif p.step >= cfg.train.max_steps:
+            p.stopped = "max_steps"
         snap = self._snapshot()
         if better:
             self._save("best", snap)
         self._save("last", snap)
-        return bool(cfg.train.patience) and p.bad_validations >= cfg.train.patience
+        return stop
 
 
 class _ProgressBar:
@@ -405,7 +558,27 @@ def train(cfg: Config | dict, out_dir: str | Path, **kwargs) -> dict:
     return Trainer(cfg, out_dir, **kwargs).run()
 
 
-def resume(out_dir: str | Path, **kwargs) -> dict:
-    """Continue the run in `out_dir` from its last checkpoint, with its saved config."""
-    ckpt = load_checkpoint(Path(out_dir) / "checkpoints" / "last.pt")
-    return Trainer(config_from_dict(ckpt["config"], saved=True), out_dir, resume=True, **kwargs).run()
+def resume(out_dir: str | Path, *, overrides: Sequence[str] = (), **kwargs) -> dict:
+    """Continue the run in `out_dir` from its last checkpoint, with its saved config; `overrides` may only
+    extend `train.max_steps` (see `resume_changes`). A finished run is left unchanged: the summary's
+    `stopped` is `already_finished` and `reason` says why."""
+    out = Path(out_dir)
+    rundir.check_directory(out)
+    path = out / "checkpoints" / "last.pt"
+    if not path.exists():
+        raise rundir.RunDirError(f"{out}: nothing to resume (no {path}); is this a training run directory?")
+    ckpt = load_checkpoint(path, {**RUN_KEYS, **RESUME_KEYS})
+    try:
+        cfg = config_from_dict(dict(ckpt["config"]), saved=True)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: the checkpoint's config: {e}") from None
+    changes = resume_changes(cfg, overrides)
+    if changes:
+        cfg.train.max_steps = changes["train.max_steps"][1]
+    progress = ckpt["progress"]
+    reason = finished(progress, cfg.train.max_steps)
+    if reason is not None:
+        return {"steps": progress.get("step"), "stopped": "already_finished", "reason": reason,
+                "best": progress.get("best"), "history": progress.get("history", [])}
+    del ckpt
+    return Trainer(cfg, out, resume=True, config_changes=changes, **kwargs).run()
