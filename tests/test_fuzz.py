@@ -113,3 +113,94 @@ def test_yaml_loader_fails_only_with_located_errors(text):
         load_yaml(text, "c.yaml")
     except StructseqError as e:
         _located(e, "c.yaml")
+
+
+# ---------------------------------------------------------------- the config loader and `--set` strings
+
+value = st.one_of(st.integers(-3, 10**12), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
+                  st.text(max_size=6), st.lists(st.floats(-2, 2), max_size=3), st.sampled_from(["lstm", "copy"]))
+keys = st.sampled_from(["optim.lr", "optim.accumulate", "optim.betas", "optim.max_tokens", "optim.batch_size",
+                        "train.max_steps", "train.patience", "train.valid_metric", "train.seed", "train.device",
+                        "decode.beam", "decode.max_len_b", "data.valid_fraction", "data.bleu_tokenize",
+                        "data.max_length", "model.arch", "model.dropout", "model.head.type", "model.head.tau",
+                        "task.type", "task", "optim", "nosuch.key"])
+
+
+def _yaml_value(v) -> str:
+    import json
+
+    return json.dumps(v) if not isinstance(v, float) or v == v and abs(v) != float("inf") else str(v)
+
+
+config_text = st.one_of(
+    yaml_text,
+    st.lists(st.tuples(keys, value), max_size=6).map(
+        lambda kv: "\n".join(f"{k.split('.')[0]}: {{{'.'.join(k.split('.')[1:]) or 'x'}: {_yaml_value(v)}}}"
+                             for k, v in kv)),
+)
+override = st.one_of(
+    st.text(max_size=30),
+    st.tuples(keys, value).map(lambda kv: f"{kv[0]}={_yaml_value(kv[1])}"),
+    st.tuples(st.text(max_size=12), st.text(max_size=12)).map("=".join),
+)
+
+
+@FUZZ
+@given(text=config_text, data=raw_bytes, use_bytes=st.booleans(), overrides=st.lists(override, max_size=3))
+def test_config_loader_fails_only_with_errors_naming_the_file(text, data, use_bytes, overrides):
+    from structseq.config import load_config
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "c.yaml"
+        path.write_bytes(data if use_bytes else text.encode("utf-8"))
+        try:
+            load_config(path, overrides)
+        except StructseqError as e:
+            _located(e, "c.yaml")
+
+
+@FUZZ
+@given(item=override)
+def test_random_set_strings_fail_only_with_errors_naming_the_override_or_key(item):
+    from structseq.config import apply_overrides, config_from_dict
+
+    try:
+        config_from_dict(apply_overrides({}, [item]))
+    except StructseqError as e:
+        key = item.split("=", 1)[0].strip().split(".")[0]
+        assert "override" in str(e) or f"'{key}" in str(e), f"no location in: {e}"
+
+
+# ---------------------------------------------------------------- predict
+
+def _untrained_run():
+    from structseq.api import Run
+    from structseq.config import config_from_dict
+    from structseq.data.vocab import Vocab
+    from structseq.models.registry import build_model
+    from structseq.tasks import get_task
+
+    cfg = config_from_dict({"model": {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8, "layers": 1},
+                            "data": {"max_length": 40}, "decode": {"max_len_a": 0.0, "max_len_b": 4}})
+    vocabs = {"src": Vocab.build([["dax", "jump", "a"]]), "tgt": Vocab.build([["RED", "I_JUMP"]])}
+    task = get_task(cfg)
+    return Run(Path("."), cfg, build_model(cfg.model, vocabs, task=task.name).eval(), vocabs, "best", task)
+
+
+RUN = None
+
+
+@FUZZ
+@given(data=raw_bytes, beam=st.sampled_from([None, 1, 2]))
+def test_predict_fails_only_with_errors_naming_the_input_line(data, beam):
+    import io
+
+    global RUN
+    RUN = RUN or _untrained_run()
+    try:
+        lines = list(stdin_lines(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")))
+        out = RUN.predict(lines, beam=beam, where="<stdin>")
+    except StructseqError as e:
+        _located(e, "<stdin>")
+        return
+    assert len(out) == len(lines) and all("\n" not in o for o in out)

@@ -290,3 +290,20 @@ def test_both_gates_see_the_dropped_out_features(gate):
     dropped = head(features, attn, src)
     head.eval()
     assert torch.allclose(dropped, head(torch.zeros_like(features), attn, src), atol=1e-6)
+
+
+def test_mutual_exclusivity_is_the_default_of_a_lexical_head_built_from_a_config():
+    """A config that does not mention `mutual_exclusivity` gets it: a source word without an entry and
+    without a same-string output spreads over the outputs no row maps to (the paper's ME rule)."""
+    from structseq.config import LexicalHeadConfig
+
+    assert LexicalHeadConfig().mutual_exclusivity is True
+    train = [Example(("a",), ("A",)), Example(("b",), ("B",))]
+    cfg = config_from_dict({"model": {"head": {"type": "lexical", "lexicon": "simple"}}}).model.head
+    L = build_head(cfg, 8, SRC, TGT, train).matrix()
+    for tok in ("c", "d", "e"):  # no entries, not output words: uniform over the unmapped X and Y
+        assert L[SRC.stoi[tok]][ids(TGT, "X", "Y")].tolist() == [0.5, 0.5]
+        assert L[SRC.stoi[tok]].sum().item() == pytest.approx(1.0)
+    assert L[SRC.stoi["a"], TGT.stoi["A"]] == 1.0 and L[SRC.stoi["same"], TGT.stoi["same"]] == 1.0
+    off = config_from_dict({"model": {"head": {"type": "lexical", "lexicon": "simple", "mutual_exclusivity": False}}})
+    assert build_head(off.model.head, 8, SRC, TGT, train).matrix()[SRC.stoi["c"], len(TGT)] == 1.0

@@ -180,12 +180,23 @@ train: {{max_steps: 4, valid_every: 2}}
     r = subprocess.run(exe + ["evaluate", str(run), "--json", "--beam", "2"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     m = json.loads(r.stdout)
-    assert m["n"] == 60 and m["beam"] == 2 and 0.0 <= m["exact_match"]["score"] <= 1.0
+    assert m["n"] == 60 and m["beam"] == 2
     assert "bleu" in m and "token_accuracy" in m and "nltk_bleu" in m
     tsv = (run / "predictions" / "toy.tsv").read_text().splitlines()
     assert tsv[0].split("\t") == ["source", "reference", "hypothesis", "correct", "category"] and len(tsv) == 61
-    r = subprocess.run(exe + ["predict", str(run)], input="a b\nc\n", capture_output=True, text=True)
-    assert r.returncode == 0 and len(r.stdout.splitlines()) == 2
+    rows = [x.split("\t") for x in tsv[1:]]
+    assert [(x[0], x[1]) for x in rows] == [tuple(x.split("\t")) for x in data.read_text().splitlines()]
+    # the exact score: `predict` on every source gives the evaluated hypotheses, and exact match is the
+    # fraction of them equal to their reference, counted here independently
+    r = subprocess.run(exe + ["predict", str(run), "--beam", "2"], input="".join(x[0] + "\n" for x in rows),
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    hyps = r.stdout.splitlines()
+    assert hyps == [x[2] for x in rows] and [x[3] for x in rows] == [str(int(h == x[1])) for h, x in zip(hyps, rows)]
+    assert m["exact_match"]["score"] == sum(h == x[1] for h, x in zip(hyps, rows)) / 60
+    assert m["token_accuracy"]["score"] == (
+        sum(sum(a == b for a, b in zip(h.split(), x[1].split())) for h, x in zip(hyps, rows))
+        / sum(max(len(h.split()), len(x[1].split())) for h, x in zip(hyps, rows)))
     r = subprocess.run(exe + ["train", str(cfg), "--set", "optim.lrr=1", "--out", str(tmp_path / "x")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "unknown key 'optim.lrr'" in r.stderr
