@@ -137,7 +137,8 @@ def evaluate(
     data_root: Optional[Path] = DataRoot,
 ):
     """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy; for
-    CoGnition also character BLEU and, on cg-test, the compound translation error rate)."""
+    CoGnition also character BLEU and, on cg-test, the compound translation error rate). An empty file, or an
+    example longer than the run's data.max_length, is an error naming the file (and line)."""
     from structseq.api import load_run
 
     run = load_run(run_dir, checkpoint)
@@ -177,7 +178,8 @@ def print_metrics(m: dict) -> None:
 def predict(run_dir: Path, beam: Optional[int] = typer.Option(None, "--beam"),
             checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="best | last [default: config]")):
     """Read input lines on stdin (the task's format: a source; `source<TAB>context` for context-aware models;
-    words for a tagger), write one output line each to stdout."""
+    words for a tagger), write one output line each to stdout. Input must be UTF-8; an invalid byte, a reserved
+    token (<pad> <s> </s> <unk>) or a line longer than data.max_length is an error naming <stdin>:LINE."""
     from structseq.api import load_run
 
     from structseq.textio import stdin_lines
