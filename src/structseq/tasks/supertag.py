@@ -1,0 +1,288 @@
+"""Supertagging: one category per word (`Example.target`), predicted by a token classifier
+(`supertag-classifier`) or built node by node as a tree (`supertag-tree`, Kogkalidis & Moortgat 2023).
+
+Batches: `words` (B, W), `chars` (B, W, C) (or `pieces`, `piece_word`, `piece_mask` for a pretrained
+encoder), `cat` (B, W) category ids (classifier; unknown categories are padding), and the gold tree nodes
+of every word flattened in depth order: `node_word` (flat row b * W + w), `node_pos`, `node_sym`, with
+`depth_counts` (nodes per depth). The loss unit is the word (a tree's node losses are summed, as the paper
+normalises by the number of trees).
+
+A prediction is a `Tagged`: per word the k-best categories with log-probabilities (k = decode.beam; 1 is
+greedy). `structseq predict` writes `word|category` tokens, or with `task.beta` > 0 the multi-tagger
+format `word|cat1|p1|cat2|p2...` (every category within a factor beta of the best).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from structseq.config import _f
+from structseq.data.batching import Batch, pad_sequences
+from structseq.data.categories import CategoryError, canonical, from_nodes, is_binary, nodes, parse_category, \
+    print_category
+from structseq.data.example import Example
+from structseq.data.vocab import Vocab
+from structseq.errors import DataError
+from structseq.tasks.base import Encoded, Task, TaskOptions, Vocabs
+
+
+@dataclass
+class SupertagOptions(TaskOptions):
+    type: str = _f("supertag", "task")
+    beta: float = _f(0.0, "predict output: every category within a factor beta of the best, written "
+                          "word|cat1|p1|cat2|p2... (0: the single best, word|cat); needs decode.beam > 1 for more "
+                          "than one category")
+    betas: list[float] = _f([1.0, 0.1, 0.01, 0.001, 0.0001], "evaluate: the multi-tagger curve's betas (with beam > 1)")
+    max_tags: int = _f(50, "multi-tagging: at most this many categories per word")
+
+
+@dataclass
+class Tagged:
+    """A tagged sentence: per word the k-best (category, log-prob) list, best first; `repaired`: per word,
+    whether the tree decoder's unconstrained choice would have been ill-formed somewhere."""
+
+    words: tuple[str, ...]
+    kbest: list[list[tuple[str, float]]]
+    repaired: list[bool] = field(default_factory=list)
+
+    @property
+    def best(self) -> list[str]:
+        return [k[0][0] if k else "?" for k in self.kbest]
+
+
+def _canonical(cat: str) -> str:
+    try:
+        return canonical(cat)
+    except CategoryError:
+        return cat
+
+
+class SupertagTask(Task):
+    name = "supertag"
+    options_class = SupertagOptions
+    valid_metrics = {"loss": "min", "accuracy": "max"}
+    archs = ("supertag-classifier", "supertag-tree")
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._tokenizer = None
+        self._train_counts: Counter | None = None
+
+    # ------------------------------------------------------------------ data
+    def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
+        d = self.cfg.data
+        trees = [parse_category(c) for e in train for c in e.target]
+        syms = {s for t in trees for _, s in nodes(t)}
+        sym = list(Vocab.build([]).itos) + sorted(syms, key=lambda s: (is_binary(s), s))  # binary ids last
+        return {"words": Vocab.build((e.source for e in train), d.min_freq),
+                "chars": Vocab.build(list(w) for e in train for w in e.source),
+                "cat": Vocab.build(tuple(_canonical(c) for c in e.target) for e in train),
+                "sym": Vocab(sym)}
+
+    def check_examples(self, examples: Sequence[Example], where: str) -> None:
+        for i, e in enumerate(examples):
+            if not e.source or len(e.target) != len(e.source):
+                raise DataError(f"example {i + 1} has {len(e.source)} words but {len(e.target)} categories", where)
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.cfg.model.encoder.pretrained)
+        return self._tokenizer
+
+    def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
+        out: Encoded = {"n": len(example.source)}
+        enc = self.cfg.model.encoder
+        if enc.pretrained:
+            tok = self.tokenizer(list(example.source), is_split_into_words=True, truncation=False)
+            limit = getattr(self.tokenizer, "model_max_length", 10 ** 9)
+            if len(tok["input_ids"]) > limit:
+                raise DataError(f"a sentence of {len(example.source)} words is {len(tok['input_ids'])} pieces, over "
+                                f"the encoder's {limit}: split it (no evaluation data is dropped silently)")
+            out["pieces"] = tok["input_ids"]
+            out["piece_word"] = [-1 if w is None else w for w in tok.word_ids()]
+        else:
+            out["words"] = vocabs["words"].encode(example.source)
+            out["chars"] = [vocabs["chars"].encode(list(w[: enc.max_chars])) for w in example.source]
+        if example.target:
+            out["cat"] = vocabs["cat"].encode([_canonical(c) for c in example.target])
+            sym = vocabs["sym"]
+            out["nodes"] = [(w, k, sym.stoi.get(s, Vocab.pad))  # an unseen symbol is not scored
+                            for w, c in enumerate(example.target) for k, s in nodes(parse_category(c))]
+        return out
+
+    def length(self, encoded: Encoded) -> int:
+        return len(encoded["pieces"]) if "pieces" in encoded else encoded["n"]
+
+    def collate(self, items: Sequence[Encoded], index: Sequence[int]) -> Batch:
+        W = max(it["n"] for it in items)
+        t: dict[str, torch.Tensor] = {}
+        if "pieces" in items[0]:
+            pad = self.tokenizer.pad_token_id or 0
+            t["pieces"] = pad_sequences([it["pieces"] for it in items], pad)
+            t["piece_word"] = pad_sequences([it["piece_word"] for it in items], -1)
+            t["piece_mask"] = pad_sequences([[1] * len(it["pieces"]) for it in items], 0).bool()
+        else:
+            t["words"] = pad_sequences([it["words"] for it in items])
+            C = max(len(c) for it in items for c in it["chars"])
+            chars = torch.zeros(len(items), W, C, dtype=torch.long)
+            for b, it in enumerate(items):
+                for w, c in enumerate(it["chars"]):
+                    chars[b, w, : len(c)] = torch.as_tensor(c)
+            t["chars"] = chars
+        t["word_mask"] = pad_sequences([[1] * it["n"] for it in items], 0).bool()
+        if "cat" in items[0]:
+            cat = pad_sequences([it["cat"] for it in items])
+            t["cat"] = cat.masked_fill(cat.eq(Vocab.unk), Vocab.pad)
+            rows = np.array([(k.bit_length() - 1, b * W + w, k, s) for b, it in enumerate(items)
+                             for w, k, s in it["nodes"]], dtype=np.int64)
+            rows = rows[np.lexsort((rows[:, 2], rows[:, 1], rows[:, 0]))]  # by depth, then word, then position
+            t["node_word"], t["node_pos"], t["node_sym"] = (torch.from_numpy(rows[:, i].copy()) for i in (1, 2, 3))
+            t["depth_counts"] = torch.from_numpy(np.bincount(rows[:, 0]))
+        return Batch(t, index, sum(it["n"] for it in items))
+
+    # ------------------------------------------------------------------ training
+    def loss(self, model: nn.Module, batch: Batch, label_smoothing: float):
+        from structseq.train.optim import label_smoothed_nll
+
+        if batch.get("node_sym") is not None and hasattr(model, "greedy"):
+            loss, nll = label_smoothed_nll(model(batch), batch["node_sym"], label_smoothing)
+        else:
+            loss, nll = label_smoothed_nll(model(batch), batch["cat"], label_smoothing)
+        return loss, nll, batch.num_tokens
+
+    @torch.no_grad()
+    def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
+        """Loss per word (teacher forced) and greedy whole-category word accuracy."""
+        total, words = 0.0, 0
+        device = next(model.parameters()).device
+        bs = self.cfg.decode.batch_size
+        for start in range(0, len(examples), bs):
+            b = self.to_device(self.batch(examples[start: start + bs], vocabs), device)
+            _, nll, n = self.loss(model, b, 0.0)
+            total, words = total + float(nll), words + n
+        preds = self.predict(model, examples, vocabs, beam=1)
+        ok = sum(p == _canonical(g) for t, e in zip(preds, examples) for p, g in zip(t.best, e.target))
+        return {"valid_loss": total / max(words, 1), "valid_accuracy": 100.0 * ok / max(words, 1)}
+
+    # ------------------------------------------------------------------ prediction
+    @torch.no_grad()
+    def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
+                show_progress: bool = False) -> list[Tagged]:
+        from structseq.tasks.seq2seq import progress
+
+        d = self.cfg.decode
+        k = max(1, d.beam if beam is None else beam)
+        device = next(model.parameters()).device
+        was_training = model.training
+        model.eval()
+        order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
+        out: list[Tagged | None] = [None] * len(examples)
+        chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
+        for chunk in progress(chunks, "tag", show_progress):
+            exs = [Example(examples[i].source) for i in chunk]
+            batch = self.to_device(self.batch(exs, vocabs), device)
+            tagged = (self._tree_kbest if hasattr(model, "greedy") else self._classifier_kbest)(model, batch, k, vocabs)
+            for i, (kb, rep) in zip(chunk, tagged):
+                out[i] = Tagged(examples[i].source, kb, rep)
+        model.train(was_training)
+        return out  # type: ignore[return-value]
+
+    def _classifier_kbest(self, model, batch, k, vocabs):
+        scores, ids = model.kbest(batch, k)
+        lens = batch["word_mask"].sum(1).tolist()
+        cats = vocabs["cat"].itos
+        s, i = scores.cpu().tolist(), ids.cpu().tolist()
+        return [([[(cats[c], v) for c, v in zip(i[b][w], s[b][w])] for w in range(n)], [False] * n)
+                for b, n in enumerate(lens)]
+
+    def _tree_kbest(self, model, batch, k, vocabs):
+        h, mask = model.encoder(batch)
+        B, W = mask.shape
+        lens = mask.sum(1).tolist()
+        itos = vocabs["sym"].itos
+        if k == 1:
+            r = {name: v.cpu().numpy() for name, v in model.greedy(h, mask).items()}
+            order = np.argsort(r["word"], kind="stable")
+            groups = np.split(order, np.flatnonzero(np.diff(r["word"][order])) + 1)
+            per_word = {}
+            for g in groups:
+                if len(g) == 0:
+                    continue
+                tree = from_nodes({int(p): itos[s] for p, s in zip(r["pos"][g], r["sym"][g])})
+                per_word[int(r["word"][g[0]])] = ([(print_category(tree), float(r["score"][g].sum()))]
+                                                  if tree is not None else [], bool(r["repaired"][g].any()))
+            return [([per_word[b * W + w][0] for w in range(n)], [per_word[b * W + w][1] for w in range(n)])
+                    for b, n in enumerate(lens)]
+        r = {name: v.cpu().numpy() for name, v in model.beam(h, mask, k).items()}
+        out = []
+        for b, n in enumerate(lens):
+            words = []
+            for w in range(n):
+                cands = []
+                for j in range(k):
+                    s = float(r["score"][b, w, j])
+                    if not math.isfinite(s):
+                        continue
+                    pos, sym = r["pos"][b, w, j], r["sym"][b, w, j]
+                    tree = from_nodes({int(p): itos[x] for p, x in zip(pos, sym) if p > 0})
+                    if tree is not None:
+                        cands.append((print_category(tree), s))
+                words.append(cands)
+            out.append((words, [False] * n))
+        return out
+
+    def parse_input(self, line: str) -> Example:
+        """Space-separated words; `word|...` tokens (a tagged file) are read as their word."""
+        return Example(tuple(t.split("|")[0] if "|" in t[1:] else t for t in line.split()))
+
+    def format_prediction(self, prediction: Tagged) -> str:
+        from structseq.metrics.supertag import multitag
+
+        o = self.options
+        if o.beta <= 0:
+            return " ".join(f"{w}|{c}" for w, c in zip(prediction.words, prediction.best))
+        toks = []
+        for w, kb in zip(prediction.words, prediction.kbest):
+            kept = multitag(kb, o.beta, o.max_tags)
+            toks.append("|".join([w] + [f"{c}|{math.exp(s):.4g}" for c, s in kept]))
+        return " ".join(toks)
+
+    # ------------------------------------------------------------------ evaluation
+    def train_counts(self, data_root=None) -> Counter:
+        """Training frequency of each category (the training split as the config defines it)."""
+        if self._train_counts is None:
+            from structseq.train.loop import load_training_data
+
+            train = load_training_data(self.cfg, self, data_root).train
+            self._train_counts = Counter(_canonical(c) for e in train for c in e.target)
+        return self._train_counts
+
+    def evaluate(self, examples, predictions, *, dataset: str, split: str, data_root=None) -> dict:
+        from structseq.metrics.supertag import supertag_scores
+
+        d = self.cfg.data
+        beam = max((len(kb) for p in predictions for kb in p.kbest), default=1)
+        tree = self.cfg.model.arch == "supertag-tree"
+        return supertag_scores([[_canonical(c) for c in e.target] for e in examples],
+                               [p.kbest for p in predictions], self.train_counts(data_root),
+                               betas=self.options.betas, max_tags=self.options.max_tags, beam=beam,
+                               repaired=[p.repaired for p in predictions] if tree else None,
+                               train_name=f"{d.dataset}/{d.train}")
+
+    def prediction_rows(self, examples, predictions):
+        rows = []
+        for e, p in zip(examples, predictions):
+            gold = [_canonical(c) for c in e.target]
+            rows.append([e.source_text, " ".join(gold), " ".join(p.best),
+                         str(sum(a == b for a, b in zip(gold, p.best)))])
+        return ["source", "reference", "hypothesis", "correct_words"], rows
