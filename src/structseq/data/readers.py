@@ -95,8 +95,8 @@ def read_parallel(source_path: str | Path, target_path: str | Path, meta: Mappin
 
 
 def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Example]:
-    """A user-given file: `a.tsv` (named columns, see `read_tsv`), a SCAN `IN: ... OUT: ...` file, or
-    `SRC_FILE,TGT_FILE`."""
+    """A user-given file: `a.tsv` (named columns, see `read_tsv`), a SCAN `IN: ... OUT: ...` file,
+    `SRC_FILE,TGT_FILE`, or a supertagged corpus (`word|category` tokens or CCGbank `.auto`, see `data.tlgbank`)."""
     spec = str(spec)
     if "," in spec and not Path(spec).exists():
         src, tgt = spec.split(",", 1)
@@ -107,4 +107,8 @@ def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Ex
         from structseq.data.scan import read_scan_file
 
         return read_scan_file(spec)
+    from structseq.data.tlgbank import read_supertag_file, sniff
+
+    if sniff(first) is not None:  # supertagged text (word|category ...) or CCGbank .auto
+        return read_supertag_file(spec)
     return read_tsv(spec, columns)

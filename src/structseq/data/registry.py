@@ -106,7 +106,23 @@ def _build() -> dict[str, Dataset]:
         "files", note="no train set: the IWSLT14 training part (mswellhao/Dangle ReaCT_data) is not in the shared data",
         files={s: (f"react/raw/{f}.de", f"react/raw/{f}.en")
                for s, f in (("valid", "valid"), ("test", "test"), ("cg-test", "cg_test"))})
+    from structseq.data import tlgbank
+
+    table["tlgbank-light"] = Dataset(
+        "tlgbank-light", "TLGbank light supertagging, French type-logical categories (Moot 2015)",
+        ("train", "dev", "test"), tlgbank.tlgbank_light, "files",
+        note="RichardMoot/TLGbankLight maxentdata.txt; sentences drawn 80/10/10 with seed 42",
+        files={s: (tlgbank.TLGBANK_LIGHT,) for s in ("train", "dev", "test")})
+    table["ab-grammar"] = Dataset(
+        "ab-grammar", "a tiny synthetic AB grammar for supertaggers; test holds a category unseen in training",
+        ("train", "dev", "test"), lambda split, root: _ab_grammar()[split], "generated")
     return table
+
+
+def _ab_grammar() -> dict[str, list[Example]]:
+    from structseq.data import ab_grammar
+
+    return ab_grammar.splits(600, 100, seed=0)
 
 
 _DATASETS: dict[str, Dataset] | None = None

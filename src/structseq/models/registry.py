@@ -15,6 +15,8 @@ from structseq.config import DangleConfig, LSTMConfig, RDangleSepConfig, Transfo
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.models.build import build_dangle, build_lstm, build_transformer
+from structseq.models.supertagger import (SupertagClassifierConfig, SupertagTreeConfig, build_supertag_classifier,
+                                          build_supertag_tree)
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ ARCHS: dict[str, Arch] = {
     "dangle": Arch(DangleConfig, build_dangle),
     "rdangle-shr": Arch(DangleConfig, build_dangle),
     "rdangle-sep": Arch(RDangleSepConfig, build_dangle),
+    "supertag-classifier": Arch(SupertagClassifierConfig, build_supertag_classifier, tasks=("supertag",)),
+    "supertag-tree": Arch(SupertagTreeConfig, build_supertag_tree, tasks=("supertag",)),
 }
 
 

@@ -262,7 +262,9 @@ class Trainer:
             raise StructseqError(f"{self.out} already holds a run; use --resume to continue it or another --out")
         seed_everything(cfg.train.seed)
         self.model = build_model(cfg.model, self.data.vocabs, self.data.train, task=self.task.name).to(self.device)
-        self.optimizer = build_optimizer(cfg.optim, self.model.parameters())
+        # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
+        groups = self.model.param_groups() if hasattr(self.model, "param_groups") else self.model.parameters()
+        self.optimizer = build_optimizer(cfg.optim, groups)
         self.lr_at = lr_multiplier(cfg.optim, self.model.width, cfg.train.max_steps)
         self.progress = Progress()
         self._encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]
@@ -370,7 +372,7 @@ class Trainer:
         step = self.progress.step + 1
         lr = cfg.optim.lr * self.lr_at(step)
         for g in self.optimizer.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         self.optimizer.step()
         self.progress.step = step
         return self.dist.sum_float(total) / max(ntok, 1), ntok
