@@ -232,6 +232,7 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
     try:
         vocabs = {name: Vocab(tokens) for name, tokens in ckpt["vocab"].items()}
         task = get_task(cfg)
+        task.load_state_dict(ckpt.get("task") or {})
         model = build_model(cfg.model, vocabs, task=task.name)
     except (KeyError, ValueError) as e:
         raise StructseqError(f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: "

@@ -202,7 +202,8 @@ def _mount_optional():
     """Sub-applications from the capability packages."""
     import importlib
 
-    for name, module in (("lexicon", "structseq.lexicon.cli"), ("compose", "structseq.compose.cli")):
+    for name, module in (("lexicon", "structseq.lexicon.cli"), ("compose", "structseq.compose.cli"),
+                         ("context", "structseq.context_cli")):
         try:
             app.add_typer(importlib.import_module(module).app, name=name)
         except ModuleNotFoundError as e:

@@ -88,6 +88,9 @@ def _build() -> dict[str, Dataset]:
             files={} if generated else dict(zip(("train", "test"), ((p,) for p in scan.OFFICIAL_FILES[name]))))
     table["colors"] = Dataset("colors", "Colors few-shot instruction learning (Lake et al. 2019)",
                               ("train", "test"), _colors, "generated")
+    from structseq.data.context import context_datasets  # ctx-commands, Maruf documents, DiscEvalMT
+
+    table.update(context_datasets())
     table["cogs"] = Dataset(
         "cogs", "COGS semantic parsing (Kim & Linzen 2020); category column kept", ("train", "dev", "test", "gen"),
         _cogs, "files", note="najoungkim/COGS data/",

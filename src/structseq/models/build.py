@@ -94,9 +94,12 @@ def _final_norm(cfg: TransformerBlocksConfig) -> nn.Module | None:
 
 
 def _decoder_and_head(cfg: TransformerBlocksConfig, tgt_embed: TokenEmbedding, src_vocab: Vocab, tgt_vocab: Vocab,
-                      train_examples: Sequence | None) -> tuple[TransformerDecoder, nn.Module]:
-    decoder = TransformerDecoder(tgt_embed, [DecoderLayer(**_layer_args(cfg)) for _ in range(cfg.decoder_layers)],
-                                 _final_norm(cfg))
+                      train_examples: Sequence | None, memories: Sequence[Sequence[str]] | None = None
+                      ) -> tuple[TransformerDecoder, nn.Module]:
+    """`memories`: per decoder layer, the named memories it cross-attends to (default: the source)."""
+    layers = [DecoderLayer(**_layer_args(cfg), **({} if memories is None else {"memories": memories[i]}))
+              for i in range(cfg.decoder_layers)]
+    decoder = TransformerDecoder(tgt_embed, layers, _final_norm(cfg))
     head = build_head(cfg.head, cfg.d_model, src_vocab, tgt_vocab, train_examples)
     if cfg.share_decoder_embeddings or cfg.share_all_embeddings:
         write = head.write if isinstance(head, LexicalHead) else head

@@ -17,6 +17,7 @@ from structseq.errors import ConfigError
 from structseq.models.build import build_dangle, build_lstm, build_transformer
 from structseq.models.supertagger import (SupertagClassifierConfig, SupertagTreeConfig, build_supertag_classifier,
                                           build_supertag_tree)
+from structseq.models.context import ContextTransformerConfig, build_context_transformer
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ ARCHS: dict[str, Arch] = {
     "dangle": Arch(DangleConfig, build_dangle),
     "rdangle-shr": Arch(DangleConfig, build_dangle),
     "rdangle-sep": Arch(RDangleSepConfig, build_dangle),
+    "context-transformer": Arch(ContextTransformerConfig, build_context_transformer, tasks=("context-seq2seq",)),
     "supertag-classifier": Arch(SupertagClassifierConfig, build_supertag_classifier, tasks=("supertag",)),
     "supertag-tree": Arch(SupertagTreeConfig, build_supertag_tree, tasks=("supertag",)),
 }

@@ -20,10 +20,12 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         self.embed, self.layers, self.final_norm = embed, nn.ModuleList(layers), final_norm
 
-    def forward(self, src: Tensor, pad_mask: Tensor) -> Tensor:
+    def forward(self, src: Tensor, pad_mask: Tensor, *, attn_bias: Tensor | None = None,
+                logit_scale: float | None = None) -> Tensor:
+        """`attn_bias` / `logit_scale`: call-time focus of every self-attention layer (a context pass)."""
         x = self.embed(src)  # (B, S, D)
         for layer in self.layers:
-            x = layer(x, pad_mask)
+            x = layer(x, pad_mask, attn_bias=attn_bias, logit_scale=logit_scale)
         return self.final_norm(x) if self.final_norm is not None else x
 
 
@@ -43,18 +45,25 @@ class TransformerDecoder(nn.Module):
                 past_kv=None, offset: int = 0, need_weights: bool = False, keep_last: int | None = None):
         """`memories`: name -> {"pad": (B, S) mask, "keys"/"values": (B, S, D)}; `cross_kv`: per layer, name ->
         cached projected (k, v) (then only "pad" is needed). Returns features (B, T, D), new self-attention
-        caches and the top layer's head-averaged cross-attention {memory: (B, T, S)} (None unless asked).
+        caches and, per memory, the head-averaged cross-attention {memory: (B, T, S)} of the topmost layer that
+        attends to it (the top layer when every layer attends to every memory; None unless asked).
         `keep_last`: the top layer computes (and returns) the last n positions only."""
         x = self.embed(tokens, offset)
         new_kv, weights = [], None
         last = len(self.layers) - 1
+        top = {name: i for i, layer in enumerate(self.layers) for name in layer.memories}  # memory -> its top layer
         for i, layer in enumerate(self.layers):
             x, kv, w = layer(x, memories=memories, cross_kv=None if cross_kv is None else cross_kv[i],
-                             past_kv=None if past_kv is None else past_kv[i], need_weights=need_weights and i == last,
+                             past_kv=None if past_kv is None else past_kv[i],
+                             need_weights=need_weights and i in top.values(),
                              keep_last=keep_last if i == last else None)
             new_kv.append(kv)
             if w is not None:
-                weights = {name: a.mean(1) for name, a in w.items()}  # (B, T, S)
+                weights = weights or {}
+                for name, a in w.items():
+                    if top[name] == i:
+                        a = a.mean(1)  # (B, T, S)
+                        weights[name] = a if keep_last is None or i == last else a[:, -keep_last:]
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, new_kv, weights

@@ -132,11 +132,11 @@ class MultiheadAttention(nn.Module):
     def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         return self.project_keys(key), self.project_values(value)
 
-    def _biases(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, index: Tensor | None):
+    def _biases(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor, index: Tensor | None, logit_scale: float):
         members = self.score_bias if isinstance(self.score_bias, ScoreBiases) else [self.score_bias]
         for b in members:
             term = b(q, k, q_pos, k_pos, index)
-            yield term * self.logit_scale if b.scaled and self.logit_scale != 1.0 else term
+            yield term * logit_scale if b.scaled and logit_scale != 1.0 else term
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         old = prefix + "relative.table"  # checkpoints before the generic score bias
@@ -157,8 +157,15 @@ class MultiheadAttention(nn.Module):
         need_weights: bool = False,
         rel_index: Tensor | None = None,  # (Tq, Tk) rows of a relative table (the score bias's `index`)
         q_offset: int | None = None,  # position of the first query (default: after the cached keys)
+        attn_bias: Tensor | None = None,  # call-time additive term (broadcast to (B, H, Tq, Tk)), never scaled
+        logit_scale: float | None = None,  # call-time logit scale (default: the module's `logit_scale`)
     ) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor]]:
+        """`attn_bias` and `logit_scale` focus one call without changing the module (e.g. a shared encoder
+        whose context pass alone is focused, Wang et al. 2019)."""
         B, Tq, D = query.shape
+        logit_scale = self.logit_scale if logit_scale is None else logit_scale
+        if logit_scale <= 0:
+            raise ValueError(f"logit_scale must be > 0, got {logit_scale}")
         if static_kv is None and key is None and value is None:
             # self-attention: one (D, 3D) GEMM instead of three (D, D) ones, same result
             weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
@@ -176,22 +183,25 @@ class MultiheadAttention(nn.Module):
             offset = Tk - Tq if past_kv is not None else 0
 
         mask = None  # additive float mask (B or 1, 1 or H, Tq, Tk)
-        plain_causal = causal and self.score_bias is None and key_padding_mask is None and offset == 0 and Tq == Tk
+        plain_causal = (causal and self.score_bias is None and key_padding_mask is None and attn_bias is None
+                        and offset == 0 and Tq == Tk)
         if plain_causal and not need_weights:
             causal = False  # handled by SDPA's is_causal fast path below
-        if self.score_bias is not None or causal or key_padding_mask is not None:
+        if self.score_bias is not None or causal or key_padding_mask is not None or attn_bias is not None:
             mask = torch.zeros(1, 1, Tq, Tk, dtype=q.dtype, device=q.device)
             q_pos = torch.arange(offset, offset + Tq, device=q.device)
             k_pos = torch.arange(Tk, device=q.device)
             if self.score_bias is not None:
-                for term in self._biases(q, k, q_pos, k_pos, rel_index):
+                for term in self._biases(q, k, q_pos, k_pos, rel_index, logit_scale):
                     mask = mask + term
+            if attn_bias is not None:
+                mask = mask + attn_bias.to(q.dtype)
             if causal:
                 mask = mask.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
             if key_padding_mask is not None:
                 mask = mask.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
         p = self.dropout if self.training else 0.0
-        scale = None if self.logit_scale == 1.0 else self.logit_scale / math.sqrt(self.d_head)
+        scale = None if logit_scale == 1.0 else logit_scale / math.sqrt(self.d_head)
         if need_weights:
             logits = (q @ k.transpose(-1, -2)) * scale if scale else (q @ k.transpose(-1, -2)) / math.sqrt(self.d_head)
             if mask is not None:

@@ -62,10 +62,13 @@ class EncoderLayer(nn.Module):
         self.ffn_block = Residual(d_model, dropout, norm_first)
 
     def forward(self, x: Tensor, pad_mask: Tensor | None, rel_index: Tensor | None = None,
-                n_queries: int | None = None) -> Tensor:
-        """`n_queries`: compute outputs for the first n positions only (all positions still serve as keys)."""
+                n_queries: int | None = None, *, attn_bias: Tensor | None = None,
+                logit_scale: float | None = None) -> Tensor:
+        """`n_queries`: compute outputs for the first n positions only (all positions still serve as keys).
+        `attn_bias` / `logit_scale`: call-time focus of the self-attention (see `MultiheadAttention.forward`)."""
         if n_queries is None:
-            x, _ = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=pad_mask, rel_index=rel_index))
+            x, _ = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=pad_mask, rel_index=rel_index,
+                                                                attn_bias=attn_bias, logit_scale=logit_scale))
         else:
             q = slice(0, n_queries)
             idx = rel_index[q] if rel_index is not None else None

@@ -48,6 +48,15 @@ class Task(abc.ABC):
         self.cfg = cfg  # the whole Config
         self.options = cfg.task
 
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        """What the task learned from the training data besides vocabularies (e.g. a subword model), as plain
+        types; saved in every checkpoint (`task`) and given back to `load_state_dict` when a run is loaded."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict()` (before `build_vocabs` on resume, so that nothing is learned twice)."""
+
     # ------------------------------------------------------------------ data
     @abc.abstractmethod
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:

@@ -254,14 +254,25 @@ class Trainer:
         if resume:
             ckpt = load_checkpoint(self._last, {**RUN_KEYS, **RESUME_KEYS})
             self._loaded = _stat(self._last)
+            if ckpt.get("task"):  # what the task learned (e.g. subwords) is restored, never relearned
+                self.task.load_state_dict(ckpt["task"])
+                self.data.vocabs = self.task.build_vocabs(self.data.train)
             for name, built in self.data.vocabs.items():
                 saved = Vocab(ckpt["vocab"][name])
                 if saved != built:
                     raise StructseqError(_describe_mismatch(name, saved, built))
         elif (self.out / "checkpoints" / "last.pt").exists():
             raise StructseqError(f"{self.out} already holds a run; use --resume to continue it or another --out")
+        init = None
+        if cfg.train.init_from and not resume:  # phase two: another run's parameters, vocabularies, task state
+            init_path = init_checkpoint(cfg.train.init_from)
+            init = load_checkpoint(init_path, RUN_KEYS)
+            self.task.load_state_dict(init.get("task") or {})
+            self.data.vocabs = {name: Vocab(tokens) for name, tokens in init["vocab"].items()}
         seed_everything(cfg.train.seed)
         self.model = build_model(cfg.model, self.data.vocabs, self.data.train, task=self.task.name).to(self.device)
+        if init is not None:
+            load_model_state(self.model, init["model"], init_path)  # strict: same keys and shapes
         # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
         groups = self.model.param_groups() if hasattr(self.model, "param_groups") else self.model.parameters()
         self.optimizer = build_optimizer(cfg.optim, groups)
@@ -329,6 +340,7 @@ class Trainer:
             "scheduler": {"schedule": self.cfg.optim.schedule, "step": snap["step"]},
             "rng": snap["rng"],
             "vocab": {k: v.to_list() for k, v in self.data.vocabs.items()},
+            "task": self.task.state_dict(),
             "config": self.cfg.to_dict(),
             "progress": progress,
         }, self.out / "checkpoints" / f"{name}.pt")
@@ -551,6 +563,17 @@ class _ProgressBar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def init_checkpoint(spec: str) -> Path:
+    """`train.init_from`: a checkpoint file, or a run directory (its best checkpoint, else its last)."""
+    path = Path(spec)
+    if path.is_dir():
+        best, last = path / "checkpoints" / "best.pt", path / "checkpoints" / "last.pt"
+        path = best if best.exists() else last
+    if not path.is_file():
+        raise ConfigError(f"'train.init_from': no checkpoint at {spec}")
+    return path
 
 
 def train(cfg: Config | dict, out_dir: str | Path, **kwargs) -> dict:

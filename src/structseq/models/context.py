@@ -1,0 +1,246 @@
+"""Context-aware Transformers (Wang et al. 2019): a short source S, a long context C, one shared encoder.
+
+Reads top to bottom: the config, the model, the builder. Every variant encodes with the *same* encoder
+(same weights) and differs in what its decoder layers cross-attend to:
+
+  sequential    one encoder input [S ; <sep> ; C] (the baseline), one memory "source"
+  concatenate   S and C encoded separately, every decoder layer attends to [enc(S) ; enc(C)] (memory "source")
+  alternate     two cross-attention blocks per decoder layer: over enc(C) ("context") then over enc(S) ("source")
+  interleave    each decoder layer attends to S or to C only (configurable 1-based layer sets; the paper, six
+                layers: source 1, 2, 5, 6 and context 3, 4), so the parameter count is a plain Transformer's
+
+Focused context attention touches only the context pass of the shared encoder, through call-time options of
+its self-attention: `context_logit_scale` multiplies the logits (1 / temperature) and `context_window` adds
+a Gaussian penalty -(i - j)^2 / (2 (w/2)^2) (`nn.attention.GaussianWindowBias`), never scaled.
+
+An empty context is a row of padding. `concatenate` then attends to enc(S) alone (a plain Transformer);
+variants with a context memory of its own unmask the first (padding) position of such a row, a fixed
+"no context" key, so attention stays finite.
+
+Heads that copy (copy, lexical) see one attention vector over the tokens of every memory the decoder
+reads: for a single memory its top layer's attention; for two memories (alternate, interleave) each
+memory's topmost attending layer, halved and concatenated ([0.5 a_S ; 0.5 a_C] over [S ; C]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from structseq.config import TransformerConfig, _f
+from structseq.data.vocab import Vocab
+from structseq.errors import ConfigError
+from structseq.models.base import Autoregressive, Inputs, State
+from structseq.models.transformer import TransformerDecoder, TransformerEncoder
+from structseq.nn.attention import GaussianWindowBias
+
+DECODERS = ("sequential", "concatenate", "alternate", "interleave")
+SEP = "<sep>"  # the source-vocabulary token between S and C in the sequential input
+
+
+@dataclass
+class ContextTransformerConfig(TransformerConfig):
+    arch: str = _f("context-transformer", "context-aware Transformer (Wang et al. 2019)")
+    decoder: str = _f("interleave", "how S and C reach the decoder: sequential (one input S <sep> C) | "
+                                    "concatenate | alternate | interleave")
+    source_layers: list[int] = _f([1, 2, 5, 6], "interleave: 1-based decoder layers attending to the source")
+    context_layers: list[int] = _f([3, 4], "interleave: 1-based decoder layers attending to the context")
+    context_logit_scale: float = _f(1.0, "focused context attention: factor on the context self-attention logits "
+                                         "(1 / temperature; > 1 is peakier; 1 = off)")
+    context_window: float | None = _f(None, "focused context attention: width of a Gaussian soft local window on "
+                                            "the context self-attention (null = off)")
+
+
+def join_sequential(src: Tensor, ctx: Tensor, sep: int | None, pad: int = Vocab.pad) -> Tensor:
+    """Per row [S ; <sep> ; C] without the padding in between (both inputs left-aligned); `sep` None: [S ; C]
+    (S's own </s> separates)."""
+    ls, lc = src.ne(pad).sum(1, keepdim=True), ctx.ne(pad).sum(1, keepdim=True)
+    gap = 0 if sep is None else 1
+    L = int((ls + gap + lc).max())
+    pos = torch.arange(L, device=src.device)[None]
+    cpos = pos - ls - gap
+    from_src = src.gather(1, pos.clamp(max=src.shape[1] - 1).expand(src.shape[0], L))
+    from_ctx = ctx.gather(1, cpos.clamp(0, max(ctx.shape[1] - 1, 0)).expand(ctx.shape[0], L)) if ctx.shape[1] \
+        else torch.full_like(from_src, pad)
+    out = torch.where((cpos >= 0) & (cpos < lc), from_ctx, torch.full_like(from_src, pad))
+    if sep is not None:
+        out = torch.where(pos == ls, torch.full_like(out, sep), out)
+    return torch.where(pos < ls, from_src, out)
+
+
+class ContextTransformer(Autoregressive):
+    def __init__(self, encoder: TransformerEncoder, decoder: TransformerDecoder, head: nn.Module, variant: str,
+                 sep: int | None, context_logit_scale: float = 1.0, context_window: float | None = None):
+        super().__init__()
+        if variant not in DECODERS:
+            raise ValueError(f"unknown decoder variant {variant!r}; choices: {', '.join(DECODERS)}")
+        self.encoder, self.decoder, self.head = encoder, decoder, head
+        self.variant, self.sep, self.context_logit_scale = variant, sep, context_logit_scale
+        self.window = GaussianWindowBias(context_window) if context_window else None
+        self.memory_names = tuple(dict.fromkeys(m for layer in decoder.layers for m in layer.memories))
+
+    # ------------------------------------------------------------------ encoding
+    def context_bias(self, length: int, device) -> Tensor | None:
+        """The soft local window's additive (T, T) term of the context self-attention (None when off)."""
+        if self.window is None:
+            return None
+        pos = torch.arange(length, device=device)
+        return self.window(torch.empty(0, device=device), None, pos, pos)
+
+    def encode_context(self, ctx: Tensor, pad_mask: Tensor) -> Tensor:
+        """The shared encoder over the context, its self-attention focused (temperature, window)."""
+        return self.encoder(ctx, pad_mask, attn_bias=self.context_bias(ctx.shape[1], ctx.device),
+                            logit_scale=self.context_logit_scale)
+
+    def encode(self, inputs: Inputs) -> State:
+        """name -> {"tokens", "pad", "out"} for each memory the decoder reads."""
+        src = inputs["src"]
+        ctx = inputs.get("ctx")
+        if ctx is None:
+            ctx = src.new_zeros(src.shape[0], 0)
+        if self.variant == "sequential":
+            tokens = join_sequential(src, ctx, self.sep, self.pad)
+            pad = tokens.eq(self.pad)
+            return {"source": {"tokens": tokens, "pad": pad, "out": self.encoder(tokens, pad)}}
+        src_pad = src.eq(self.pad)
+        out = {"source": {"tokens": src, "pad": src_pad, "out": self.encoder(src, src_pad)}}
+        if "context" not in self.memory_names and self.variant != "concatenate":
+            return out  # interleave with every layer on the source: the context is never read
+        ctx_pad = ctx.eq(self.pad)
+        if self.variant != "concatenate":
+            if ctx.shape[1] == 0:
+                ctx = ctx.new_full((ctx.shape[0], 1), self.pad)
+                ctx_pad = ctx.eq(self.pad)
+            empty = ctx_pad.all(1)
+            ctx_pad = ctx_pad.clone()
+            ctx_pad[:, 0] &= ~empty  # a fixed "no context" key for empty rows
+        c = {"tokens": ctx, "pad": ctx_pad, "out": self.encode_context(ctx, ctx_pad)} if ctx.shape[1] else None
+        if self.variant == "concatenate":
+            if c is not None:
+                s = out["source"]
+                out["source"] = {k: torch.cat([s[k], c[k]], 1) for k in ("tokens", "pad", "out")}
+            return out
+        out["context"] = c
+        return out
+
+    # ------------------------------------------------------------------ decoding
+    def _copy_inputs(self, attn: Mapping[str, Tensor] | None, memories: Mapping[str, Mapping]):
+        """(attention over the tokens of every memory read, those tokens) for a copying head."""
+        if attn is None:
+            return None, None
+        names = [n for n in self.memory_names if n in attn]
+        if len(names) == 1:
+            return attn[names[0]], memories[names[0]]["tokens"]
+        return (torch.cat([attn[n] / len(names) for n in names], -1),
+                torch.cat([memories[n]["tokens"] for n in names], 1))
+
+    def forward(self, batch: Inputs) -> Tensor:
+        enc = self.encode(batch)
+        memories = {n: {"pad": m["pad"], "keys": m["out"], "values": m["out"]} for n, m in enc.items()}
+        x, _, attn = self.decoder(batch["tgt_in"], memories=memories, need_weights=self.head.needs_attention)
+        return self.head(x, *self._copy_inputs(attn, enc))
+
+    def init_state(self, enc: State) -> State:
+        cross = [{} for _ in self.decoder.layers]
+        for name, m in enc.items():
+            for layer_kv, kv in zip(cross, self.decoder.project_memory(name, m["out"], m["out"])):
+                layer_kv.update(kv)
+        return {"memories": {n: {"tokens": m["tokens"], "pad": m["pad"]} for n, m in enc.items()},
+                "cross_kv": cross, "self_kv": None}
+
+    def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
+        past = state["self_kv"]
+        offset = 0 if past is None else past[0][0].shape[2]
+        mem = state["memories"]
+        x, new_kv, attn = self.decoder(prev[:, None], memories={n: {"pad": m["pad"]} for n, m in mem.items()},
+                                       cross_kv=state["cross_kv"], past_kv=past, offset=offset,
+                                       need_weights=self.head.needs_attention)
+        log_probs = self.head(x, *self._copy_inputs(attn, mem))[:, 0]
+        return log_probs, {**state, "self_kv": new_kv}
+
+    @torch.no_grad()
+    def attention_statistics(self, inputs: Inputs, window: int | None = None) -> dict[str, float]:
+        """The paper's Table 9 statistics of a sequential model's top encoder layer over [S ; <sep> ; C]:
+        the share of the source tokens' self-attention spent on context tokens, and the share of the context
+        tokens' self-attention that falls within `window` positions (default: the source length)."""
+        if self.variant != "sequential":
+            raise ValueError("encoder attention statistics need the sequential variant (one input S <sep> C)")
+        src, ctx = inputs["src"], inputs["ctx"]
+        tokens = join_sequential(src, ctx, self.sep, self.pad)
+        pad = tokens.eq(self.pad)
+        x = self.encoder.embed(tokens)
+        for layer in self.encoder.layers[:-1]:
+            x = layer(x, pad)
+        top = self.encoder.layers[-1]
+        h = top.attn_block.norm(x) if top.attn_block.norm_first else x
+        _, w, _ = top.self_attn(h, key_padding_mask=pad, need_weights=True)
+        w = w.mean(1)  # (B, T, T)
+        ls, lc = src.ne(self.pad).sum(1), ctx.ne(self.pad).sum(1)
+        pos = torch.arange(tokens.shape[1], device=tokens.device)
+        on_ctx_src, n_src, in_win, n_ctx = 0.0, 0, 0.0, 0
+        gap = 0 if self.sep is None else 1
+        for b in range(tokens.shape[0]):
+            s, c = int(ls[b]), int(lc[b])
+            is_ctx = (pos >= s + gap) & (pos < s + gap + c)
+            on_ctx_src += float(w[b, :s][:, is_ctx].sum())
+            n_src += s
+            if c:
+                win = window or s
+                rows = pos[is_ctx]
+                near = (rows[:, None] - pos[None]).abs() <= win
+                in_win += float((w[b, rows] * near).sum())
+                n_ctx += c
+        return {"source_attention_on_context": on_ctx_src / max(n_src, 1),
+                "context_attention_in_window": in_win / max(n_ctx, 1),
+                "window": float(window) if window else -1.0}
+
+
+def decoder_memories(cfg: ContextTransformerConfig) -> list[tuple[str, ...]]:
+    """The memories each decoder layer cross-attends to, in order."""
+    n = cfg.decoder_layers
+    if cfg.decoder in ("sequential", "concatenate"):
+        return [("source",)] * n
+    if cfg.decoder == "alternate":
+        return [("context", "source")] * n
+    for key in ("source_layers", "context_layers"):
+        bad = [i for i in getattr(cfg, key) if not 1 <= i <= n]
+        if bad:
+            raise ConfigError(f"'model.{key}': layers {bad} outside 1..{n} (model.decoder_layers)")
+    out = []
+    for i in range(1, n + 1):
+        names = tuple(name for name, layers in (("context", cfg.context_layers), ("source", cfg.source_layers))
+                      if i in layers)
+        if not names:
+            raise ConfigError(f"'model.source_layers' / 'model.context_layers': decoder layer {i} attends to "
+                              "neither the source nor the context")
+        out.append(names)
+    return out
+
+
+def build_context_transformer(cfg: ContextTransformerConfig, vocabs: Mapping[str, Vocab],
+                              train_examples: Sequence | None = None) -> ContextTransformer:
+    from structseq.models.build import _decoder_and_head, _embeddings, _final_norm, _layer_args, with_width
+    from structseq.nn.layers import EncoderLayer
+
+    if cfg.decoder not in DECODERS:
+        raise ConfigError(f"'model.decoder': unknown decoder '{cfg.decoder}'; choices: {', '.join(DECODERS)}")
+    focused = cfg.context_logit_scale != 1.0 or cfg.context_window
+    if cfg.decoder == "sequential" and focused:
+        raise ConfigError("'model.context_logit_scale' / 'model.context_window' focus a separate context encoding; "
+                          "the sequential decoder has none (one input S <sep> C)")
+    if cfg.context_logit_scale <= 0:
+        raise ConfigError("'model.context_logit_scale' must be > 0")
+    if cfg.context_window is not None and cfg.context_window <= 0:
+        raise ConfigError("'model.context_window' must be > 0 (or null: off)")
+    src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
+    sep = src_vocab.stoi.get(SEP)  # task context-seq2seq adds it; without it S's own </s> separates S and C
+    src_embed, tgt_embed = _embeddings(cfg, src_vocab, tgt_vocab)
+    encoder = TransformerEncoder(src_embed, [EncoderLayer(**_layer_args(cfg)) for _ in range(cfg.encoder_layers)],
+                                 _final_norm(cfg))
+    decoder, head = _decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples,
+                                      memories=decoder_memories(cfg))
+    model = ContextTransformer(encoder, decoder, head, cfg.decoder, sep, cfg.context_logit_scale, cfg.context_window)
+    return with_width(model, cfg.d_model)
