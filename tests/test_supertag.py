@@ -208,7 +208,6 @@ def test_beam_one_equals_greedy_and_kbest_trees_are_well_formed_and_sorted():
     task, vocabs, model, train = _tiny()
     ex = train[:8]
     greedy = task.predict(model, ex, vocabs, beam=1)
-    beam1 = task.predict(model, ex, vocabs, beam=1 + 0)
     h, mask = _states(model, task, vocabs, ex)
     b1 = model.beam(h, mask, 1)
     g = model.greedy(h, mask)
@@ -218,7 +217,7 @@ def test_beam_one_equals_greedy_and_kbest_trees_are_well_formed_and_sorted():
         for w in range(int(mask[b].sum())):
             nodes_b = {int(p): int(s) for p, s in zip(b1["pos"][b, w, 0], b1["sym"][b, w, 0]) if p > 0}
             assert nodes_b == gt[b][w]
-    assert [p.best for p in greedy] == [p.best for p in beam1]
+            assert abs(float(b1["score"][b, w, 0]) - greedy[b].kbest[w][0][1]) < 1e-4  # same tree, same score
     k5 = task.predict(model, ex, vocabs, beam=5)
     for p, gp in zip(k5, greedy):
         for kb, best in zip(p.kbest, gp.best):
@@ -226,8 +225,6 @@ def test_beam_one_equals_greedy_and_kbest_trees_are_well_formed_and_sorted():
             assert scores == sorted(scores, reverse=True) and len(set(c for c, _ in kb)) == len(kb)
             assert all(well_formed(parse_category(c)) for c, _ in kb)
             assert len(kb) >= 1
-            g_score = next(s for c, s in gp.kbest[gp.kbest.index(gp.kbest[0])])
-            assert kb[0][1] >= g_score - 1e-4 or True  # the beam's best scores at least greedy's tree (approx.)
 
 
 def test_classifier_predicts_only_training_categories():

@@ -75,6 +75,10 @@ class SupertagTask(Task):
         self._tokenizer = None
         self._train_counts: Counter | None = None
 
+    @property
+    def is_tree(self) -> bool:
+        return self.cfg.model.arch == "supertag-tree"
+
     # ------------------------------------------------------------------ data
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
         d = self.cfg.data
@@ -154,10 +158,9 @@ class SupertagTask(Task):
     def loss(self, model: nn.Module, batch: Batch, label_smoothing: float):
         from structseq.train.optim import label_smoothed_nll
 
-        if batch.get("node_sym") is not None and hasattr(model, "greedy"):
-            loss, nll = label_smoothed_nll(model(batch), batch["node_sym"], label_smoothing)
-        else:
-            loss, nll = label_smoothed_nll(model(batch), batch["cat"], label_smoothing)
+        # the arch, not the model object, says which targets: the loop may pass a DistributedDataParallel wrapper
+        target = batch["node_sym"] if self.is_tree else batch["cat"]
+        loss, nll = label_smoothed_nll(model(batch), target, label_smoothing)
         return loss, nll, batch.num_tokens
 
     @torch.no_grad()
@@ -191,7 +194,7 @@ class SupertagTask(Task):
         for chunk in progress(chunks, "tag", show_progress):
             exs = [Example(examples[i].source) for i in chunk]
             batch = self.to_device(self.batch(exs, vocabs), device)
-            tagged = (self._tree_kbest if hasattr(model, "greedy") else self._classifier_kbest)(model, batch, k, vocabs)
+            tagged = (self._tree_kbest if self.is_tree else self._classifier_kbest)(model, batch, k, vocabs)
             for i, (kb, rep) in zip(chunk, tagged):
                 out[i] = Tagged(examples[i].source, kb, rep)
         model.train(was_training)
@@ -272,7 +275,7 @@ class SupertagTask(Task):
 
         d = self.cfg.data
         beam = max((len(kb) for p in predictions for kb in p.kbest), default=1)
-        tree = self.cfg.model.arch == "supertag-tree"
+        tree = self.is_tree
         return supertag_scores([[_canonical(c) for c in e.target] for e in examples],
                                [p.kbest for p in predictions], self.train_counts(data_root),
                                betas=self.options.betas, max_tags=self.options.max_tags, beam=beam,
