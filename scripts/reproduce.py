@@ -105,14 +105,17 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
     if curve_every and curve_every % cfg.train.valid_every:
         raise ValueError(f"--curve-every {curve_every} is not a multiple of train.valid_every {cfg.train.valid_every}")
     t0 = time.time()
+    summary = {}
     with _KeepCheckpoints(run_dir, curve_every) if curve_every else _Nothing():
         if last.exists():
             step = load_checkpoint(last)["progress"]["step"]
             if step < cfg.train.max_steps:
-                api.resume(run_dir, show_progress=False)
+                summary = api.resume(run_dir, show_progress=False)
         else:
-            api.train(cfg, run_dir, show_progress=False)
+            summary = api.train(cfg, run_dir, show_progress=False)
     train_s = time.time() - t0
+    if summary.get("stopped") == "interrupted":  # Ctrl-C / SIGINT: checkpoint saved, nothing recorded
+        return f"{name}: interrupted at update {summary['steps']}, not recorded; run the command again to resume"
     if curve_every:
         _curve(config, overrides, seed, run_dir, cfg, curve_every, curve_out)
     lines = []
