@@ -64,6 +64,19 @@ def test_unary_modalities_are_reversible_pseudo_binary():
     assert parse_category("dl(0,np,s)") == ("\\0", "np", "s")  # formula order kept: B\A = dl(m,B,A)
 
 
+@pytest.mark.parametrize("bad", ["(S/NP", "S/", "dr(0,np)", "dia(1,np,s)", "foo(0,np,s)", "(" * 3000 + "a" + ")" * 3000])
+def test_bad_categories_are_errors(bad, tmp_path):
+    from structseq.data.categories import CategoryError
+    from structseq.errors import DataError
+
+    with pytest.raises(CategoryError):
+        parse_category(bad)
+    path = tmp_path / "bad.txt"
+    path.write_text(f"a|NP b|{bad}\n")
+    with pytest.raises(DataError, match="bad.txt:1"):
+        read_tagged(path)
+
+
 # ---------------------------------------------------------------- data
 
 @needs_tlg

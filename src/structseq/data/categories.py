@@ -53,12 +53,15 @@ def parse_category(text: str) -> Tree:
     text = text.strip()
     if not text:
         raise CategoryError("empty category")
-    if _GRAIL_START.match(text):
-        tree, end = _parse_grail(text, 0)
-        if end != len(text):
-            raise CategoryError(f"{text!r}: trailing text at {end}")
-        return tree
-    return _parse_ccg(text)
+    try:
+        if _GRAIL_START.match(text):
+            tree, end = _parse_grail(text, 0)
+            if end != len(text):
+                raise CategoryError(f"{text!r}: trailing text at {end}")
+            return tree
+        return _parse_ccg(text)
+    except RecursionError:
+        raise CategoryError(f"{text[:40]!r}...: nested too deeply") from None
 
 
 def _parse_grail(s: str, i: int) -> tuple[Tree, int]:
