@@ -169,6 +169,7 @@ def build_encoder(cfg, vocabs) -> nn.Module:
 class _Tagger(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
     def param_groups(self) -> list[dict]:
         """Parameter groups for the optimiser: a pretrained encoder's weights get `encoder.lr_scale`."""
         scaled = self.encoder.lr_scaled() if hasattr(self.encoder, "lr_scaled") else []
@@ -193,7 +194,8 @@ class SupertagClassifier(_Tagger):
         """Log-probabilities (B, W, C) over the category vocabulary (specials never predicted)."""
         h, _ = self.encoder(batch)
         logits = self.out(h)
-        special = torch.arange(logits.shape[-1], device=logits.device) < 4  # <pad> <s> </s> <unk>
+        # <pad> <s> </s> <unk> get a constant -1e9: never predicted, and no gradient flows to their logits
+        special = torch.arange(logits.shape[-1], device=logits.device) < 4
         return logits.masked_fill(special, NEG).log_softmax(-1)
 
     @torch.no_grad()
