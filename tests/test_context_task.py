@@ -278,3 +278,11 @@ def test_each_variant_learns_the_training_distribution(variant):
             if em == 1.0:
                 break
     assert em >= 0.9, f"{variant}: train exact match {em}"
+
+
+def test_contrastive_pairs_from_the_embedded_task():
+    from structseq.data.context import commands_contrastive
+
+    pairs = commands_contrastive("test", size=40)
+    assert pairs and all(e.target != tuple(e.meta["contrast"].split()) for e in pairs)
+    assert {e.category for e in pairs} <= {"distractor", "modifier"}

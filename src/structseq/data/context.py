@@ -160,6 +160,28 @@ def commands_split(split: str, size: int | None = None, lengths: tuple[int, int]
     return out
 
 
+def commands_contrastive(split: str = "test", size: int | None = None) -> list[Example]:
+    """Contrastive pairs from ctx-commands (to test a contrastive scorer without en-fr data): the incorrect
+    target executes the command with a defined word read as a *distractor* definition of the same context
+    (category `distractor`), or with the definition of the right word but the modifier of a primitive
+    dropped (category `modifier`) when the context has no distractor definition."""
+    out = []
+    for e in commands_split(split, size):
+        ctx = list(e.context)
+        defs = {ctx[i - 1]: tuple(ctx[i + 1: ctx.index(".", i)]) for i, t in enumerate(ctx) if t == "means"}
+        used = [w for w in e.source if w in defs]
+        others = [m for w, m in defs.items() if w not in e.source and m != defs[used[0]]]
+        if others:
+            wrong = _execute(list(e.source), {**defs, used[0]: others[0]})
+            kind = "distractor"
+        else:
+            wrong = _execute([w for w in e.source if w not in REPEAT], defs)
+            kind = "modifier"
+        if wrong != e.target:
+            out.append(Example(e.source, e.target, kind, e.context, {**e.meta, "contrast": " ".join(wrong)}))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- documents
 def read_documents(source_path: str | Path, target_path: str | Path, n_context: int = 2) -> list[Example]:
     """Line-aligned `<d>` document files (Maruf et al. 2019): one example per sentence whose context is the
@@ -242,6 +264,8 @@ def _disceval(file: str, split: str, root: Path) -> list[Example]:
 
 
 def _commands(split: str, root: Path) -> list[Example]:
+    if split == "test-contrastive":
+        return commands_contrastive("test")
     return commands_split(split)
 
 
@@ -253,7 +277,8 @@ def context_datasets() -> dict:
 
     table = {"ctx-commands": Dataset(
         "ctx-commands", "commands whose nonce words are defined in a long noisy context (embedded; Wang et al. "
-        "2019-style context task)", tuple(SPLIT_SETTINGS), _commands, "generated")}
+        "2019-style context task); test-contrastive: pairs for the contrastive scorer",
+        (*SPLIT_SETTINGS, "test-contrastive"), _commands, "generated")}
     for name, (folder, what) in MARUF.items():
         base = f"doclevel_mt/maruf2019_en_de/{folder}/concatenated_en2de"
         table[name] = Dataset(
