@@ -286,3 +286,27 @@ def test_contrastive_pairs_from_the_embedded_task():
     pairs = commands_contrastive("test", size=40)
     assert pairs and all(e.target != tuple(e.meta["contrast"].split()) for e in pairs)
     assert {e.category for e in pairs} <= {"distractor", "modifier"}
+
+
+def test_context_use_with_a_pluggable_tagger():
+    from structseq.metrics.contrastive import context_use
+
+    def nouns_are_capitalised(sentences):
+        return [["NN" if w[:1].isupper() else "X" for w in s] for s in sentences]
+
+    s = context_use(["the Cat saw a Dog", "Rain"], ["Cat and Dog", "sun"], ["a Cat", "Rain"], nouns_are_capitalised)
+    assert s.score == 0.5 and s.details["relevant_nouns"] == 2  # cat, dog relevant; cat kept; Rain not in gold
+
+
+def test_backward_perplexity_under_a_reverse_run(tmp_path):
+    from structseq import api
+    from structseq.metrics.contrastive import backward_perplexity
+    from structseq.train.loop import train
+
+    train(_cfg(tmp_path, task={"reverse": True}), tmp_path / "rev", show_progress=False)
+    rev = api.load_run(tmp_path / "rev")
+    ppl = backward_perplexity(rev, ["dax twice", "walk"], ["JUMP JUMP", "WALK"])
+    assert 1.0 < ppl.score < float("inf") and "backward_ppl" in ppl.signature
+    with pytest.raises(ValueError, match="reverse"):
+        train(_cfg(tmp_path), tmp_path / "fwd", show_progress=False)
+        backward_perplexity(api.load_run(tmp_path / "fwd"), ["walk"], ["WALK"])
