@@ -92,6 +92,9 @@ def test_discevalmt_sets(shared_data):
 
 
 def test_maruf_sets_are_registered(shared_data):
+    from structseq.data.registry import load_dataset as _load
+
+    assert len(_load("maruf-all", "dev", shared_data)) == 8967 + 2169 + 3587
     from structseq.data.registry import datasets, load_dataset
 
     assert "no training set" in datasets()["maruf-ted"].note

@@ -258,6 +258,10 @@ def _maruf(folder: str, split: str, root: Path) -> list[Example]:
                           MARUF_CONTEXT)
 
 
+def _maruf_all(split: str, root: Path) -> list[Example]:
+    return [e for folder, _ in MARUF.values() for e in _maruf(folder, split, root)]
+
+
 def _disceval(file: str, split: str, root: Path) -> list[Example]:
     return read_contrastive(root / "doclevel_mt" / "discevalmt_en_fr" / file,
                             "target" if split == "test-tgtctx" else "source")
@@ -286,6 +290,10 @@ def context_datasets() -> dict:
             ("dev", "test"), partial(_maruf, folder), "files",
             note="no training set here (Maruf's train sets are not in the shared data): train on dev, test on test",
             files={s: (f"{base}_{s}_en.txt", f"{base}_{s}_de.txt") for s in ("dev", "test")})
+    table["maruf-all"] = Dataset(
+        "maruf-all", "TED + News + Europarl en-de documents (Maruf et al. 2019) together (dev: about 14.7k sentences)",
+        ("dev", "test"), _maruf_all, "files", note=table["maruf-ted"].note,
+        files={s: tuple(f for n in MARUF for f in table[n].files[s]) for s in ("dev", "test")})
     for name, file in DISCEVAL.items():
         table[name] = Dataset(
             name, f"DiscEvalMT {file[:-5]} en-fr contrastive pairs (Bawden et al. 2018); test: previous source "
