@@ -186,6 +186,12 @@ def test_train_predict_translate_evaluate(tmp_path):
     out = run.predict(["dax twice\tdax means jump .", "walk"])
     assert len(out) == 2
     assert run.translate(["dax twice", "walk"], contexts=["dax means jump .", ""]) == out
+    from typer.testing import CliRunner
+
+    from structseq.cli import app
+
+    res = CliRunner().invoke(app, ["predict", str(tmp_path / "run")], input="dax twice\tdax means jump .\nwalk\n")
+    assert res.exit_code == 0 and res.stdout.splitlines() == out
     m = run.evaluate(str(tmp_path / "test.tsv"))
     assert 0.0 <= m["exact_match"]["score"] <= 1.0 and "bleu" in m
     header = (tmp_path / "run" / "predictions" / "test.tsv").read_text().splitlines()[0].split("\t")
