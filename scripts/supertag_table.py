@@ -17,9 +17,20 @@ from collections import defaultdict
 from pathlib import Path
 
 ORDER = ["classifier", "tree", "tree-nosf", "tree-nonf", "tree-nosf-nonf"]
-COLS = [("overall", lambda m: m["accuracy"]), ("frequent", lambda m: m["bins"]["frequent"]["accuracy"]),
-        ("uncommon", lambda m: m["bins"]["uncommon"]["accuracy"]), ("rare", lambda m: m["bins"]["rare"]["accuracy"]),
-        ("unseen", lambda m: m["bins"]["unseen"]["accuracy"]), ("sentence", lambda m: m["sentence_accuracy"])]
+
+
+def val(m: dict, key: str) -> float:
+    """A score of an evaluation JSON (current form {score, ...}; records of the first runs held bare numbers and
+    the bins under `bins`)."""
+    if key.startswith("accuracy_") and key not in m:
+        return m["bins"][key[len("accuracy_"):]]["accuracy"]
+    v = m[key]
+    return v["score"] if isinstance(v, dict) else v
+
+
+COLS = [("overall", lambda m: val(m, "accuracy"))] + \
+    [(b, lambda m, b=b: val(m, f"accuracy_{b}")) for b in ("frequent", "uncommon", "rare", "unseen")] + \
+    [("sentence", lambda m: val(m, "sentence_accuracy"))]
 
 
 def fmt(xs: list[float]) -> str:
@@ -60,8 +71,9 @@ def main() -> None:
             continue
         unseen = ", ".join(f"{r['beam1']['unseen_predicted']} ({r['beam1']['unseen_predicted_correct']})" for r in recs)
         rep = ", ".join(str(r["beam1"].get("ill_formed_repaired", "—")) for r in recs)
-        print(f"| {c} | {fmt([r['beam1']['accuracy'] for r in recs])} | {fmt([r['beam5']['accuracy'] for r in recs])} "
-              f"| {fmt([r['beam5']['oracle_accuracy'] for r in recs])} | {unseen} | {rep} |")
+        print(f"| {c} | {fmt([val(r['beam1'], 'accuracy') for r in recs])} | "
+              f"{fmt([val(r['beam5'], 'accuracy') for r in recs])} "
+              f"| {fmt([val(r['beam5'], 'oracle_accuracy') for r in recs])} | {unseen} | {rep} |")
     print()
     for c in configs:
         recs = [r for r in runs[c].values() if "beam5" in r]

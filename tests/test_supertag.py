@@ -255,10 +255,10 @@ def test_scores_bins_oracle_and_multitag():
     gold = [["n", "np", "s", "x"]]
     kbest = [[[("n", -0.1)], [("s", -0.5), ("np", -0.9)], [("s", -0.01)], [("np", -2.0), ("x", -3.0)]]]
     r = supertag_scores(gold, kbest, counts, betas=(1.0, 0.1), beam=2, repaired=[[False, True, False, False]])
-    assert r["accuracy"] == 50.0 and r["sentence_accuracy"] == 0.0 and r["words"] == 4
-    assert r["bins"]["frequent"] == {"accuracy": 100.0, "correct": 1, "words": 1}
-    assert r["bins"]["uncommon"]["correct"] == 0 and r["bins"]["rare"]["correct"] == 1
-    assert r["bins"]["unseen"]["words"] == 1 and r["oracle_accuracy"] == 100.0
+    assert r["accuracy"]["score"] == 50.0 and r["sentence_accuracy"]["score"] == 0.0 and r["accuracy"]["n"] == 4
+    assert r["accuracy_frequent"] == {"score": 100.0, "correct": 1, "n": 1, "signature": r["signature"]}
+    assert r["accuracy_uncommon"]["correct"] == 0 and r["accuracy_rare"]["correct"] == 1
+    assert r["accuracy_unseen"]["n"] == 1 and r["oracle_accuracy"]["score"] == 100.0
     assert r["ill_formed_repaired"] == 1 and r["signature"].startswith("supertag|")
     curve = {c["beta"]: c for c in r["multitag"]}
     assert curve[1.0]["tags_per_word"] == 1.0 and curve[1.0]["accuracy"] == 50.0
@@ -302,7 +302,7 @@ def test_learns_a_synthetic_ab_grammar_with_an_unseen_category():
     unseen = canonical(UNSEEN)
     n_unseen = sum(c == unseen for e in data["test"] for c in e.target)
     right = sum(h == g == unseen for e, p in zip(data["test"], pred) for g, h in zip(e.target, p.best))
-    assert r["accuracy"] > 98.0 and n_unseen > 20 and right >= 0.9 * n_unseen
+    assert r["accuracy"]["score"] > 98.0 and n_unseen > 20 and right >= 0.9 * n_unseen
 
 
 def test_cli_api_train_evaluate_predict(tmp_path):
@@ -322,8 +322,8 @@ def test_cli_api_train_evaluate_predict(tmp_path):
         train(config_from_dict(cfg), out, show_progress=False)
         run = load_run(out)
         m = run.evaluate(beam=2)
-        assert {"accuracy", "bins", "sentence_accuracy", "signature", "oracle_accuracy", "multitag"} <= set(m)
-        assert m["words"] == sum(len(e.source) for e in data["test"])
+        assert {"accuracy", "accuracy_rare", "sentence_accuracy", "signature", "oracle_accuracy", "multitag"} <= set(m)
+        assert m["accuracy"]["n"] == sum(len(e.source) for e in data["test"])
         lines = run.predict(["the dog sleeps", "the cat|NP/N runs|NP\\S"], beam=2)
         assert [len(x.split()) for x in lines] == [3, 3] and all("|" in x for x in lines)
 

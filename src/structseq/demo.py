@@ -106,9 +106,9 @@ def supertag_demo(out: Path, seed: int, console: Console, steps: int | None = No
     gold = canonical(UNSEEN)
     preds = run.decode_examples(examples)
     right = sum(h == g == gold for e, p in zip(examples, preds) for g, h in zip(e.target, p.best))
-    console.print(f"supertagger (AB grammar, seed {seed}): word accuracy {m['accuracy']:.2f}%, sentences "
-                  f"{m['sentence_accuracy']:.2f}%; unseen category {gold}: {right} of {m['bins']['unseen']['words']} "
+    console.print(f"supertagger (AB grammar, seed {seed}): word accuracy {m['accuracy']['score']:.2f}%, sentences "
+                  f"{m['sentence_accuracy']['score']:.2f}%; unseen category {gold}: {right} of {m['accuracy_unseen']['n']} "
                   "built right (seed-sensitive, see RESULTS.md)")
     return {"model": "constructive supertagger", "config": "ab-grammar/tree.yaml", "seed": seed,
-            "test_word_accuracy": m["accuracy"], "unseen_category_right": right,
-            "unseen_category_words": m["bins"]["unseen"]["words"], "wall_s": round(time.time() - t0, 1)}
+            "test_word_accuracy": m["accuracy"]["score"], "unseen_category_right": right,
+            "unseen_category_words": m["accuracy_unseen"]["n"], "wall_s": round(time.time() - t0, 1)}

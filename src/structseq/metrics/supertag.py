@@ -39,7 +39,9 @@ def supertag_scores(gold: Sequence[Sequence[str]], kbest: Sequence[Sequence[KBes
                     repaired: Sequence[Sequence[bool]] | None = None, train_name: str = "train") -> dict:
     """Every supertagging score of a corpus. `gold`: categories per sentence (canonical strings); `kbest`:
     per sentence, per word, the k-best list; `train_counts`: training frequency of each category;
-    `repaired`: per word, whether the decoder's unconstrained choice was ill-formed (tree taggers)."""
+    `repaired`: per word, whether the decoder's unconstrained choice was ill-formed (tree taggers).
+    Scores (`accuracy`, `sentence_accuracy`, `accuracy_<bin>`, `oracle_accuracy`) are {score (%), signature, n,
+    correct}; `n` of a bin is its number of gold words."""
     n_sent = check_parallel(kbest, gold)
     bins = {name: [0, 0] for name, _, _ in BINS}  # name -> [correct, total]
     correct = total = sent_ok = oracle = 0
@@ -68,17 +70,20 @@ def supertag_scores(gold: Sequence[Sequence[str]], kbest: Sequence[Sequence[KBes
     pct = lambda a, n: 100.0 * a / n if n else 0.0  # noqa: E731
     sig = signature("supertag", acc="whole-category", bins="100+/10-99/1-9/0", freq=train_name, beam=beam,
                     max_tags=max_tags, version=__version__)
+    def score(value: float, n: int, right: int) -> dict:  # what `structseq evaluate` prints: score + signature
+        return {"score": value, "signature": sig, "n": n, "correct": right}
+
     out = {
-        "accuracy": pct(correct, total), "words": total, "correct": correct,
-        "sentence_accuracy": pct(sent_ok, n_sent), "sentences": n_sent,
-        "bins": {name: {"accuracy": pct(c, n), "correct": c, "words": n} for name, (c, n) in bins.items()},
+        "accuracy": score(pct(correct, total), total, correct),
+        "sentence_accuracy": score(pct(sent_ok, n_sent), n_sent, sent_ok),
+        **{f"accuracy_{name}": score(pct(c, n), n, c) for name, (c, n) in bins.items()},
         "unseen_predicted": unseen_pred, "unseen_predicted_correct": unseen_pred_ok,
         "signature": sig,
     }
     if repaired is not None:
         out["ill_formed_repaired"] = n_repaired
     if beam > 1:
-        out["oracle_accuracy"] = pct(oracle, total)
+        out["oracle_accuracy"] = score(pct(oracle, total), total, oracle)
         out["multitag"] = [{"beta": b, "accuracy": pct(k, total), "tags_per_word": n / max(total, 1)}
                            for b, (k, n) in curve.items()]
     return out
