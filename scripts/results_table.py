@@ -105,6 +105,7 @@ def main(argv=None) -> None:
     p.add_argument("files", nargs="+")
     p.add_argument("--curve", help="learning-curve records (reproduce.py --curve-out)")
     p.add_argument("--plot", help="PNG for the learning curve")
+    p.add_argument("--per-run", action="store_true", help="also list every run (seed, score, wall times)")
     a = p.parse_args(argv)
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for path in a.files:
@@ -124,6 +125,13 @@ def main(argv=None) -> None:
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)
         print(f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
               f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split in ('test', 'gen') else ''} |")
+    if a.per_run:
+        print("\n| run | seed | split | exact match | train wall (s) | eval wall (s) | updates | commit |")
+        print("|---|---|---|---|---|---|---|---|")
+        for (config, overrides, split), rs in sorted(groups.items()):
+            for r in sorted(rs, key=lambda r: r["seed"]):
+                print(f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | {r['metrics']['exact_match']['score']:.4f} "
+                      f"| {r['train_wall_s']:.0f} | {r['eval_wall_s']:.0f} | {r['steps']} | {r.get('git', '')} |")
     if a.curve:
         curve(a.files, a.curve, a.plot)
 
