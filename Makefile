@@ -11,7 +11,8 @@ $(BIN)/structseq: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The pinned CPU torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==$(TORCH_VERSION)
-	$(BIN)/pip install -q -e '.[test]'
+	# hf: transformers, so that the local pretrained-encoder path of the supertagger is tested (no download).
+	$(BIN)/pip install -q -e '.[test,hf]'
 	touch $(BIN)/structseq
 
 venv: $(BIN)/structseq

@@ -29,7 +29,9 @@ from pathlib import Path
 
 
 def run_name(config: str, seed: int, overrides: list[str] = ()) -> str:
-    tag = "".join(f"-{o.split('.')[-1].replace('=', '')}" for o in overrides)  # e.g. -interval4 -max_steps500
+    # e.g. -interval4 -max_steps500 -context_window8.0: the key's last part and the whole value (the value may
+    # hold dots, so the key is split off at '=' first)
+    tag = "".join(f"-{k.split('.')[-1]}{v}" for k, _, v in (o.partition("=") for o in overrides))
     return f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
 
 

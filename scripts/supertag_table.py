@@ -1,6 +1,9 @@
-"""Tables of the supertagging records (issue 10) from runs/supertag/*/eval-test-beam{1,5}.json.
+"""Tables of the supertagging records (issue 10): the evaluation JSONs of `structseq evaluate`.
 
-    python scripts/supertag_table.py runs/supertag [-o results/supertag/summary.json]
+    python scripts/supertag_table.py results/supertag/evals [--plot docs/supertag-beta-curve.png]
+
+Records are read from `CONFIG-sSEED-beamK.json` files (what scripts/reproduce_supertag.sh keeps in
+results/supertag/evals) or from run directories `CONFIG-sSEED/eval-test-beamK.json` (e.g. runs/supertag).
 
 Prints Markdown: Table 2 columns (overall / frequent / uncommon / rare / unseen word accuracy, sentence accuracy)
 as mean +- sd over seeds per config, greedy vs beam 5 with the k-best oracle, the unseen-category counts, and
@@ -41,20 +44,51 @@ def fmt(xs: list[float]) -> str:
     return f"{statistics.mean(xs):.2f} ± {statistics.stdev(xs):.2f}"
 
 
+def read_records(dirs: list[Path]) -> dict[str, dict[int, dict]]:
+    """{config: {seed: {"beam1": eval, "beam5": eval}}}; runs missing the greedy evaluation are left out."""
+    runs: dict[str, dict[int, dict]] = defaultdict(dict)
+    for root in dirs:
+        for f in sorted(root.iterdir()):
+            m = re.fullmatch(r"(.+)-s(\d+)-beam(\d+)\.json", f.name)
+            if m:
+                runs[m.group(1)].setdefault(int(m.group(2)), {})[f"beam{m.group(3)}"] = json.loads(f.read_text())
+                continue
+            m = re.fullmatch(r"(.+)-s(\d+)", f.name)
+            for g in sorted(f.glob("eval-test-beam*.json")) if m and f.is_dir() else []:
+                runs[m.group(1)].setdefault(int(m.group(2)), {})[g.stem.split("-")[-1]] = json.loads(g.read_text())
+    return {c: {s: r for s, r in sorted(v.items()) if "beam1" in r} for c, v in runs.items()}
+
+
+def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
+    """Accuracy of "gold within beta of the best" against categories per word, mean over seeds per config."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for c, recs in runs.items():
+        recs = [r["beam5"] for r in recs.values() if "beam5" in r]
+        if not recs:
+            continue
+        xs = [statistics.mean(r["multitag"][i]["tags_per_word"] for r in recs) for i in range(len(recs[0]["multitag"]))]
+        ys = [statistics.mean(r["multitag"][i]["accuracy"] for r in recs) for i in range(len(recs[0]["multitag"]))]
+        ax.plot(xs, ys, marker="o", label=f"{c} ({len(recs)} seeds)")
+    ax.set_xlabel("categories per word (beta from 1 to 1e-4)")
+    ax.set_ylabel("gold category within beta of the best (%)")
+    ax.set_title("TLGbank light test, k-best trees (beam 5)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("runs", type=Path)
-    ap.add_argument("-o", "--out", type=Path)
+    ap.add_argument("records", type=Path, nargs="+", help="directories of records or of runs")
+    ap.add_argument("-o", "--out", type=Path, help="every number as JSON")
+    ap.add_argument("--plot", type=Path, help="beta curve (accuracy vs categories per word) as an image")
     args = ap.parse_args()
-    runs: dict[str, dict[int, dict]] = defaultdict(dict)
-    for d in sorted(args.runs.iterdir()):
-        m = re.fullmatch(r"(.+)-s(\d+)", d.name)
-        if not m or not (d / "eval-test-beam1.json").exists():
-            continue
-        rec = {"beam1": json.loads((d / "eval-test-beam1.json").read_text())}
-        if (d / "eval-test-beam5.json").exists():
-            rec["beam5"] = json.loads((d / "eval-test-beam5.json").read_text())
-        runs[m.group(1)][int(m.group(2))] = rec
+    runs = read_records(args.records)
     configs = [c for c in ORDER if c in runs] + sorted(c for c in runs if c not in ORDER)
     out = {"configs": {c: {str(s): r for s, r in runs[c].items()} for c in configs}}
     print("| model | seeds | " + " | ".join(n for n, _ in COLS) + " |")
@@ -83,6 +117,8 @@ def main() -> None:
             f"beta {p['beta']:g}: {statistics.mean(r['beam5']['multitag'][i]['accuracy'] for r in recs):.2f}% at "
             f"{statistics.mean(r['beam5']['multitag'][i]['tags_per_word'] for r in recs):.2f}/word"
             for i, p in enumerate(recs[0]["beam5"]["multitag"])))
+    if args.plot:
+        plot({c: runs[c] for c in configs}, args.plot)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1) + "\n")

@@ -138,6 +138,9 @@ class LSTMConfig:
     dropout: float = _f(0.4, "dropout on embeddings, between layers and on the combined vector", ge=0, lt=1)
     combine_feed: bool = _f(False, "combined vector from [embedding; previous combined vector; h; context] "
                                    "(the reference code of Akyürek & Andreas 2021) instead of [embedding; h; context]")
+    feed_dropout: bool = _f(False, "drop the fed-back combined vector as the reference code does: the next step's "
+                                   "input [embedding; feed] with p = dropout, and the head's dropout mask on the "
+                                   "combined vector, shared by the head and the feed (its --highdrop)")
     head: Any = _head()
 
 

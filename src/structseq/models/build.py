@@ -6,6 +6,8 @@ with its `width` set (the model dimension the Noam schedule scales by). `models/
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -153,10 +155,14 @@ def build_dangle(cfg: DangleConfig, vocabs: Vocabs, train_examples: Sequence | N
 
 def build_lstm(cfg: LSTMConfig, vocabs: Vocabs, train_examples: Sequence | None = None) -> LSTMSeq2Seq:
     src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
-    head = build_head(cfg.head, cfg.hidden_dim, src_vocab, tgt_vocab, train_examples)
+    head_cfg, high = cfg.head, 0.0
+    if cfg.feed_dropout:  # the head's dropout becomes the model's mask on the combined vector, shared with the feed
+        head_cfg, high = dataclasses.replace(cfg.head, dropout=0.0), cfg.head.dropout
+    head = build_head(head_cfg, cfg.hidden_dim, src_vocab, tgt_vocab, train_examples)
     return with_width(LSTMSeq2Seq(len(src_vocab), len(tgt_vocab), head, embed_dim=cfg.embed_dim,
                                   hidden_dim=cfg.hidden_dim, layers=cfg.layers, dropout=cfg.dropout,
-                                  combine_feed=cfg.combine_feed), cfg.hidden_dim)
+                                  combine_feed=cfg.combine_feed, feed_dropout=cfg.dropout if cfg.feed_dropout else 0.0,
+                                  high_dropout=high), cfg.hidden_dim)
 
 
 def with_width(model: nn.Module, width: int) -> nn.Module:

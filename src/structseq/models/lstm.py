@@ -23,6 +23,12 @@ call it one step at a time (issue 13; `models/lstm_reference.py` keeps that form
   at padding positions are zeros; no loss reads them).
 Dropout masks are drawn in the order of the per-step formulation, so seeded training agrees with it up to
 floating-point rounding (tests/test_lstm_fast.py).
+
+`feed_dropout` / `high_dropout` (config `model.feed_dropout: true`) reproduce how the reference code drops the
+fed-back vector: its decoder input [embedding; feed] is dropped as a whole (p = dropout) and the combined vector
+gets a second mask (`--highdrop`, the head's dropout) that the head and the next step's feed share. Without them
+only the combined vector's own mask reaches the feed, a far weaker penalty on the feed weights; with
+`combine_feed` and a large learning rate the feedback can then grow without bound (RESULTS.md, around_right).
 """
 
 from __future__ import annotations
@@ -40,7 +46,12 @@ from structseq.models.base import Autoregressive, Inputs, State, map_state
 
 class _Tape:
     """Operands that the steps of one forward pass stash (`fwd[i]` in forward, `bwd[i]` in backward) so that
-    the gradient of a tensor every step uses is formed once, by `grads`, after the last step's backward."""
+    the gradient of a tensor every step uses is formed once, by `grads`, after the last step's backward.
+
+    The tape holds detached tensors only and is emptied once the gradients are formed: the autograd nodes
+    hold the tape, so a stashed tensor with a grad_fn would close a reference cycle through C++ nodes that
+    Python's garbage collector cannot see, and every training step's graph would stay alive (a leak of ~25 MB
+    per update at 256 units, fixed with tests/test_lstm_fast.py::test_training_steps_do_not_keep_graphs)."""
 
     def __init__(self, grads):
         self.fwd: list[tuple[Tensor, ...]] = []
@@ -56,7 +67,9 @@ class _Tape:
         return [(f, self.bwd[i]) for i, f in enumerate(self.fwd) if i in self.bwd]
 
     def grads(self) -> tuple[Tensor | None, ...]:
-        return self._grads(self)
+        out = self._grads(self)
+        self.fwd, self.bwd = [], {}
+        return out
 
 
 class _TapeSink(torch.autograd.Function):
@@ -85,7 +98,7 @@ class _StepLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, pre: Tensor, x: Tensor, weight: Tensor, anchor: Tensor, tape: _Tape) -> Tensor:
         ctx.tape, ctx.index, ctx.bias = tape, len(tape.fwd), pre.dim() == 1
-        tape.fwd.append((x,))
+        tape.fwd.append((x.detach(),))
         ctx.save_for_backward(weight)
         return torch.addmm(pre, x, weight.t())
 
@@ -137,7 +150,7 @@ class _StepAttention(torch.autograd.Function):
         alpha = torch.baddbmm(bias[:, None], h[:, None], keys.transpose(1, 2))[:, 0].softmax(-1)
         context = torch.bmm(alpha[:, None], memory)[:, 0]
         ctx.tape, ctx.index = tape, len(tape.fwd)
-        tape.fwd.append((h, alpha))
+        tape.fwd.append((h.detach(), alpha.detach()))
         ctx.save_for_backward(keys, memory, alpha)
         return alpha, context
 
@@ -220,10 +233,13 @@ class _Weights(NamedTuple):
 
 
 class _Noise(NamedTuple):
-    """One step's dropout noise (mask / (1 - p)): target embedding, between decoder layers, combined vector."""
+    """One step's dropout noise (mask / (1 - p)): target embedding, between decoder layers, combined vector; with
+    the reference's feed dropout also the mask shared by the head and the feed (`high`) and the feed's own."""
     emb: Tensor | None
     between: list[Tensor]
     comb: Tensor | None
+    high: Tensor | None = None
+    feed: Tensor | None = None
 
 
 def _bernoulli_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor | None:
@@ -237,7 +253,8 @@ def _bernoulli_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor |
 
 class LSTMSeq2Seq(Autoregressive):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, head: nn.Module, *, embed_dim: int = 512,
-                 hidden_dim: int = 512, layers: int = 2, dropout: float = 0.4, combine_feed: bool = False):
+                 hidden_dim: int = 512, layers: int = 2, dropout: float = 0.4, combine_feed: bool = False,
+                 feed_dropout: float = 0.0, high_dropout: float = 0.0):
         super().__init__()
         self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=self.pad)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=self.pad)
@@ -247,6 +264,7 @@ class LSTMSeq2Seq(Autoregressive):
         self.attn_proj = nn.Linear(hidden_dim, hidden_dim, bias=False)  # W in <e_j, W h_t>
         self.combine = nn.Linear(embed_dim + (3 if combine_feed else 2) * hidden_dim, hidden_dim)
         self.head, self.dropout, self.hidden_dim, self.combine_feed = head, dropout, hidden_dim, combine_feed
+        self.feed_dropout, self.high_dropout = feed_dropout, high_dropout
         self._inference_weights: tuple[tuple, _Weights] | None = None
 
     def encode(self, inputs: Inputs) -> State:
@@ -298,7 +316,10 @@ class LSTMSeq2Seq(Autoregressive):
         H, E = self.hidden_dim, self.tgt_embed.embedding_dim
         emb = _bernoulli_noise(like, (B, E), self.dropout)
         between = [_bernoulli_noise(like, (B, H), self.decoder.dropout) for _ in range(self.decoder.num_layers - 1)]
-        return _Noise(emb, [n for n in between if n is not None], _bernoulli_noise(like, (B, H), self.dropout))
+        comb = _bernoulli_noise(like, (B, H), self.dropout)
+        high = _bernoulli_noise(like, (B, H), self.high_dropout)
+        return _Noise(emb, [n for n in between if n is not None], comb, high,
+                      _bernoulli_noise(like, (B, H), self.feed_dropout))
 
     def _core(self, gates0: Tensor, comb0: Tensor, state: State, w: _Weights, attention: _Attention,
               noise: _Noise | None) -> tuple[Tensor, Tensor, State]:
@@ -315,9 +336,12 @@ class LSTMSeq2Seq(Autoregressive):
             cs.append(c)
         alpha, context = attention(x)
         comb = w.rest_comb(comb0, torch.cat([feed, x, context] if self.combine_feed else [x, context], 1))
-        if noise is not None and noise.comb is not None:
-            comb = comb * noise.comb
-        return comb, alpha, {**state, "h": hs, "c": cs, "feed": comb}
+        for mask in (noise.comb, noise.high) if noise is not None else ():
+            if mask is not None:
+                comb = comb * mask
+        # the next step's input dropout on the feed, drawn with this step's masks
+        new_feed = comb if noise is None or noise.feed is None else comb * noise.feed
+        return comb, alpha, {**state, "h": hs, "c": cs, "feed": new_feed}
 
     def _embed(self, tokens: Tensor | None, w: _Weights, noise: Tensor | None) -> tuple[Tensor, Tensor]:
         """The embedding's parts of layer 1's gates and of the combined vector, for tokens of any shape (None:
@@ -361,8 +385,9 @@ class LSTMSeq2Seq(Autoregressive):
             step_noise = None
             if noise[t] is not None:
                 pick = lambda x: x.index_select(0, order[:n])  # noqa: E731
-                step_noise = _Noise(None, [pick(b) for b in noise[t].between],
-                                    None if noise[t].comb is None else pick(noise[t].comb))
+                opt = lambda x: None if x is None else pick(x)  # noqa: E731
+                step_noise = _Noise(None, [pick(b) for b in noise[t].between], opt(noise[t].comb),
+                                    opt(noise[t].high), opt(noise[t].feed))
             comb, alpha, state = self._core(gates0[t][:n], comb0[t][:n], state, w, attention, step_noise)
             combs.append(F.pad(comb, (0, 0, 0, B - n)))
             alphas.append(F.pad(alpha, (0, 0, 0, B - n)))

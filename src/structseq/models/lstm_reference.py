@@ -46,7 +46,9 @@ class LSTMSeq2SeqReference(LSTMSeq2Seq):
         context = torch.bmm(alpha[:, None], state["memory"])[:, 0]
         comb = self.combine(torch.cat([inp if self.combine_feed else emb, h_t, context], -1))
         comb_d = F.dropout(comb, self.dropout, self.training)
-        new_state = {**state, "h": h.transpose(0, 1), "c": c.transpose(0, 1), "feed": comb_d}
+        comb_d = F.dropout(comb_d, self.high_dropout, self.training)  # reference --highdrop: head and feed share it
+        feed = F.dropout(comb_d, self.feed_dropout, self.training)  # the next step's input dropout on the feed
+        new_state = {**state, "h": h.transpose(0, 1), "c": c.transpose(0, 1), "feed": feed}
         return comb_d, alpha, new_state
 
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:

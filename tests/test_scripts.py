@@ -1,0 +1,49 @@
+"""The reproduction scripts name runs and read records correctly (the tables in RESULTS.md depend on them)."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_run_names_keep_whole_override_values():
+    run_name = _load("reproduce").run_name
+    cfg = "configs/ctx-commands/alternate.yaml"
+    names = {run_name(cfg, 1, [o]) for o in ("model.context_window=8.0", "model.context_logit_scale=2.0",
+                                             "model.context_window=4.0")}
+    assert len(names) == 3  # dotted values once all became "-0"
+    assert run_name(cfg, 2, ["optim.warmup=120", "model.interval=4"]) == \
+        "ctx-commands-alternate-warmup120-interval4-s2"
+
+
+def test_supertag_table_reads_records_and_run_directories(tmp_path):
+    def ev(acc, beam):
+        m = {"accuracy": {"score": acc}, "sentence_accuracy": {"score": 10.0}, "unseen_predicted": 1,
+             "unseen_predicted_correct": 0}
+        m.update({f"accuracy_{b}": {"score": acc} for b in ("frequent", "uncommon", "rare", "unseen")})
+        if beam == 5:
+            m["oracle_accuracy"] = {"score": acc + 5}
+            m["multitag"] = [{"beta": 1.0, "accuracy": acc, "tags_per_word": 1.0}]
+        return m
+    rec = tmp_path / "evals"
+    rec.mkdir()
+    for s, acc in ((1, 70.0), (2, 72.0)):
+        for k in (1, 5):
+            (rec / f"tree-s{s}-beam{k}.json").write_text(json.dumps(ev(acc, k)))
+    run = tmp_path / "runs" / "classifier-s1"
+    run.mkdir(parents=True)
+    (run / "eval-test-beam1.json").write_text(json.dumps(ev(60.0, 1)))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts/supertag_table.py"), str(rec), str(tmp_path / "runs"),
+                          "-o", str(tmp_path / "all.json")], capture_output=True, text=True, check=True).stdout
+    assert "| tree (greedy) | 2 | 71.00 ± 1.41 |" in out and "| classifier (greedy) | 1 | 60.00 |" in out
+    assert set(json.loads((tmp_path / "all.json").read_text())["configs"]) == {"classifier", "tree"}
