@@ -272,7 +272,13 @@ def test_demo_trains_both_lstms_and_prints_the_lexicon(tmp_path):
 
     console = Console(record=True, width=120)
     rows = run_demo(tmp_path, steps=3, console=console)
-    assert [r["config"] for r in rows] == ["colors/lstm.yaml", "colors/lstm-lex-simple.yaml", "colors/transformer.yaml"]
+    assert [r["config"] for r in rows] == ["colors/lstm.yaml", "colors/lstm-lex-simple.yaml", "colors/transformer.yaml",
+                                           "colors/rdangle-sep.yaml"]
+    import json
+
+    ctx = json.loads((tmp_path / "demo-context.json").read_text())
+    assert ctx["updates"] == 3 and 0 <= ctx["test_exact_match_without_context"] <= 1
+    assert json.loads((tmp_path / "demo-supertag.json").read_text())["unseen_category_words"] > 0
     text = console.export_text()
     assert "Lexicon learned from the training pairs" in text
     for word, colour in (("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW")):
