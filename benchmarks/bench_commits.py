@@ -1,6 +1,11 @@
-"""Training throughput of two checkouts of structseq side by side (e.g. before and after a refactor).
+"""Training (or decoding) throughput of two checkouts of structseq side by side (e.g. before and after a change).
 
     python benchmarks/bench_commits.py --old /path/to/old/checkout --rounds 5 -o results/core/bench_commits.json
+    python benchmarks/bench_commits.py --old /path/to/old/checkout --decode RUN_DIR --beams 1 5 --sentences 1024
+
+With `--decode RUN_DIR`, each measurement loads the trained run in that checkout and decodes the first
+`--sentences` sources of its test split (`--split`) once after one warm-up batch, reporting sentences/s per beam
+size; both checkouts decode the same run and the outputs are checked to be equal.
 
 Each measurement is a fresh subprocess that imports structseq from one checkout's `src/` (PYTHONPATH), builds a
 Trainer for a shipped config with one thread, runs `--warmup` updates, then times `--updates` updates. Old and new
@@ -40,6 +45,29 @@ with tempfile.TemporaryDirectory() as out:
 """
 
 
+DECODE_WORKER = r"""
+import json, sys, time, torch
+from structseq import api
+torch.set_num_threads(1)
+run = api.load_run(sys.argv[1], device="cpu")
+_, _, examples = run.load_split(sys.argv[2])
+examples = examples[: int(sys.argv[3])]
+beam = int(sys.argv[4])
+run.decode_examples(examples[: run.config.decode.batch_size], beam=beam)  # warm-up
+start = time.perf_counter()
+out = run.decode_examples(examples, beam=beam)
+dt = time.perf_counter() - start
+print(json.dumps({"sentences_per_s": len(examples) / dt, "outputs": hash(str(out))}))
+"""
+
+
+def measure_decode(src: Path, run_dir: str, split: str, sentences: int, beam: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    out = subprocess.run([sys.executable, "-c", DECODE_WORKER, run_dir, split, str(sentences), str(beam)], env=env,
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def measure(src: Path, config: str, warmup: int, updates: int) -> float:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", WORKER, str(ROOT / config), str(warmup), str(updates)], env=env,
@@ -55,6 +83,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--updates", type=int, default=20)
+    ap.add_argument("--decode", metavar="RUN_DIR", help="time decoding this run instead of training")
+    ap.add_argument("--split", default="test", help="split to decode with --decode")
+    ap.add_argument("--sentences", type=int, default=1024, help="sources decoded per measurement")
+    ap.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     ap.add_argument("-o", "--output", type=Path)
     args = ap.parse_args()
     load_before = os.getloadavg()
@@ -62,6 +94,23 @@ def main() -> None:
                                       capture_output=True, text=True).stdout.strip()
     result = {"old": commit(args.old), "new": commit(args.new), "rounds": args.rounds, "updates": args.updates,
               "warmup": args.warmup, "load_before": load_before, "configs": {}}
+    if args.decode:
+        result.update(decode=args.decode, split=args.split, sentences=args.sentences, beams={})
+        for beam in args.beams:
+            old, new = [], []
+            for _ in range(args.rounds):
+                old.append(measure_decode(args.old / "src", args.decode, args.split, args.sentences, beam))
+                new.append(measure_decode(args.new / "src", args.decode, args.split, args.sentences, beam))
+            same = len({r["outputs"] for r in old + new}) == 1
+            o, n = [r["sentences_per_s"] for r in old], [r["sentences_per_s"] for r in new]
+            ratios = [b / a for a, b in zip(o, n)]
+            result["beams"][str(beam)] = {"old_sent_s": o, "new_sent_s": n, "old_median": statistics.median(o),
+                                          "new_median": statistics.median(n), "ratio_median": statistics.median(ratios),
+                                          "same_outputs": same}
+            print(f"beam {beam}: old {statistics.median(o):.1f} sent/s, new {statistics.median(n):.1f} sent/s, "
+                  f"new/old {statistics.median(ratios):.3f} (rounds {[round(r, 3) for r in ratios]}), "
+                  f"outputs {'equal' if same else 'DIFFER'}", flush=True)
+        args.configs = []
     for config in args.configs:
         old, new = [], []
         for _ in range(args.rounds):

@@ -3,7 +3,8 @@
     python scripts/reproduce.py configs/scan-jump/lstm-cpu.yaml configs/cogs/transformer-cpu.yaml \
         --seeds 1 2 3 --out results/foundation.jsonl --runs runs/repro --jobs 2
 
-Each record has the config, seed, split, every metric, the training wall time and the machine. A run
+Each record has the config, seed, split, every metric, the training wall time (the loop's own clock,
+summed over resumes: `progress.train_seconds` of the last checkpoint) and the machine. A run
 already recorded in the results file is skipped, a finished training is evaluated without retraining,
 and an interrupted one resumes from its last checkpoint, so the script can be restarted at any time.
 
@@ -116,6 +117,8 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
         else:
             summary = api.train(cfg, run_dir, show_progress=False)
     train_s = time.time() - t0
+    if last.exists():  # the training loop's own clock, summed over resumes (absent in older checkpoints)
+        train_s = load_checkpoint(last)["progress"].get("train_seconds") or train_s
     if summary.get("stopped") == "interrupted":  # Ctrl-C / SIGINT: checkpoint saved, nothing recorded
         return f"{name}: interrupted at update {summary['steps']}, not recorded; run the command again to resume"
     if curve_every:

@@ -75,25 +75,26 @@ def curve(files: list[str], curve_file: str, plot: str | None, metric: str = "ex
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(6, 4))
+        datasets = sorted({Path(c).parent.name for c, _ in points})  # one panel per dataset
+        fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
         for i, ((config, split), per_seed) in enumerate(sorted(points.items())):
-            color = f"C{i}"
+            ds, stem = paper_key(config)
+            ax, color = axes[0][datasets.index(ds)], f"C{i}"
             for j, s in enumerate(sorted(per_seed)):
                 ks = sorted(per_seed[s])
                 ax.plot(ks, [per_seed[s][k] for k in ks], marker="o", color=color, alpha=0.9,
                         linestyle="-" if j == 0 else "--",
                         label=f"{Path(config).stem} ({split}), seed {s}")
-            ds, stem = paper_key(config)
             m = re.match(r"([\d.]+)", PAPER.get((ds, stem), "") if split in ("test", "gen") else "")
             if m:
                 ax.axhline(float(m.group(1)), color=color, linestyle=":", linewidth=1)
-        ax.set_xlabel("updates")
-        ax.set_ylabel(f"test {metric.replace('_', ' ')}")
-        ax.set_ylim(-0.02, 1.02)
-        datasets = sorted({Path(c).parent.name for c, _ in points})
-        ax.set_title(f"{', '.join(datasets)}: learning curves (dotted: paper's mean)", fontsize=10)
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+        for ds, ax in zip(datasets, axes[0]):
+            ax.set_xlabel("updates")
+            ax.set_ylabel(f"test {metric.replace('_', ' ')}")
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_title(f"{ds}: learning curves (dotted: paper's mean)", fontsize=10)
+            ax.legend(fontsize=7)
+            ax.grid(alpha=0.3)
         fig.tight_layout()
         Path(plot).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(plot, dpi=120)
@@ -113,7 +114,7 @@ def main(argv=None) -> None:
             if line.strip():
                 r = json.loads(line)
                 groups[(r["config"], tuple(r.get("overrides", [])), r["split"])].append(r)
-    print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min) | updates | paper |")
+    print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min, median) | updates | paper |")
     print("|---|---|---|---|---|---|---|---|---|")
     for (config, overrides, split), rs in sorted(groups.items()):
         em = [r["metrics"]["exact_match"]["score"] for r in rs]
@@ -121,7 +122,7 @@ def main(argv=None) -> None:
         bl = [r["metrics"]["bleu"]["score"] for r in rs]
         fmt = _fmt
         key = paper_key(config)
-        wall = statistics.mean(r["train_wall_s"] for r in rs) / 60
+        wall = statistics.median(r["train_wall_s"] for r in rs) / 60  # median: robust to a mis-timed run
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)
         print(f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
               f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split in ('test', 'gen') else ''} |")

@@ -58,9 +58,12 @@ def test_resume_after_interrupt_is_bit_exact(tmp_path):
     holder = {"trainer": part}
     summary = part.run()
     assert summary["stopped"] == "interrupted" and summary["steps"] == 7
-    assert load_checkpoint(tmp_path / "part/checkpoints/last.pt")["progress"]["step"] == 7
+    first = load_checkpoint(tmp_path / "part/checkpoints/last.pt")["progress"]
+    assert first["step"] == 7 and first["train_seconds"] > 0
     resumed = Trainer(toy_config(data), tmp_path / "part", resume=True, show_progress=False)
     assert resumed.run()["steps"] == 12
+    # the training clock goes on from the checkpoint's, it does not restart (reproduce.py records it)
+    assert load_checkpoint(tmp_path / "part/checkpoints/last.pt")["progress"]["train_seconds"] > first["train_seconds"]
     a, b = params(full.model), params(resumed.model)
     assert a.keys() == b.keys()
     for k in a:

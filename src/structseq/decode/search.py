@@ -8,7 +8,8 @@ Both searches share one loop (`_search`): greedy is the special case that keeps 
 continuation, so "beam 1 == greedy" holds by construction and is checked in the tests against an
 independent argmax loop. A finished hypothesis stays in its beam slot and can only be extended by
 </s> at zero cost; a sentence stops when every slot is finished, or, without a length penalty,
-when its best finished score beats every unfinished one (scores only fall as hypotheses grow).
+when its best finished score beats every unfinished one (scores only fall as hypotheses grow), and a
+stopped sentence leaves the batch (its rows of the decoder state are dropped).
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ def greedy(model, inputs: Mapping[str, Tensor], max_len: Tensor, eos: int = Voca
 def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor, len_penalty: float = 1.0,
                 nbest: bool = False, eos: int = Vocab.eos, bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
     """Beam search; final ranking by score / length ** len_penalty (length counts </s>). `max_len` (B,):
-    each sentence's output length limit (see `max_lengths`)."""
+    each sentence's output length limit (see `max_lengths`).
+
+    A sentence leaves the batch as soon as its result is settled (every slot finished; without a length
+    penalty and n-best lists, also once its best finished score beats every open one), so later steps only
+    compute for the sentences still open: with outputs of mixed lengths most steps run on a few rows."""
     B, K = max_len.shape[0], beam
     device = max_len.device
     state = model.init_state(model.encode(inputs))
@@ -58,10 +63,14 @@ def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor,
     history = torch.empty(B, K, 0, dtype=torch.long, device=device)
     prev = torch.full((B * K,), bos, dtype=torch.long, device=device)
     limit = max_len.to(device)[:, None]  # (B, 1)
+    alive = torch.arange(B, device=device)  # original index of each open sentence
+    done: dict[int, tuple] = {}  # original index -> (history, scores, lengths, finished) when it left
+    early = len_penalty == 0.0 and not nbest
     for t in range(int(max_len.max()) + 1):
+        n = alive.shape[0]
         log_probs, state = model.step(prev, state)
         V = log_probs.shape[-1]
-        lp = log_probs.view(B, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
+        lp = log_probs.view(n, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
         lp[..., [pad, bos]] = float("-inf")  # never generate padding or a second <s>
         must_end = (lengths >= limit) & ~finished  # forced </s> at the length limit
         only_eos = torch.full_like(lp[0, 0], float("-inf"))
@@ -69,37 +78,44 @@ def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor,
         frozen = only_eos.clone()
         frozen[eos] = 0.0
         lp = torch.where(finished[..., None], frozen, lp)
-        cand = (scores[..., None] + lp).view(B, K * V)
+        cand = (scores[..., None] + lp).view(n, K * V)
         scores, flat = cand.topk(K, dim=1)
         origin, token = flat // V, flat % V
         was_finished = finished.gather(1, origin)
         lengths = lengths.gather(1, origin) + (~was_finished).long()
         finished = was_finished | (token == eos)
-        history = torch.cat([history.gather(1, origin[..., None].expand(B, K, history.shape[2])), token[..., None]], 2)
-        reorder = (origin + torch.arange(B, device=device)[:, None] * K).view(-1)
-        state = map_state(state, lambda x: x.index_select(0, reorder))
-        prev = token.view(-1)
-        if finished.all():
-            break
+        history = torch.cat([history.gather(1, origin[..., None].expand(n, K, history.shape[2])), token[..., None]], 2)
+        settled = finished.all(1)
         if len_penalty == 0.0:
             best_done = torch.where(finished, scores, float("-inf")).max(1).values
             best_open = torch.where(finished, float("-inf"), scores).max(1).values
-            if bool((best_done >= best_open).all()):
+            if early or bool((best_done >= best_open).all()):  # with n-best lists: all sentences at once, as before
+                settled |= best_done >= best_open
+        reorder = origin + torch.arange(n, device=device)[:, None] * K  # (n, K) rows of the new states
+        if bool(settled.any()):
+            for i in settled.nonzero()[:, 0].tolist():
+                done[int(alive[i])] = (history[i], scores[i], lengths[i], finished[i])
+            keep = (~settled).nonzero()[:, 0]
+            if keep.numel() == 0:
                 break
-    norm = scores / lengths.clamp_min(1).float().pow(len_penalty) if len_penalty else scores
-    norm = torch.where(finished, norm, float("-inf"))
-    order = norm.argsort(1, descending=True)
+            alive, reorder = alive[keep], reorder[keep]
+            scores, finished, lengths, history, limit = scores[keep], finished[keep], lengths[keep], history[keep], limit[keep]
+            token = token[keep]
+        rows = reorder.view(-1)
+        state = map_state(state, lambda x: x.index_select(0, rows))
+        prev = token.view(-1)
+    for i, b in enumerate(alive.tolist()):  # only after a loop that ran out of steps (cannot happen: forced </s>)
+        done.setdefault(b, (history[i], scores[i], lengths[i], finished[i]))
     out_tokens, out_scores, out_nbest = [], [], []
-    hist, sc = history.tolist(), scores.tolist()
     for b in range(B):
-        entries = []
-        for k in order[b].tolist():
-            if not bool(finished[b, k]):
-                continue
-            seq = hist[b][k][: int(lengths[b, k]) - 1]  # drop </s>
-            entries.append((seq, sc[b][k]))
+        hist, sc, ln, fin = done[b]
+        norm = sc / ln.clamp_min(1).float().pow(len_penalty) if len_penalty else sc
+        norm = torch.where(fin, norm, float("-inf"))
+        order = norm.argsort(descending=True).tolist()
+        hist, sc_l, ln_l, fin_l = hist.tolist(), sc.tolist(), ln.tolist(), fin.tolist()
+        entries = [(hist[k][: ln_l[k] - 1], sc_l[k]) for k in order if fin_l[k]]  # drop </s>
         if not entries:  # only when every continuation scored -inf (e.g. NaN outputs): return the raw history
-            entries.append(([t for t in hist[b][0] if t not in (eos, pad, bos)], sc[b][0]))
+            entries.append(([t for t in hist[0] if t not in (eos, pad, bos)], sc_l[0]))
         out_tokens.append(entries[0][0])
         out_scores.append(entries[0][1])
         out_nbest.append(entries)

@@ -179,6 +179,9 @@ class Progress:
     history: list = field(default_factory=list)
     #: why the run stopped: max_steps | early_stopping | interrupted (None: running, or killed)
     stopped: str | None = None
+    #: wall seconds spent in the training loop (updates and the validations between them), summed over
+    #: resumes; the work a kill lost after the last checkpoint is not counted, its redo is
+    train_seconds: float = 0.0
 
 
 def finished(progress: Mapping, max_steps: int) -> str | None:
@@ -328,7 +331,7 @@ class Trainer:
         p = self.progress
         return {"step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch, "best": p.best,
                 "bad_validations": p.bad_validations, "history": list(p.history), "stopped": p.stopped,
-                "rng": rng_state()}
+                "train_seconds": round(p.train_seconds, 3), "rng": rng_state()}
 
     def _save(self, name: str, snap: dict) -> None:
         if not self.dist.is_main:
@@ -451,8 +454,11 @@ class Trainer:
         stopped = "max_steps"
         previous_handlers = self._install_interrupt_handler()
         try:
+            t_prev = time.perf_counter()
             while p.step < cfg.train.max_steps:
                 loss, ntok = self._update()
+                now = time.perf_counter()
+                p.train_seconds, t_prev = p.train_seconds + (now - t_prev), now
                 tok_log, loss_log, n_log = tok_log + ntok, loss_log + loss, n_log + 1
                 if not math.isfinite(loss):
                     raise StructseqError(f"loss became {loss} at update {p.step}; lower optim.lr or check the data")
