@@ -47,3 +47,16 @@ def test_supertag_table_reads_records_and_run_directories(tmp_path):
                           "-o", str(tmp_path / "all.json")], capture_output=True, text=True, check=True).stdout
     assert "| tree (greedy) | 2 | 71.00 ± 1.41 |" in out and "| classifier (greedy) | 1 | 60.00 |" in out
     assert set(json.loads((tmp_path / "all.json").read_text())["configs"]) == {"classifier", "tree"}
+
+
+def test_feedback_gain_is_the_spectral_radius_of_the_feed_columns():
+    """lstm_feedback_gain.py reads rho from the `feed` block of `combine` ([emb; feed; h; context] columns)."""
+    import torch
+
+    mod = _load("lstm_feedback_gain")
+    E, H = 3, 4
+    W = torch.zeros(H, E + 3 * H)
+    W[:, :E] = 100.0  # embedding columns: not part of the recurrence
+    W[:, E:E + H] = torch.diag(torch.tensor([0.5, -2.5, 1.0, 0.1]))
+    W[:, E + H:] = 50.0  # h_t and context columns: not the feed either
+    assert abs(mod.feed_radius({"combine.weight": W, "tgt_embed.weight": torch.zeros(7, E)}) - 2.5) < 1e-9

@@ -94,3 +94,30 @@ def test_search_survives_nan_log_probabilities():
     for beam in (1, 3):
         hyp = beam_search(Diverged(), {"src": src}, beam, max_lengths(src, 1.0, 3))
         assert len(hyp.tokens) == src.shape[0]
+
+
+@pytest.mark.parametrize("beam,len_penalty", [(1, 0.0), (3, 0.0), (3, 1.0)])
+@torch.no_grad()
+def test_settled_sentences_leave_the_batch_without_changing_results(beam, len_penalty):
+    """Rows of settled sentences are dropped (the batch shrinks step by step); every sentence's result equals
+    searching it alone, where nothing is dropped around it."""
+    model = make(VARIANTS["transformer-pre-relative"])
+    src, _ = batch()
+    max_len = torch.arange(1, src.shape[0] + 1)  # limits 1..B: sentences are forced to end one after another
+    rows = []
+
+    class Counting:
+        encode, init_state = model.encode, model.init_state
+
+        def step(self, prev, state):
+            rows.append(prev.shape[0])
+            return model.step(prev, state)
+
+    hyp = beam_search(Counting(), {"src": src}, beam, max_len, len_penalty=len_penalty)
+    assert rows[0] == src.shape[0] * beam and rows[-1] < rows[0]
+    assert all(a >= b for a, b in zip(rows, rows[1:]))
+    for b in range(src.shape[0]):
+        s = src[b: b + 1][:, : int(src[b].ne(0).sum())]
+        alone = beam_search(model, {"src": s}, beam, max_len[b: b + 1], len_penalty=len_penalty)
+        assert hyp.tokens[b] == alone.tokens[0]
+        assert hyp.scores[b] == pytest.approx(alone.scores[0], abs=1e-4)
