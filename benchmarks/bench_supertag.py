@@ -9,8 +9,8 @@
 
     python benchmarks/bench_supertag.py -o results/supertag/bench.json [--device cpu] [--batches 20]
 
-The shared development machine is loaded (2 cores, other jobs): numbers are indicative; the load average
-before and after is recorded.
+The load average before and after is recorded: on the shared 2-core development machine, numbers taken
+under load (other jobs) are indicative only.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main(argv=None) -> dict:
 
     train, dev = load_dataset("tlgbank-light", "train"), load_dataset("tlgbank-light", "dev")
     report = {"device": str(device), "threads": args.threads, "torch": torch.__version__,
-              "loadavg_before": os.getloadavg(), "note": "shared, loaded development machine: indicative only",
+              "loadavg_before": os.getloadavg(), "note": "2-core development machine; compare with the load averages",
               "models": {}}
     for name, config, beams in (("classifier", "configs/tlgbank-light/classifier-cpu.yaml", (1,)),
                                 ("tree", "configs/tlgbank-light/tree-cpu.yaml", (1, 5))):

@@ -2,7 +2,7 @@
 
     python scripts/results_table.py results/foundation.jsonl
     python scripts/results_table.py results/lexicon/budget-runs.jsonl \
-        --curve results/lexicon/budget-runs-curve.jsonl --plot docs/budget-curve-scan-jump.png
+        --curve results/lexicon/budget-runs-curve.jsonl --plot docs/budget-curve-scan.png
 
 `--curve` adds the learning-curve table (test score against updates, per seed and mean) from the records of
 `reproduce.py --curve-every`; the point at the last update is the run's own record in FILES. `--plot` draws it.
@@ -38,7 +38,7 @@ def _fmt(xs, d=3) -> str:
     return f"{statistics.mean(xs):.{d}f}" + (f" ± {statistics.stdev(xs):.{d}f}" if len(xs) > 1 else "")
 
 
-def curve(files: list[str], curve_file: str, plot: str | None, metric: str = "exact_match") -> None:
+def curve(files: list[str], curve_files: list[str], plot: str | None, metric: str = "exact_match") -> None:
     """Learning-curve table (and plot) per (config, split): score at each kept checkpoint, per seed."""
     final = {}
     for path in files:
@@ -48,11 +48,12 @@ def curve(files: list[str], curve_file: str, plot: str | None, metric: str = "ex
                 final[(r["run_dir"], r["split"])] = r
     points: dict[tuple, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))  # key -> seed -> step
     curve_runs = set()
-    for line in open(curve_file):
+    for line in (x for path in curve_files for x in open(path)):
         if line.strip():
             r = json.loads(line)
-            points[(r["config"], r["split"])][r["seed"]][r["step"]] = r["metrics"][metric]["score"]
-            curve_runs.add((r["run_dir"], r["split"], r["config"], r["seed"]))
+            key = (r["config"] + "".join(f" {o}" for o in r.get("overrides", [])), r["split"])
+            points[key][r["seed"]][r["step"]] = r["metrics"][metric]["score"]
+            curve_runs.add((r["run_dir"], r["split"], key[0], r["seed"]))
     for run_dir, split, config, seed in curve_runs:  # the last point: the run's own (final-checkpoint) record
         if (run_dir, split) in final:
             f = final[(run_dir, split)]
@@ -75,16 +76,17 @@ def curve(files: list[str], curve_file: str, plot: str | None, metric: str = "ex
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        datasets = sorted({Path(c).parent.name for c, _ in points})  # one panel per dataset
+        datasets = sorted({Path(c.split(" ")[0]).parent.name for c, _ in points})  # one panel per dataset
         fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
         for i, ((config, split), per_seed) in enumerate(sorted(points.items())):
-            ds, stem = paper_key(config)
+            path, *overrides = config.split(" ")
+            ds, stem = paper_key(path)
             ax, color = axes[0][datasets.index(ds)], f"C{i}"
             for j, s in enumerate(sorted(per_seed)):
                 ks = sorted(per_seed[s])
                 ax.plot(ks, [per_seed[s][k] for k in ks], marker="o", color=color, alpha=0.9,
                         linestyle="-" if j == 0 else "--",
-                        label=f"{Path(config).stem} ({split}), seed {s}")
+                        label=f"{Path(path).stem}{''.join(' ' + o for o in overrides)} ({split}), seed {s}")
             m = re.match(r"([\d.]+)", PAPER.get((ds, stem), "") if split in ("test", "gen") else "")
             if m:
                 ax.axhline(float(m.group(1)), color=color, linestyle=":", linewidth=1)
@@ -104,7 +106,7 @@ def curve(files: list[str], curve_file: str, plot: str | None, metric: str = "ex
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+")
-    p.add_argument("--curve", help="learning-curve records (reproduce.py --curve-out)")
+    p.add_argument("--curve", nargs="+", help="learning-curve records (reproduce.py --curve-out), one or more files")
     p.add_argument("--plot", help="PNG for the learning curve")
     p.add_argument("--per-run", action="store_true", help="also list every run (seed, score, wall times)")
     a = p.parse_args(argv)
