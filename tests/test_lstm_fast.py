@@ -22,6 +22,8 @@ VARIANTS = {
     "three-layers-head-dropout": {**LSTM, "layers": 3, "head": {"type": "softmax", "dropout": 0.5}},
     "reference-feed-dropout": {**LSTM, "combine_feed": True, "feed_dropout": True,
                                "head": {"type": "copy", "dropout": 0.5}},
+    "tanh-combine-feed": {**LSTM, "combine_feed": True, "feed_dropout": True, "combine_activation": "tanh",
+                          "head": {"type": "copy", "dropout": 0.5}},
 }
 
 
@@ -163,3 +165,24 @@ def test_training_steps_do_not_keep_graphs(name, monkeypatch):
         fast(b).sum().backward()
     gc.collect()
     assert len(tapes) >= 4 and all(r() is None for r in tapes)
+
+
+@pytest.mark.parametrize("activation", ["none", "tanh"])
+def test_tanh_bounds_the_fed_back_vector(activation):
+    """With combine_feed the feed columns of `combine` make a recurrence: made expansive (spectral radius 8), the
+    linear feed grows geometrically over the steps while tanh keeps every entry in [-1, 1]."""
+    model, _ = pair({**LSTM, "combine_feed": True, "combine_activation": activation})
+    H, E = LSTM["hidden_dim"], LSTM["embed_dim"]
+    with torch.no_grad():
+        model.combine.weight[:, E:E + H] = 8 * torch.eye(H)
+    model.eval()
+    b, _ = batch()
+    state = model.init_state(model.encode(b))
+    norms = []
+    for t in range(b["tgt_in"].shape[1]):
+        _, state = model.step(b["tgt_in"][:, t], state)
+        norms.append(state["feed"].abs().max().item())
+    if activation == "tanh":
+        assert max(norms) <= 1.0
+    else:
+        assert norms[-1] > 1e6 * norms[1]

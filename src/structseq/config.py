@@ -141,6 +141,10 @@ class LSTMConfig:
     feed_dropout: bool = _f(False, "drop the fed-back combined vector as the reference code does: the next step's "
                                    "input [embedding; feed] with p = dropout, and the head's dropout mask on the "
                                    "combined vector, shared by the head and the feed (its --highdrop)")
+    combine_activation: str = _f("none", "nonlinearity on the combined vector: none (the reference code of "
+                                         "Akyürek & Andreas 2021: with combine_feed a linear feedback) or tanh "
+                                         "(Luong et al. 2015's attentional vector, which bounds the feedback)",
+                                 choices=("none", "tanh"))
     head: Any = _head()
 
 

@@ -162,7 +162,7 @@ def build_lstm(cfg: LSTMConfig, vocabs: Vocabs, train_examples: Sequence | None 
     return with_width(LSTMSeq2Seq(len(src_vocab), len(tgt_vocab), head, embed_dim=cfg.embed_dim,
                                   hidden_dim=cfg.hidden_dim, layers=cfg.layers, dropout=cfg.dropout,
                                   combine_feed=cfg.combine_feed, feed_dropout=cfg.dropout if cfg.feed_dropout else 0.0,
-                                  high_dropout=high), cfg.hidden_dim)
+                                  high_dropout=high, combine_activation=cfg.combine_activation), cfg.hidden_dim)
 
 
 def with_width(model: nn.Module, width: int) -> nn.Module:

@@ -254,7 +254,7 @@ def _bernoulli_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor |
 class LSTMSeq2Seq(Autoregressive):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, head: nn.Module, *, embed_dim: int = 512,
                  hidden_dim: int = 512, layers: int = 2, dropout: float = 0.4, combine_feed: bool = False,
-                 feed_dropout: float = 0.0, high_dropout: float = 0.0):
+                 feed_dropout: float = 0.0, high_dropout: float = 0.0, combine_activation: str = "none"):
         super().__init__()
         self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=self.pad)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=self.pad)
@@ -265,6 +265,9 @@ class LSTMSeq2Seq(Autoregressive):
         self.combine = nn.Linear(embed_dim + (3 if combine_feed else 2) * hidden_dim, hidden_dim)
         self.head, self.dropout, self.hidden_dim, self.combine_feed = head, dropout, hidden_dim, combine_feed
         self.feed_dropout, self.high_dropout = feed_dropout, high_dropout
+        if combine_activation not in ("none", "tanh"):
+            raise ValueError(f"combine_activation must be 'none' or 'tanh', got {combine_activation!r}")
+        self.combine_tanh = combine_activation == "tanh"
         self._inference_weights: tuple[tuple, _Weights] | None = None
 
     def encode(self, inputs: Inputs) -> State:
@@ -336,6 +339,8 @@ class LSTMSeq2Seq(Autoregressive):
             cs.append(c)
         alpha, context = attention(x)
         comb = w.rest_comb(comb0, torch.cat([feed, x, context] if self.combine_feed else [x, context], 1))
+        if self.combine_tanh:
+            comb = torch.tanh(comb)
         for mask in (noise.comb, noise.high) if noise is not None else ():
             if mask is not None:
                 comb = comb * mask

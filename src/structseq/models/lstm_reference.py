@@ -45,6 +45,8 @@ class LSTMSeq2SeqReference(LSTMSeq2Seq):
         alpha = scores.masked_fill(state["src_pad"], float("-inf")).softmax(-1)
         context = torch.bmm(alpha[:, None], state["memory"])[:, 0]
         comb = self.combine(torch.cat([inp if self.combine_feed else emb, h_t, context], -1))
+        if self.combine_tanh:
+            comb = torch.tanh(comb)
         comb_d = F.dropout(comb, self.dropout, self.training)
         comb_d = F.dropout(comb_d, self.high_dropout, self.training)  # reference --highdrop: head and feed share it
         feed = F.dropout(comb_d, self.feed_dropout, self.training)  # the next step's input dropout on the feed
