@@ -121,3 +121,60 @@ def test_settled_sentences_leave_the_batch_without_changing_results(beam, len_pe
         alone = beam_search(model, {"src": s}, beam, max_len[b: b + 1], len_penalty=len_penalty)
         assert hyp.tokens[b] == alone.tokens[0]
         assert hyp.scores[b] == pytest.approx(alone.scores[0], abs=1e-4)
+
+
+def _every_row_reordered(model):
+    """The same model, but beam search copies every state entry at every step (no `sentence_state`)."""
+    class Plain:
+        encode, init_state, step = model.encode, model.init_state, model.step
+    return Plain()
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.parametrize("name", ["transformer-pre-relative", "transformer-post-relative-copy", "lstm-copy",
+                                  "sep-o2-shared", "sep-o4-copy"])
+def test_sentence_state_is_copied_only_when_sentences_leave(name, beam):
+    """Entries equal across a sentence's hypotheses are left in place while no sentence leaves the batch: the
+    results equal a search that reorders every entry at every step (limits 1..B make sentences leave one by one)."""
+    if name.startswith("sep"):
+        from test_dangle import VARIANTS as DANGLE
+        from test_dangle import make as make_dangle
+        model = make_dangle(DANGLE[name])
+    else:
+        model = make(VARIANTS[name]).eval()
+    assert model.sentence_state
+    src, _ = batch()
+    for max_len in (torch.full((src.shape[0],), 7), torch.arange(1, src.shape[0] + 1)):
+        got = beam_search(model, {"src": src}, beam, max_len, nbest=True)
+        want = beam_search(_every_row_reordered(model), {"src": src}, beam, max_len, nbest=True)
+        assert got.nbest == want.nbest
+
+
+def test_context_models_keep_both_memories_in_place():
+    from test_context_models import VARIANTS as CTX_VARIANTS
+    from test_context_models import batch as ctx_batch
+    from test_context_models import make as make_ctx
+
+    model = make_ctx({**CTX_VARIANTS["alternate"], "head": {"type": "copy"}})
+    b = ctx_batch()
+    inputs, max_len = {"src": b["src"], "ctx": b["ctx"]}, torch.tensor([6, 2])
+    got = beam_search(model, inputs, 3, max_len, nbest=True)
+    assert got.nbest == beam_search(_every_row_reordered(model), inputs, 3, max_len, nbest=True).nbest
+
+
+def test_lazy_kv_cache_equals_eager_reordering():
+    from structseq.models.base import map_state
+    from structseq.nn.attention import KVCache
+
+    g = torch.Generator().manual_seed(0)
+    k, v = torch.randn(6, 2, 5, 3, generator=g), torch.randn(6, 2, 5, 3, generator=g)
+    new_k, new_v = torch.randn(4, 2, 1, 3, generator=g), torch.randn(4, 2, 1, 3, generator=g)
+    first, second = torch.tensor([5, 5, 0, 2, 1, 3]), torch.tensor([1, 0, 0, 4])  # two reorders, then a shrink
+    state = {"self_kv": [KVCache(k, v)]}
+    for rows in (first, second):
+        state = map_state(state, lambda x: x.index_select(0, rows))
+    cache = state["self_kv"][0]
+    assert cache.k is k  # nothing copied yet
+    got = cache.extend(new_k, new_v)
+    eager = k.index_select(0, first).index_select(0, second), v.index_select(0, first).index_select(0, second)
+    assert torch.equal(got[0], torch.cat([eager[0], new_k], 2)) and torch.equal(got[1], torch.cat([eager[1], new_v], 2))

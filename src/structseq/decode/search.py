@@ -42,6 +42,14 @@ def greedy(model, inputs: Mapping[str, Tensor], max_len: Tensor, eos: int = Voca
     return beam_search(model, inputs, 1, max_len, len_penalty=0.0, eos=eos, bos=bos)
 
 
+def _reorder(state, select, shared: frozenset[str], shrunk: bool):
+    """Beam reordering moves hypotheses only within their sentence, so the entries equal across a sentence's
+    hypotheses (`model.sentence_state`) need a copy only when sentences have left the batch."""
+    if shrunk or not shared or not isinstance(state, dict):
+        return map_state(state, select)
+    return {k: v if k in shared else map_state(v, select) for k, v in state.items()}
+
+
 @torch.no_grad()
 def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor, len_penalty: float = 1.0,
                 nbest: bool = False, eos: int = Vocab.eos, bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
@@ -53,6 +61,7 @@ def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor,
     compute for the sentences still open: with outputs of mixed lengths most steps run on a few rows."""
     B, K = max_len.shape[0], beam
     device = max_len.device
+    shared = getattr(model, "sentence_state", frozenset())
     state = model.init_state(model.encode(inputs))
     expand = torch.arange(B, device=device).repeat_interleave(K)
     state = map_state(state, lambda t: t.index_select(0, expand))
@@ -102,7 +111,7 @@ def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor,
             scores, finished, lengths, history, limit = scores[keep], finished[keep], lengths[keep], history[keep], limit[keep]
             token = token[keep]
         rows = reorder.view(-1)
-        state = map_state(state, lambda x: x.index_select(0, rows))
+        state = _reorder(state, lambda x: x.index_select(0, rows), shared, shrunk=bool(settled.any()))
         prev = token.view(-1)
     for i, b in enumerate(alive.tolist()):  # only after a loop that ran out of steps (cannot happen: forced </s>)
         done.setdefault(b, (history[i], scores[i], lengths[i], finished[i]))

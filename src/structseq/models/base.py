@@ -9,7 +9,10 @@ An autoregressive model adds the incremental protocol that search drives:
   init_state(enc) -> state                                 decoder state before the first step
   step(prev_tokens, state) -> (log-probs (B, V), state)    one incremental step
 States are nested dicts/lists/tuples of tensors whose first dimension is the batch, so one generic
-`map_state` reorders them for beam search (no per-model reorder methods).
+`map_state` reorders them for beam search (no per-model reorder methods); an object with `map_rows(fn)` (a
+self-attention `KVCache`) reorders itself, lazily. A model may list in `sentence_state` the top-level state keys
+that are equal across the hypotheses of one sentence (encoder outputs, projected memories): beam search then
+copies them only when sentences leave the batch, not at every step.
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ Inputs = Mapping[str, Tensor]
 
 
 def map_state(state: Any, fn: Callable[[Tensor], Tensor]) -> Any:
-    """Apply `fn` to every tensor in a nested state (e.g. `lambda t: t.index_select(0, idx)`)."""
+    """Apply `fn` (a selection of batch rows, e.g. `lambda t: t.index_select(0, idx)`) to every tensor in a nested
+    state; an object with `map_rows` applies it itself."""
+    if hasattr(state, "map_rows"):
+        return state.map_rows(fn)
     if isinstance(state, Tensor):
         return fn(state)
     if isinstance(state, dict):
@@ -41,6 +47,7 @@ class Autoregressive(nn.Module, abc.ABC):
 
     pad: int = 0
     width: int  # the model dimension (set by its builder; the Noam schedule scales by it)
+    sentence_state: frozenset[str] = frozenset()  # state keys equal across a sentence's hypotheses (see above)
 
     @abc.abstractmethod
     def encode(self, inputs: Inputs) -> State:

@@ -72,6 +72,8 @@ def join_sequential(src: Tensor, ctx: Tensor, sep: int | None, pad: int = Vocab.
 
 
 class ContextTransformer(Autoregressive):
+    sentence_state = frozenset({"memories", "cross_kv"})
+
     def __init__(self, encoder: TransformerEncoder, decoder: TransformerDecoder, head: nn.Module, variant: str,
                  sep: int | None, context_logit_scale: float = 1.0, context_window: float | None = None):
         super().__init__()

@@ -86,6 +86,8 @@ class AdaptiveKeyEncoder(nn.Module):
 
 
 class RDangleSeq2Seq(Autoregressive):
+    sentence_state = frozenset({"src", "src_pad", "src_states", "values"})  # cross_kv follows the prefix
+
     AUTO_CHUNK_STEPS = 8  # measured best on COGS batches (benchmarks/bench_dangle.py): less padding per pass
 
     def __init__(self, src_embed: TokenEmbedding, key_encoder: AdaptiveKeyEncoder, value_encoder: ValueEncoder | None,

@@ -252,6 +252,8 @@ def _bernoulli_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor |
 
 
 class LSTMSeq2Seq(Autoregressive):
+    sentence_state = frozenset({"src", "src_pad", "memory", "keys", "attn_bias"})
+
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, head: nn.Module, *, embed_dim: int = 512,
                  hidden_dim: int = 512, layers: int = 2, dropout: float = 0.4, combine_feed: bool = False,
                  feed_dropout: float = 0.0, high_dropout: float = 0.0, combine_activation: str = "none"):

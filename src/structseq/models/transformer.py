@@ -70,6 +70,8 @@ class TransformerDecoder(nn.Module):
 
 
 class TransformerSeq2Seq(Autoregressive):
+    sentence_state = frozenset({"src", "src_pad", "cross_kv"})
+
     def __init__(self, encoder: TransformerEncoder, decoder: TransformerDecoder, head: nn.Module):
         super().__init__()
         self.encoder, self.decoder, self.head = encoder, decoder, head

@@ -8,6 +8,7 @@ terms) or not (penalties that must keep their size)."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -93,6 +94,36 @@ class ScoreBiases(nn.ModuleList):
     scaled = None  # each member says for itself
 
 
+class KVCache(NamedTuple):
+    """A self-attention cache (keys, values: (N, H, T, dh)) whose beam reordering is deferred: the logical cache
+    is `(k[rows], v[rows])`. `map_state` applies a search's row selection to `rows` only (composing reorders),
+    and the next step gathers the rows straight into the extended cache, one copy per step instead of a reorder
+    and a concatenation."""
+    k: Tensor
+    v: Tensor
+    rows: Tensor | None = None  # None: the identity
+
+    def map_rows(self, fn) -> "KVCache":
+        rows = self.rows if self.rows is not None else torch.arange(self.k.shape[0], device=self.k.device)
+        return self._replace(rows=fn(rows))
+
+    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """[cache; new] along time for keys and values (new: (N, H, T', dh))."""
+        if self.rows is None:
+            return torch.cat([self.k, k], 2), torch.cat([self.v, v], 2)
+        if torch.is_grad_enabled() and (self.k.requires_grad or k.requires_grad):
+            return (torch.cat([self.k.index_select(0, self.rows), k], 2),
+                    torch.cat([self.v.index_select(0, self.rows), v], 2))
+        t = self.k.shape[2]
+        out = []
+        for old, new in ((self.k, k), (self.v, v)):
+            x = new.new_empty(new.shape[0], new.shape[1], t + new.shape[2], new.shape[3])
+            torch.index_select(old, 0, self.rows, out=x[:, :, :t])
+            x[:, :, t:] = new
+            out.append(x)
+        return out[0], out[1]
+
+
 class MultiheadAttention(nn.Module):
     """Scaled dot-product attention over `query` with keys from `key` and values from `value`.
 
@@ -138,6 +169,20 @@ class MultiheadAttention(nn.Module):
             term = b(q, k, q_pos, k_pos, index)
             yield term * logit_scale if b.scaled and logit_scale != 1.0 else term
 
+    def _fused_qkv(self) -> tuple[Tensor, Tensor]:
+        """The (3D, D) weight and (3D,) bias of q, k, v; without autograd cached until a parameter changes (an
+        incremental step would otherwise copy them once per layer and token)."""
+        params = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight,
+                  self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)
+        if torch.is_grad_enabled() and any(p.requires_grad for p in params):
+            return torch.cat(params[:3]), torch.cat(params[3:])
+        key = tuple((p.data_ptr(), p._version, p.device, p.dtype) for p in params)
+        cached = self.__dict__.get("_qkv_cache")
+        if cached is None or cached[0] != key:
+            cached = key, (torch.cat(params[:3]), torch.cat(params[3:]))
+            self.__dict__["_qkv_cache"] = cached
+        return cached[1]
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         old = prefix + "relative.table"  # checkpoints before the generic score bias
         if old in state_dict:
@@ -168,14 +213,12 @@ class MultiheadAttention(nn.Module):
             raise ValueError(f"logit_scale must be > 0, got {logit_scale}")
         if static_kv is None and key is None and value is None:
             # self-attention: one (D, 3D) GEMM instead of three (D, D) ones, same result
-            weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-            bias = torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
-            q, k, v = (self._heads(t) for t in F.linear(query, weight, bias).chunk(3, dim=-1))
+            q, k, v = (self._heads(t) for t in F.linear(query, *self._fused_qkv()).chunk(3, dim=-1))
         else:
             q = self._heads(self.q_proj(query))  # (B, H, Tq, dh)
             k, v = static_kv if static_kv is not None else self.project_kv(key, value)
         if past_kv is not None:
-            k, v = torch.cat([past_kv[0], k], 2), torch.cat([past_kv[1], v], 2)
+            k, v = (past_kv if isinstance(past_kv, KVCache) else KVCache(*past_kv)).extend(k, v)
         Tk = k.shape[2]
         if q_offset is not None:
             offset = q_offset

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from structseq.nn.attention import (GaussianWindowBias, MultiheadAttention, RelativePositionBias, ScoreBiases,
+from structseq.nn.attention import (GaussianWindowBias, KVCache, MultiheadAttention, RelativePositionBias, ScoreBiases,
                                    SegmentRelativeBias)
 
 
@@ -130,7 +130,7 @@ class DecoderLayer(nn.Module):
             if need_weights:
                 weights[name] = w
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h),))
-        return x, self_kv, weights
+        return x, KVCache(*self_kv), weights
 
 
 def sinusoidal_table(n_positions: int, dim: int) -> Tensor:
