@@ -46,7 +46,8 @@ def models(size: str) -> tuple[dict, dict, dict]:
     transformer = {"arch": "transformer", **d}
     sep = {"arch": "rdangle-sep", **d, "encoder_layers": n - 1, "fusion_layers": 1, "post_fusion_layers": 1,
            "share_post_fusion": True}
-    shr = {"arch": "rdangle-shr", **d, "fusion_layers": 1, "post_fusion_layers": n - 1}
+    shr = {"arch": "rdangle-shr", **{k: v for k, v in d.items() if k != "encoder_layers"}, "fusion_layers": 1,
+           "post_fusion_layers": n - 1}  # R-Dangle_shr has no value encoder
     return transformer, sep, shr
 
 
@@ -96,6 +97,10 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
 
     trainer, out = _trainer(cfg_json, threads)
     _use_formulation(trainer.model, formulation)
+    flops = None
+    if formulation == "batched":  # FLOPs of one forward+backward of the first timed batch (not applied)
+        from bench_train import _count_flops
+        flops = _count_flops(trainer)
     base = _rss_mb()
     times, tokens = [], []
     for _ in range(updates):
@@ -105,9 +110,18 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
         tokens.append(ntok)
     shutil.rmtree(out, ignore_errors=True)
     m_t, m_tok = sum(times[warmup:]), sum(tokens[warmup:])
-    return {"formulation": formulation, "updates": updates, "warmup": warmup, "s_per_update": m_t / (updates - warmup),
-            "target_tokens_per_s": m_tok / m_t, "peak_rss_mb": _rss_mb(), "rss_before_training_mb": base,
-            "parameters": trainer.model.num_parameters()}
+    out = {"formulation": formulation, "updates": updates, "warmup": warmup, "s_per_update": m_t / (updates - warmup),
+           "target_tokens_per_s": m_tok / m_t, "peak_rss_mb": _rss_mb(), "rss_before_training_mb": base,
+           "parameters": trainer.model.num_parameters()}
+    if flops is not None:
+        from bench_train import worker_matmul
+        # every batch has the same number of sentences; FLOPs per target token from the counted batch
+        out.update({"flops_first_batch": flops, "target_tokens_first_batch": tokens[0],
+                    "flops_per_target_token": flops / tokens[0],
+                    "flops_per_s": flops / tokens[0] * m_tok / m_t,
+                    "matmul_flops_per_s_same_process": worker_matmul(threads)["gflops_best"] * 1e9})
+        out["mfu"] = out["flops_per_s"] / out["matmul_flops_per_s_same_process"]
+    return out
 
 
 def worker_agree(cfg_json: str, threads: int) -> dict:
@@ -191,8 +205,15 @@ def section_intervals(args) -> dict:
         out[f"rdangle-sep o={o or 'inf'}"] = r
         log(f"rdangle-sep o={o or 'inf'}: {r['s_per_update']:.2f} s/update, peak RSS {r['peak_rss_mb']:.0f} MB")
     base = out["transformer"]["s_per_update"]
+    t = out["transformer"]
     for r in out.values():
         r["cost_vs_transformer"] = r["s_per_update"] / base
+        # time per token relative to the Transformer = (FLOPs per token ratio: the arithmetic) x (FLOP
+        # throughput ratio: the overhead, 1 when the model computes as efficiently as the Transformer)
+        r["flops_per_token_vs_transformer"] = r["flops_per_target_token"] / t["flops_per_target_token"]
+        r["flop_throughput_vs_transformer"] = r["flops_per_s"] / t["flops_per_s"]
+        log(f"  FLOPs/token x{r['flops_per_token_vs_transformer']:.1f}, "
+            f"FLOP/s x{r['flop_throughput_vs_transformer']:.2f} of the Transformer's, MFU {r['mfu']:.2f}")
     return out
 
 
