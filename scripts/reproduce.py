@@ -120,7 +120,7 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
     if last.exists():  # the training loop's own clock, summed over resumes (absent in older checkpoints)
         train_s = load_checkpoint(last)["progress"].get("train_seconds") or train_s
     if summary.get("stopped") == "interrupted":  # Ctrl-C / SIGINT: checkpoint saved, nothing recorded
-        return f"{name}: interrupted at update {summary['steps']}, not recorded; run the command again to resume"
+        return f"{name}: interrupted at update {summary['steps']}, not recorded{INTERRUPTED}"
     if curve_every:
         _curve(config, overrides, seed, run_dir, cfg, curve_every, curve_out)
     lines = []
@@ -135,6 +135,9 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
         f.write("\n".join(lines) + "\n")
     return f"{name}: " + ", ".join(
         f"{json.loads(x)['split']} EM {json.loads(x)['metrics']['exact_match']['score']:.4f}" for x in lines)
+
+
+INTERRUPTED = "; run the command again to resume"
 
 
 class _Nothing:
@@ -195,11 +198,24 @@ def main(argv=None) -> None:
                 r = json.loads(line)
                 done.add((r["config"], r["seed"], tuple(r.get("overrides", []))))
     jobs = [(c, s) for c in a.configs for s in a.seeds if (c, s, tuple(a.overrides)) not in done]
-    with ProcessPoolExecutor(a.jobs) as pool:
-        futures = [pool.submit(one, c, s, a.runs, a.out, a.overrides, None,
-                               a.curve_every if s in a.curve_seeds else 0, curve_out) for c, s in jobs]
+    args = [(c, s, a.runs, a.out, a.overrides, None, a.curve_every if s in a.curve_seeds else 0, curve_out)
+            for c, s in jobs]
+    if a.jobs == 1:  # in this process, one run after another: an interrupted run stops the sweep
+        for job in args:
+            msg = one(*job)
+            print(msg, flush=True)
+            if msg.endswith(INTERRUPTED):
+                return 128 + 15
+        return 0
+    with ProcessPoolExecutor(a.jobs) as pool:  # Ctrl-C reaches every worker (one process group)
+        futures = [pool.submit(one, *job) for job in args]
         for f in futures:
-            print(f.result(), flush=True)
+            msg = f.result()
+            print(msg, flush=True)
+            if msg.endswith(INTERRUPTED):
+                pool.shutdown(wait=False, cancel_futures=True)
+                return 128 + 15
+    return 0
 
 
 if __name__ == "__main__":

@@ -60,3 +60,17 @@ def test_feedback_gain_is_the_spectral_radius_of_the_feed_columns():
     W[:, E:E + H] = torch.diag(torch.tensor([0.5, -2.5, 1.0, 0.1]))
     W[:, E + H:] = 50.0  # h_t and context columns: not the feed either
     assert abs(mod.feed_radius({"combine.weight": W, "tgt_embed.weight": torch.zeros(7, E)}) - 2.5) < 1e-9
+
+
+def test_an_interrupted_run_stops_the_whole_sweep(tmp_path, monkeypatch):
+    """Ctrl-C / SIGTERM inside one run (its checkpoint saved) must not start the next seed."""
+    mod = _load("reproduce")
+    started = []
+
+    def one(config, seed, *args):
+        started.append(seed)
+        return f"run-s{seed}: interrupted at update 7, not recorded{mod.INTERRUPTED}"
+
+    monkeypatch.setattr(mod, "one", one)
+    code = mod.main(["configs/scan-jump/lstm-256.yaml", "--seeds", "1", "2", "3", "--out", str(tmp_path / "r.jsonl")])
+    assert code == 143 and started == [1]
