@@ -1,6 +1,6 @@
 """Decoding speed against fairseq, side by side (issue 13, part 3): `fairseq-generate` vs structseq.
 
-    .venv/bin/python benchmarks/bench_decode_fairseq.py --updates 300 --sentences 1024 --rounds 3 \
+    .venv/bin/python benchmarks/bench_decode_fairseq.py --updates 100 --sentences 1024 --rounds 3 \
         -o results/perf/bench_decode_fairseq.json
 
 1. Both toolkits train fairseq's `transformer_iwslt_de_en` (6+6 layers, d 512, 4 heads, FFN 1024, post-norm,
@@ -178,9 +178,9 @@ def quality(hyps: list[str], refs: list[str]) -> dict:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--updates", type=int, default=300, help="training updates of both models")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup", type=int, default=100, help="linear warm-up updates (inverse-sqrt schedule after)")
+    p.add_argument("--updates", type=int, default=100, help="training updates of both models")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--warmup", type=int, default=50, help="linear warm-up updates (inverse-sqrt schedule after)")
     p.add_argument("--max-tokens", type=int, default=3500)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--sentences", type=int, default=1024, help="test sentences decoded per measurement")
@@ -188,15 +188,20 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     p.add_argument("--settings", nargs="+", default=["default", "matched"], choices=["default", "matched"])
-    p.add_argument("--train-only", action="store_true", help="prepare and train both models, measure nothing")
+    p.add_argument("--train-only", choices=["both", "fairseq", "structseq"],
+                   help="prepare and train (both or one of) the models, measure nothing")
     p.add_argument("-o", "--output", default=str(HERE / "work" / "bench_decode_fairseq.json"))
     args = p.parse_args(argv)
 
     WORK.mkdir(parents=True, exist_ok=True)
     train_bin, test_bin, refs = prepare_test(args.sentences, args.threads)
-    ckpt, run_dir = train_fairseq(train_bin, args), train_ours(args)
     if args.train_only:
+        if args.train_only in ("both", "fairseq"):
+            train_fairseq(train_bin, args)
+        if args.train_only in ("both", "structseq"):
+            train_ours(args)
         return
+    ckpt, run_dir = train_fairseq(train_bin, args), train_ours(args)
     sources = WORK / f"raw-test{args.sentences}" / f"test.{fb.SRC_LANG}"
     load_before = os.getloadavg()
     rows = []

@@ -88,7 +88,7 @@ def _record(config, overrides, seed, run_dir, split, train_s, eval_s, steps, m) 
             "train_wall_s": round(train_s, 1), "eval_wall_s": round(eval_s, 1),
             "steps": steps, "machine": f"{platform.node()} {platform.processor()}",
             "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
-            "metrics": {k: v for k, v in m.items() if k not in ("predictions",)}}
+            "metrics": None if m is None else {k: v for k, v in m.items() if k not in ("predictions",)}}
 
 
 def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name: str | None = None,
@@ -98,6 +98,7 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
     With `curve_every`, also keep and evaluate the checkpoints at every multiple of it (records in `curve_out`)."""
     from structseq import api
     from structseq.config import load_config
+    from structseq.errors import DivergedError
     from structseq.train.checkpoint import load_checkpoint
 
     cfg = load_config(config, overrides)
@@ -109,13 +110,20 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
         raise ValueError(f"--curve-every {curve_every} is not a multiple of train.valid_every {cfg.train.valid_every}")
     t0 = time.time()
     summary = {}
-    with _KeepCheckpoints(run_dir, curve_every) if curve_every else _Nothing():
-        if last.exists():
-            step = load_checkpoint(last)["progress"]["step"]
-            if step < cfg.train.max_steps:
-                summary = api.resume(run_dir, show_progress=False)
-        else:
-            summary = api.train(cfg, run_dir, show_progress=False)
+    try:
+        with _KeepCheckpoints(run_dir, curve_every) if curve_every else _Nothing():
+            if last.exists():
+                step = load_checkpoint(last)["progress"]["step"]
+                if step < cfg.train.max_steps:
+                    summary = api.resume(run_dir, show_progress=False)
+            else:
+                summary = api.train(cfg, run_dir, show_progress=False)
+    except DivergedError as e:  # a seed that diverges is a result too: recorded, never averaged in
+        rec = {**_record(config, overrides, seed, run_dir, None, time.time() - t0, 0.0, cfg.train.max_steps, None),
+               "diverged": {"step": e.step, "loss": str(e.loss)}}
+        with open(out, "a") as f:
+            f.write("\n".join(json.dumps({**rec, "split": s}) for s in cfg.data.test) + "\n")
+        return f"{name}: diverged ({e})"
     train_s = time.time() - t0
     if last.exists():  # the training loop's own clock, summed over resumes (absent in older checkpoints)
         train_s = load_checkpoint(last)["progress"].get("train_seconds") or train_s

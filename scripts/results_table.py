@@ -55,7 +55,7 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
             points[key][r["seed"]][r["step"]] = r["metrics"][metric]["score"]
             curve_runs.add((r["run_dir"], r["split"], key[0], r["seed"]))
     for run_dir, split, config, seed in curve_runs:  # the last point: the run's own (final-checkpoint) record
-        if (run_dir, split) in final:
+        if (run_dir, split) in final and not final[(run_dir, split)].get("diverged"):
             f = final[(run_dir, split)]
             points[(config, split)][seed][f["steps"]] = f["metrics"][metric]["score"]
     steps = sorted({k for per_seed in points.values() for s in per_seed.values() for k in s})
@@ -118,7 +118,15 @@ def main(argv=None) -> None:
                 groups[(r["config"], tuple(r.get("overrides", [])), r["split"])].append(r)
     print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min, median) | updates | paper |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for (config, overrides, split), rs in sorted(groups.items()):
+    for (config, overrides, split), all_rs in sorted(groups.items()):
+        rs = [r for r in all_rs if not r.get("diverged")]
+        lost = sorted(r["seed"] for r in all_rs if r.get("diverged"))
+        seeds = ", ".join(str(r["seed"]) for r in rs) or "none"
+        if lost:  # diverged seeds (non-finite training loss) are listed, not averaged in
+            seeds += f" (diverged: {', '.join(map(str, lost))})"
+        if not rs:
+            print(f"| `{config}` | {split} | {seeds} | - | - | - | - | {all_rs[0]['steps']} | |")
+            continue
         em = [r["metrics"]["exact_match"]["score"] for r in rs]
         ta = [r["metrics"]["token_accuracy"]["score"] for r in rs]
         bl = [r["metrics"]["bleu"]["score"] for r in rs]
@@ -126,13 +134,17 @@ def main(argv=None) -> None:
         key = paper_key(config)
         wall = statistics.median(r["train_wall_s"] for r in rs) / 60  # median: robust to a mis-timed run
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)
-        print(f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
+        print(f"| {shown} | {split} | {seeds} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
               f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split in ('test', 'gen') else ''} |")
     if a.per_run:
         print("\n| run | seed | split | exact match | train wall (s) | eval wall (s) | updates | commit |")
         print("|---|---|---|---|---|---|---|---|")
         for (config, overrides, split), rs in sorted(groups.items()):
             for r in sorted(rs, key=lambda r: r["seed"]):
+                if r.get("diverged"):
+                    print(f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | diverged at update "
+                          f"{r['diverged']['step']} | | | {r['steps']} | {r.get('git', '')} |")
+                    continue
                 print(f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | {r['metrics']['exact_match']['score']:.4f} "
                       f"| {r['train_wall_s']:.0f} | {r['eval_wall_s']:.0f} | {r['steps']} | {r.get('git', '')} |")
     if a.curve:

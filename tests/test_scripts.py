@@ -74,3 +74,29 @@ def test_an_interrupted_run_stops_the_whole_sweep(tmp_path, monkeypatch):
     monkeypatch.setattr(mod, "one", one)
     code = mod.main(["configs/scan-jump/lstm-256.yaml", "--seeds", "1", "2", "3", "--out", str(tmp_path / "r.jsonl")])
     assert code == 143 and started == [1]
+
+
+def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypatch, capsys):
+    """A non-finite training loss ends the run with DivergedError: reproduce.py writes a record per test split
+    saying so (the sweep goes on), and results_table.py lists the seed as diverged outside the mean."""
+    from structseq import api
+    from structseq.errors import DivergedError
+
+    mod = _load("reproduce")
+
+    def train(*a, **k):
+        raise DivergedError(float("nan"), 2109)
+
+    monkeypatch.setattr(api, "train", train)
+    out = tmp_path / "r.jsonl"
+    msg = mod.one("configs/scan-jump/lstm-256.yaml", 3, str(tmp_path / "runs"), str(out), [])
+    assert "diverged" in msg
+    rec = json.loads(out.read_text())
+    assert rec["diverged"] == {"step": 2109, "loss": "nan"} and rec["metrics"] is None and rec["split"] == "test"
+    good = {**rec, "seed": 1, "diverged": None, "run_dir": "runs/x-s1", "train_wall_s": 60.0, "eval_wall_s": 1.0,
+            "metrics": {m: {"score": 0.5} for m in ("exact_match", "token_accuracy", "bleu")}}
+    with open(out, "a") as f:
+        f.write(json.dumps(good) + "\n")
+    _load("results_table").main([str(out), "--per-run"])
+    table = capsys.readouterr().out
+    assert "| 1 (diverged: 3) | 0.500 |" in table and "diverged at update 2109" in table

@@ -18,5 +18,14 @@ class DataError(StructseqError):
         self.path, self.line, self.problem = path, line, problem
 
 
+class DivergedError(StructseqError):
+    """The training loss became non-finite; `step` is the update that produced it (its checkpoint is not saved,
+    the last one is, so a resume replays the divergence)."""
+
+    def __init__(self, loss: float, step: int):
+        super().__init__(f"loss became {loss} at update {step}; lower optim.lr or check the data")
+        self.loss, self.step = loss, step
+
+
 class ConfigError(StructseqError):
     """An invalid configuration; the message names the offending key."""

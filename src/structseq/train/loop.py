@@ -47,7 +47,7 @@ from structseq.data.example import Example
 from structseq.data.limits import length_limit
 from structseq.data.registry import holdout, load_dataset
 from structseq.data.vocab import NamedVocabs, Vocab
-from structseq.errors import ConfigError, StructseqError
+from structseq.errors import ConfigError, DivergedError, StructseqError
 from structseq.models.registry import build_model
 from structseq.tasks import Task, get_task
 from structseq.tasks.base import Vocabs
@@ -461,7 +461,7 @@ class Trainer:
                 p.train_seconds, t_prev = p.train_seconds + (now - t_prev), now
                 tok_log, loss_log, n_log = tok_log + ntok, loss_log + loss, n_log + 1
                 if not math.isfinite(loss):
-                    raise StructseqError(f"loss became {loss} at update {p.step}; lower optim.lr or check the data")
+                    raise DivergedError(loss, p.step)
                 if p.step % cfg.train.log_every == 0 or p.step == cfg.train.max_steps:
                     dt = time.perf_counter() - t_log
                     rec = {"step": p.step, "loss": loss_log / n_log, "lr": self.optimizer.param_groups[0]["lr"],
