@@ -177,4 +177,25 @@ def test_lazy_kv_cache_equals_eager_reordering():
     assert cache.k is k  # nothing copied yet
     got = cache.extend(new_k, new_v)
     eager = k.index_select(0, first).index_select(0, second), v.index_select(0, first).index_select(0, second)
-    assert torch.equal(got[0], torch.cat([eager[0], new_k], 2)) and torch.equal(got[1], torch.cat([eager[1], new_v], 2))
+    assert torch.equal(got.keys(), torch.cat([eager[0], new_k], 2))
+    assert torch.equal(got.values(), torch.cat([eager[1], new_v], 2))
+
+
+def test_kv_cache_appends_in_place_and_never_overwrites_a_branch():
+    """Unchanged rows: the next step is written into spare capacity (same buffer); extending the same cache a
+    second time (another continuation) copies instead of overwriting the first continuation's step."""
+    from structseq.models.base import map_state
+    from structseq.nn.attention import KVCache
+
+    g = torch.Generator().manual_seed(0)
+    step = lambda: torch.randn(3, 2, 1, 4, generator=g)  # noqa: E731
+    ks = [step() for _ in range(4)]
+    cache = KVCache(ks[0], ks[0].clone()).extend(ks[1], ks[1].clone())  # no room: grows
+    assert cache.k.shape[2] > cache.size == 2
+    same = map_state({"c": cache}, lambda x: x.index_select(0, torch.arange(3)))["c"]  # identity reorder
+    assert same.rows is None
+    a = same.extend(ks[2], ks[2].clone())
+    assert a.k.data_ptr() == cache.k.data_ptr()  # written in place
+    b = same.extend(ks[3], ks[3].clone())  # a second continuation of the same cache
+    assert b.k.data_ptr() != a.k.data_ptr()
+    assert torch.equal(a.keys(), torch.cat(ks[:3], 2)) and torch.equal(b.keys(), torch.cat(ks[:2] + ks[3:], 2))

@@ -155,7 +155,7 @@ class ContextTransformer(Autoregressive):
 
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         past = state["self_kv"]
-        offset = 0 if past is None else past[0][0].shape[2]
+        offset = 0 if past is None else past[0].size
         mem = state["memories"]
         x, new_kv, attn = self.decoder(prev[:, None], memories={n: {"pad": m["pad"]} for n, m in mem.items()},
                                        cross_kv=state["cross_kv"], past_kv=past, offset=offset,

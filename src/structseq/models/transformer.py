@@ -93,7 +93,7 @@ class TransformerSeq2Seq(Autoregressive):
 
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         past = state["self_kv"]
-        offset = 0 if past is None else past[0][0].shape[2]
+        offset = 0 if past is None else past[0].size
         x, new_kv, attn = self.decoder(prev[:, None], memories={"source": {"pad": state["src_pad"]}},
                                        cross_kv=state["cross_kv"], past_kv=past, offset=offset,
                                        need_weights=self.head.needs_attention)

@@ -95,33 +95,60 @@ class ScoreBiases(nn.ModuleList):
 
 
 class KVCache(NamedTuple):
-    """A self-attention cache (keys, values: (N, H, T, dh)) whose beam reordering is deferred: the logical cache
-    is `(k[rows], v[rows])`. `map_state` applies a search's row selection to `rows` only (composing reorders),
-    and the next step gathers the rows straight into the extended cache, one copy per step instead of a reorder
-    and a concatenation."""
+    """A self-attention cache: keys and values (N, H, capacity, dh) whose first `size` positions are filled,
+    with its beam reordering deferred (the logical cache is `(k[rows, :, :size], v[rows, :, :size])`).
+    `map_state` applies a search's row selection to `rows` only (composing reorders; an identity selection
+    keeps `rows` None). Extending a cache whose rows are unchanged writes the new step into spare capacity, no
+    copy (greedy decoding, beams that keep their rows); otherwise the rows are gathered straight into the
+    extended cache, one copy per step instead of a reorder and a concatenation. `filled` (shared by the caches
+    of one buffer) makes a second extension of the same cache copy instead of overwriting the first."""
     k: Tensor
     v: Tensor
     rows: Tensor | None = None  # None: the identity
+    length: int | None = None  # filled positions (None: all of k)
+    filled: list | None = None  # [positions of the buffer written so far], shared
+
+    @property
+    def size(self) -> int:
+        return self.k.shape[2] if self.length is None else self.length
 
     def map_rows(self, fn) -> "KVCache":
-        rows = self.rows if self.rows is not None else torch.arange(self.k.shape[0], device=self.k.device)
-        return self._replace(rows=fn(rows))
+        current = self.rows if self.rows is not None else torch.arange(self.k.shape[0], device=self.k.device)
+        rows = fn(current)
+        if self.rows is None and rows.shape == current.shape and torch.equal(rows, current):
+            return self
+        return self._replace(rows=rows)
 
-    def extend(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """[cache; new] along time for keys and values (new: (N, H, T', dh))."""
-        if self.rows is None:
-            return torch.cat([self.k, k], 2), torch.cat([self.v, v], 2)
+    def extend(self, k: Tensor, v: Tensor) -> "KVCache":
+        """The cache with `k`, `v` (N, H, T', dh) appended along time; read it with `keys()` / `values()`."""
+        t, n = self.size, k.shape[2]
         if torch.is_grad_enabled() and (self.k.requires_grad or k.requires_grad):
-            return (torch.cat([self.k.index_select(0, self.rows), k], 2),
-                    torch.cat([self.v.index_select(0, self.rows), v], 2))
-        t = self.k.shape[2]
+            old_k, old_v = (self.k[:, :, :t], self.v[:, :, :t]) if self.rows is None else (
+                self.k[:, :, :t].index_select(0, self.rows), self.v[:, :, :t].index_select(0, self.rows))
+            return KVCache(torch.cat([old_k, k], 2), torch.cat([old_v, v], 2))
+        filled = self.filled[0] if self.filled is not None else self.k.shape[2]
+        if self.rows is None and filled == t and t + n <= self.k.shape[2]:  # spare capacity: write in place
+            self.k[:, :, t:t + n] = k
+            self.v[:, :, t:t + n] = v
+            self.filled[0] = t + n
+            return KVCache(self.k, self.v, None, t + n, self.filled)
+        cap = max(2 * (t + n), 16)  # spare room costs no copy: only written pages are touched
         out = []
         for old, new in ((self.k, k), (self.v, v)):
-            x = new.new_empty(new.shape[0], new.shape[1], t + new.shape[2], new.shape[3])
-            torch.index_select(old, 0, self.rows, out=x[:, :, :t])
-            x[:, :, t:] = new
+            x = new.new_empty(new.shape[0], new.shape[1], cap, new.shape[3])
+            if self.rows is None:
+                x[:, :, :t] = old[:, :, :t]
+            else:
+                torch.index_select(old if old.shape[2] == t else old[:, :, :t], 0, self.rows, out=x[:, :, :t])
+            x[:, :, t:t + n] = new
             out.append(x)
-        return out[0], out[1]
+        return KVCache(out[0], out[1], None, t + n, [t + n])
+
+    def keys(self) -> Tensor:
+        return self.k if self.length is None or self.length == self.k.shape[2] else self.k[:, :, :self.length]
+
+    def values(self) -> Tensor:
+        return self.v if self.length is None or self.length == self.v.shape[2] else self.v[:, :, :self.length]
 
 
 class MultiheadAttention(nn.Module):
@@ -217,8 +244,10 @@ class MultiheadAttention(nn.Module):
         else:
             q = self._heads(self.q_proj(query))  # (B, H, Tq, dh)
             k, v = static_kv if static_kv is not None else self.project_kv(key, value)
+        cache = None
         if past_kv is not None:
-            k, v = (past_kv if isinstance(past_kv, KVCache) else KVCache(*past_kv)).extend(k, v)
+            cache = (past_kv if isinstance(past_kv, KVCache) else KVCache(*past_kv)).extend(k, v)
+            k, v = cache.keys(), cache.values()
         Tk = k.shape[2]
         if q_offset is not None:
             offset = q_offset
@@ -256,4 +285,4 @@ class MultiheadAttention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                                  is_causal=plain_causal and mask is None, scale=scale)
         out = out.transpose(1, 2).reshape(B, Tq, D)
-        return self.out_proj(out), weights, (k, v)
+        return self.out_proj(out), weights, (k, v) if cache is None else cache

@@ -130,7 +130,7 @@ class DecoderLayer(nn.Module):
             if need_weights:
                 weights[name] = w
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h),))
-        return x, KVCache(*self_kv), weights
+        return x, self_kv if isinstance(self_kv, KVCache) else KVCache(*self_kv), weights
 
 
 def sinusoidal_table(n_positions: int, dim: int) -> Tensor:
