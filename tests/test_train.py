@@ -1,5 +1,6 @@
 """Training: exact resumption, safe checkpoints, schedules, bad input, and that baselines learn."""
 
+import copy
 import json
 import subprocess
 import sys
@@ -232,3 +233,34 @@ def _learns(shared_data, model, lr, steps, tmp_path):
 def test_baseline_learns_a_scan_subset(shared_data, tmp_path, model, lr):
     """Each model family fits a 64-example SCAN-simple subset exactly within 400 seeded updates."""
     assert _learns(shared_data, model, lr, 400, tmp_path) == 1.0
+
+
+@pytest.mark.parametrize("arch", ["transformer", "lstm"])
+def test_inference_caches_never_outlive_an_update(arch):
+    """Derived weights cached for decoding (fused q/k/v, the LSTM loop's arranged weights) are rebuilt after a
+    fused optimiser step, which changes parameters in place without bumping their versions."""
+    from structseq.data.vocab import Vocab
+    from structseq.models.registry import build_model
+
+    vocab = Vocab.build([list("abcdef")])
+    model_cfg = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1,
+                 "decoder_layers": 1} if arch == "transformer" else {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8}
+    torch.manual_seed(0)
+    model = build_model(config_from_dict({"model": model_cfg}).model, {"src": vocab, "tgt": vocab})
+    batch = {"src": torch.tensor([[4, 5, 6, 2]]), "tgt_in": torch.tensor([[1, 4, 5]])}
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    model.eval()
+    with torch.no_grad():
+        before = model(batch)  # fills the caches
+    model(batch).sum().backward()  # grad enabled: no cache involved
+    opt.step()
+    torch.autograd.graph.increment_version(list(model.parameters()))  # what the training loop does
+    with torch.no_grad():
+        after = model(batch)
+        fresh = copy.deepcopy(model)
+        if hasattr(fresh, "_inference_weights"):
+            fresh._inference_weights = None
+        for m in fresh.modules():
+            m.__dict__.pop("_qkv_cache", None)
+        want = fresh(batch)
+    assert not torch.allclose(before, after) and torch.allclose(after, want)

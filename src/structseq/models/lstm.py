@@ -290,6 +290,10 @@ class LSTMSeq2Seq(Autoregressive):
         B = enc["memory"].shape[0]
         return {**enc, "feed": enc["memory"].new_zeros(B, self.hidden_dim)}
 
+    def train(self, mode: bool = True):
+        self._inference_weights = None  # a mode switch is where training and evaluation alternate
+        return super().train(mode)
+
     def _weights(self) -> _Weights:
         """The loop's weights; without autograd (decoding) cached until a parameter changes."""
         params = [*self.decoder.parameters(), *self.combine.parameters()]

@@ -210,6 +210,10 @@ class MultiheadAttention(nn.Module):
             self.__dict__["_qkv_cache"] = cached
         return cached[1]
 
+    def train(self, mode: bool = True):
+        self.__dict__.pop("_qkv_cache", None)  # a mode switch is where training and evaluation alternate
+        return super().train(mode)
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         old = prefix + "relative.table"  # checkpoints before the generic score bias
         if old in state_dict:

@@ -389,6 +389,9 @@ class Trainer:
         for g in self.optimizer.param_groups:
             g["lr"] = lr * g.get("lr_scale", 1.0)
         self.optimizer.step()
+        # fused optimisers update parameters in place without bumping their version counters, which the
+        # models' inference caches (derived weights) key on: bump them, so no cache outlives an update
+        torch.autograd.graph.increment_version([p for p in self.model.parameters() if p.requires_grad])
         self.progress.step = step
         return self.dist.sum_float(total) / max(ntok, 1), ntok
 
