@@ -14,6 +14,9 @@ ratios fast / reference are reported, with the load average before and after.
   disturbed when other jobs share the cores), peak RSS;
 - decoding: the first `--decode-sentences` training sources, greedy and beam 5, batches of 64, </s>
   suppressed so every sentence decodes `--decode-len` tokens (same work for both, weights untrained).
+
+`--impls fast fast-bf16` compares the restructured loop in fp32 with the same loop under CPU bfloat16 autocast
+(what a `train.bf16` on CPU would do; not offered, see README); any config can be given, e.g. a Transformer's.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 CONFIGS = ["configs/scan-jump/lstm-cpu.yaml", "configs/scan-jump/lstm-cpu-short.yaml",
            "configs/scan-around-right/lstm-cpu.yaml", "configs/cogs/lstm-cpu-short.yaml",
            "configs/cogs/lstm-cpu.yaml", "configs/tatoeba-en-zh/lstm-cpu-short.yaml", "configs/scan-jump/lstm.yaml"]
-IMPLS = ("reference", "fast")
+IMPLS = ("reference", "fast", "fast-bf16")
 
 
 def _trainer(config: str, out: str, overrides: list[str]):
@@ -55,9 +58,13 @@ def _use(model, impl: str):
 
 
 def worker_train(impl: str, config: str, warmup: int, updates: int, overrides: list[str]) -> dict:
+    import torch
+
     with tempfile.TemporaryDirectory() as out:
         t = _trainer(config, out, overrides)
         _use(t.model, impl)
+        if impl == "fast-bf16":
+            t._autocast = lambda: torch.autocast(device_type="cpu", dtype=torch.bfloat16)
         for _ in range(warmup):
             t._update()
         tokens, wall, cpu = 0, time.perf_counter(), time.process_time()
@@ -100,17 +107,19 @@ def run(kind: str, *args) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def compare(kind: str, rounds: int, *args, key: str) -> dict:
-    got = {impl: [] for impl in IMPLS}
+def compare(kind: str, rounds: int, *args, key: str, impls: tuple[str, str] = ("reference", "fast")) -> dict:
+    """A B A B over `rounds`; ratios B / A (for the default pair, fast / reference)."""
+    a, b = impls
+    got = {impl: [] for impl in impls}
     for _ in range(rounds):
-        for impl in IMPLS:
+        for impl in impls:
             got[impl].append(run(kind, impl, *args))
-    ratios = [f[key] / r[key] for r, f in zip(got["reference"], got["fast"])]
+    ratios = [f[key] / r[key] for r, f in zip(got[a], got[b])]
     cpu_key = "cpu_" + key
-    cpu_ratios = [f[cpu_key] / r[cpu_key] for r, f in zip(got["reference"], got["fast"])]
-    out = {"rounds": got, "ratio_median": statistics.median(ratios), "ratios": ratios,
+    cpu_ratios = [f[cpu_key] / r[cpu_key] for r, f in zip(got[a], got[b])]
+    out = {"impls": list(impls), "rounds": got, "ratio_median": statistics.median(ratios), "ratios": ratios,
            "cpu_ratio_median": statistics.median(cpu_ratios), "cpu_ratios": cpu_ratios}
-    for impl in IMPLS:
+    for impl in impls:
         out[f"{impl}_median"] = statistics.median(r[key] for r in got[impl])
         out[f"{impl}_peak_rss_mb"] = max(r["peak_rss_mb"] for r in got[impl])
     return out
@@ -127,6 +136,8 @@ def main() -> None:
     ap.add_argument("--decode-sentences", type=int, default=128)
     ap.add_argument("--decode-len", type=int, default=30)
     ap.add_argument("--skip-decode", action="store_true")
+    ap.add_argument("--impls", nargs=2, default=["reference", "fast"], choices=IMPLS, metavar="IMPL",
+                    help=f"the two implementations compared, A then B (ratio B / A; choices {', '.join(IMPLS)})")
     ap.add_argument("-o", "--output", type=Path)
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -144,19 +155,22 @@ def main() -> None:
     for config in args.configs:
         big = config.endswith("/lstm.yaml")
         updates = args.big_updates if big else args.updates
-        r = compare("train", args.rounds, config, 1 if big else args.warmup, updates, [], key="tok_s")
+        r = compare("train", args.rounds, config, 1 if big else args.warmup, updates, [], key="tok_s",
+                    impls=tuple(args.impls))
         result["train"][config] = {"updates": updates, **r}
-        print(f"train {config}: reference {r['reference_median']:.0f} tok/s, fast {r['fast_median']:.0f} tok/s, "
-              f"fast/reference {r['ratio_median']:.2f} (CPU time {r['cpu_ratio_median']:.2f}), "
+        a, b = args.impls
+        print(f"train {config}: {a} {r[a + '_median']:.0f} tok/s, {b} {r[b + '_median']:.0f} tok/s, "
+              f"{b}/{a} {r['ratio_median']:.2f} (CPU time {r['cpu_ratio_median']:.2f}), "
               f"rounds {[round(x, 2) for x in r['ratios']]}", flush=True)
     if not args.skip_decode:
         for beam in (1, 5):
             r = compare("decode", args.rounds, args.decode_config, args.decode_sentences, args.decode_len, beam,
-                        key="sent_s")
+                        key="sent_s", impls=tuple(args.impls))
             result["decode"][f"beam{beam}"] = {"config": args.decode_config, "sentences": args.decode_sentences,
                                                "output_tokens": args.decode_len, **r}
-            print(f"decode beam {beam}: reference {r['reference_median']:.1f} sent/s, fast {r['fast_median']:.1f} "
-                  f"sent/s, fast/reference {r['ratio_median']:.2f} (CPU time {r['cpu_ratio_median']:.2f})", flush=True)
+            a, b = args.impls
+            print(f"decode beam {beam}: {a} {r[a + '_median']:.1f} sent/s, {b} {r[b + '_median']:.1f} "
+                  f"sent/s, {b}/{a} {r['ratio_median']:.2f} (CPU time {r['cpu_ratio_median']:.2f})", flush=True)
     result["load_after"] = os.getloadavg()
     result["time"] = time.strftime("%Y-%m-%d %H:%M:%S")
     print(f"load average before {result['load_before']}, after {result['load_after']}")
