@@ -199,3 +199,37 @@ def test_kv_cache_appends_in_place_and_never_overwrites_a_branch():
     b = same.extend(ks[3], ks[3].clone())  # a second continuation of the same cache
     assert b.k.data_ptr() != a.k.data_ptr()
     assert torch.equal(a.keys(), torch.cat(ks[:3], 2)) and torch.equal(b.keys(), torch.cat(ks[:2] + ks[3:], 2))
+
+
+def test_handed_over_caches_recycle_buffers_and_equal_eager_reordering():
+    """Owned reorders (beam search's): the gather of step 3 writes into the buffer step 1's gather left behind,
+    and every step's logical cache equals eager reordering of a plain tensor; a shrink reuses the larger buffer."""
+    from structseq.models.base import map_state
+    from structseq.nn.attention import KVCache
+
+    g = torch.Generator().manual_seed(0)
+    k0 = torch.randn(4, 2, 3, 5, generator=g)
+    cache, eager, ptrs = KVCache(k0, k0 + 1), k0, []
+    for i, rows in enumerate([torch.tensor([1, 1, 0, 3]), torch.tensor([3, 2, 2, 0]), torch.tensor([0, 0, 1, 2]),
+                              torch.tensor([2, 1])]):
+        cache = map_state({"c": cache}, lambda x: x.index_select(0, rows), owned=True)["c"]
+        new = torch.randn(rows.shape[0], 2, 1, 5, generator=g)
+        cache = cache.extend(new, new + 1)
+        eager = torch.cat([eager.index_select(0, rows), new], 2)
+        assert torch.equal(cache.keys(), eager) and torch.equal(cache.values(), eager + 1)
+        ptrs.append(cache.k.data_ptr())
+    assert ptrs[2] == ptrs[0] and ptrs[3] == ptrs[1] and ptrs[0] != ptrs[1]
+
+
+def test_beam_search_with_recycled_caches_equals_fresh_buffers(monkeypatch):
+    """The same search with buffer recycling switched off (no state handed over) gives the same n-best lists."""
+    import structseq.decode.search as search
+    from structseq.models.base import map_state
+
+    model = make(VARIANTS["transformer-pre-relative"]).eval()
+    src, _ = batch()
+    max_len = torch.arange(3, src.shape[0] + 3)
+    got = beam_search(model, {"src": src}, 4, max_len, nbest=True)
+    monkeypatch.setattr(search, "map_state", lambda state, fn, owned=False: map_state(state, fn))
+    want = beam_search(model, {"src": src}, 4, max_len, nbest=True)
+    assert got.nbest == want.nbest

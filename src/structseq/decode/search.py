@@ -44,10 +44,11 @@ def greedy(model, inputs: Mapping[str, Tensor], max_len: Tensor, eos: int = Voca
 
 def _reorder(state, select, shared: frozenset[str], shrunk: bool):
     """Beam reordering moves hypotheses only within their sentence, so the entries equal across a sentence's
-    hypotheses (`model.sentence_state`) need a copy only when sentences have left the batch."""
+    hypotheses (`model.sentence_state`) need a copy only when sentences have left the batch. The search never
+    reads a state again after reordering it, so it hands the state over (`owned`: caches may reuse buffers)."""
     if shrunk or not shared or not isinstance(state, dict):
-        return map_state(state, select)
-    return {k: v if k in shared else map_state(v, select) for k, v in state.items()}
+        return map_state(state, select, owned=True)
+    return {k: v if k in shared else map_state(v, select, owned=True) for k, v in state.items()}
 
 
 @torch.no_grad()

@@ -28,17 +28,18 @@ State = dict[str, Any]
 Inputs = Mapping[str, Tensor]
 
 
-def map_state(state: Any, fn: Callable[[Tensor], Tensor]) -> Any:
+def map_state(state: Any, fn: Callable[[Tensor], Tensor], owned: bool = False) -> Any:
     """Apply `fn` (a selection of batch rows, e.g. `lambda t: t.index_select(0, idx)`) to every tensor in a nested
-    state; an object with `map_rows` applies it itself."""
+    state; an object with `map_rows` applies it itself. `owned`: the caller hands `state` over and never reads
+    it again, so its buffers may be reused (beam search; see `KVCache`)."""
     if hasattr(state, "map_rows"):
-        return state.map_rows(fn)
+        return state.map_rows(fn, owned)
     if isinstance(state, Tensor):
         return fn(state)
     if isinstance(state, dict):
-        return {k: map_state(v, fn) for k, v in state.items()}
+        return {k: map_state(v, fn, owned) for k, v in state.items()}
     if isinstance(state, (list, tuple)):
-        return type(state)(map_state(v, fn) for v in state)
+        return type(state)(map_state(v, fn, owned) for v in state)
     return state
 
 

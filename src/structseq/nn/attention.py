@@ -101,23 +101,42 @@ class KVCache(NamedTuple):
     keeps `rows` None). Extending a cache whose rows are unchanged writes the new step into spare capacity, no
     copy (greedy decoding, beams that keep their rows); otherwise the rows are gathered straight into the
     extended cache, one copy per step instead of a reorder and a concatenation. `filled` (shared by the caches
-    of one buffer) makes a second extension of the same cache copy instead of overwriting the first."""
+    of one buffer) makes a second extension of the same cache copy instead of overwriting the first.
+
+    Buffers are recycled when the caller hands a cache over (`map_state(..., owned=True)`: beam search, which
+    never reads a state again after reordering it): the gather then writes into the buffer an earlier gather
+    left behind (`pool`, shared along one cache's lineage) and leaves its own old buffer there in turn. Fresh
+    buffers of tens of MB cost page faults on every first write, which made them most of beam search's time."""
     k: Tensor
     v: Tensor
     rows: Tensor | None = None  # None: the identity
     length: int | None = None  # filled positions (None: all of k)
     filled: list | None = None  # [positions of the buffer written so far], shared
+    pool: list | None = None  # [(k, v) buffers free for the next gather, or None], shared along the lineage
+    owned: bool = False  # handed over by its caller: its buffers may be reused once it is extended
 
     @property
     def size(self) -> int:
         return self.k.shape[2] if self.length is None else self.length
 
-    def map_rows(self, fn) -> "KVCache":
+    def map_rows(self, fn, owned: bool = False) -> "KVCache":
         current = self.rows if self.rows is not None else torch.arange(self.k.shape[0], device=self.k.device)
         rows = fn(current)
         if self.rows is None and rows.shape == current.shape and torch.equal(rows, current):
             return self
-        return self._replace(rows=rows)
+        return self._replace(rows=rows, owned=owned)
+
+    def _spare(self, like: Tensor, capacity: int) -> tuple[Tensor, Tensor] | None:
+        """Take the pool's buffers if this cache was handed over and they fit (`like`: N, H, _, dh)."""
+        if not self.owned or self.pool is None or self.pool[0] is None:
+            return None
+        k, v = self.pool[0]
+        N, H, _, dh = like.shape
+        if k.shape[0] < N or k.shape[1] != H or k.shape[2] < capacity or k.shape[3] != dh or \
+                k.dtype != like.dtype or k.device != like.device:
+            return None
+        self.pool[0] = None
+        return k[:N], v[:N]
 
     def extend(self, k: Tensor, v: Tensor) -> "KVCache":
         """The cache with `k`, `v` (N, H, T', dh) appended along time; read it with `keys()` / `values()`."""
@@ -131,18 +150,21 @@ class KVCache(NamedTuple):
             self.k[:, :, t:t + n] = k
             self.v[:, :, t:t + n] = v
             self.filled[0] = t + n
-            return KVCache(self.k, self.v, None, t + n, self.filled)
-        cap = max(2 * (t + n), 16)  # spare room costs no copy: only written pages are touched
-        out = []
-        for old, new in ((self.k, k), (self.v, v)):
-            x = new.new_empty(new.shape[0], new.shape[1], cap, new.shape[3])
+            return KVCache(self.k, self.v, None, t + n, self.filled, self.pool)
+        bufs = self._spare(k, t + n)
+        if bufs is None:
+            cap = max(2 * (t + n), 16)  # spare room costs no copy: only written pages are touched
+            bufs = tuple(new.new_empty(new.shape[0], new.shape[1], cap, new.shape[3]) for new in (k, v))
+        for x, old, new in zip(bufs, (self.k, self.v), (k, v)):
             if self.rows is None:
                 x[:, :, :t] = old[:, :, :t]
             else:
                 torch.index_select(old if old.shape[2] == t else old[:, :, :t], 0, self.rows, out=x[:, :, :t])
             x[:, :, t:t + n] = new
-            out.append(x)
-        return KVCache(out[0], out[1], None, t + n, [t + n])
+        pool = self.pool if self.pool is not None else [None]
+        if self.owned and self.pool is not None:  # our own buffer, and nobody reads this cache again
+            pool[0] = tuple(b if b._base is None else b._base for b in (self.k, self.v))
+        return KVCache(bufs[0], bufs[1], None, t + n, [t + n], pool)
 
     def keys(self) -> Tensor:
         return self.k if self.length is None or self.length == self.k.shape[2] else self.k[:, :, :self.length]
