@@ -1,7 +1,7 @@
 """Markdown table of the ctx-commands records (scripts/reproduce.py output): exact match per split, mean and
 sd over seeds, one row per (config, overrides).
 
-    python scripts/context_results.py results/context/commands.jsonl
+    python scripts/context_results.py results/context/commands.jsonl [MORE.jsonl ...]
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 SPLITS = ("test", "longer", "position", "combination")
 
 
-def table(path: str) -> str:
+def table(*paths: str) -> str:
     runs: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for line in Path(path).read_text().splitlines():
+    for line in (x for path in paths for x in Path(path).read_text().splitlines() if x.strip()):
         r = json.loads(line)
         key = (Path(r["config"]).stem, " ".join(r["overrides"]) or "-")
         runs[key][r["split"]].append(100 * r["metrics"]["exact_match"]["score"])
@@ -32,4 +32,4 @@ def table(path: str) -> str:
 
 
 if __name__ == "__main__":
-    print(table(sys.argv[1] if len(sys.argv) > 1 else "results/context/commands.jsonl"))
+    print(table(*(sys.argv[1:] or ["results/context/commands.jsonl"])))

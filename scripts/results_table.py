@@ -109,12 +109,32 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
         print(f"\nplot: {plot}")
 
 
+def headline(groups: dict[tuple, list[dict]]) -> None:
+    """One line per (column, model, overrides) on the test / gen split: exact match mean ± sd over the finished
+    seeds, their number, diverged seeds, and the paper's number."""
+    print("| column | model | exact match (test) | seeds | paper |")
+    print("|---|---|---|---|---|")
+    for (config, overrides, split), all_rs in sorted(groups.items()):
+        if split not in ("test", "gen"):
+            continue
+        rs = [r for r in all_rs if not r.get("diverged")]
+        lost = len(all_rs) - len(rs)
+        ds, stem = paper_key(config)
+        shown = " ".join([f"`{stem}`"] + [f"`{o}`" for o in overrides if o.split("=")[0].split(".")[-1]
+                                          not in ("max_steps", "valid_every", "warmup")])
+        em = _fmt([r["metrics"]["exact_match"]["score"] for r in rs]) if rs else "-"
+        n = f"{len(rs)}" + (f" (+{lost} diverged)" if lost else "")
+        print(f"| {ds} | {shown} | {em} | {n} | {PAPER.get((ds, stem), '')} |")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+")
     p.add_argument("--curve", nargs="+", help="learning-curve records (reproduce.py --curve-out), one or more files")
     p.add_argument("--plot", help="PNG for the learning curve")
     p.add_argument("--per-run", action="store_true", help="also list every run (seed, score, wall times)")
+    p.add_argument("--headline", action="store_true",
+                   help="only the compact table of the README: test/gen exact match per column and model, paper beside")
     a = p.parse_args(argv)
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for path in a.files:
@@ -122,6 +142,9 @@ def main(argv=None) -> None:
             if line.strip():
                 r = json.loads(line)
                 groups[(r["config"], tuple(r.get("overrides", [])), r["split"])].append(r)
+    if a.headline:
+        headline(groups)
+        return
     print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min, median) | updates | paper |")
     print("|---|---|---|---|---|---|---|---|---|")
     for (config, overrides, split), all_rs in sorted(groups.items()):
