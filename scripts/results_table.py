@@ -148,7 +148,7 @@ def main(argv=None) -> None:
     print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min, median) | updates | paper |")
     print("|---|---|---|---|---|---|---|---|---|")
     for (config, overrides, split), all_rs in sorted(groups.items()):
-        rs = [r for r in all_rs if not r.get("diverged")]
+        rs = sorted((r for r in all_rs if not r.get("diverged")), key=lambda r: r["seed"])
         lost = sorted(r["seed"] for r in all_rs if r.get("diverged"))
         seeds = ", ".join(str(r["seed"]) for r in rs) or "none"
         if lost:  # diverged seeds (non-finite training loss) are listed, not averaged in
