@@ -119,22 +119,15 @@ def pooled_bleu(run_dir: Path) -> dict[str, float]:
     """Tatoeba BLEU (x 100) on the full test set and on its 1-shot items, references pooled by source."""
     import csv
 
-    from structseq.data.registry import load_dataset
-    from structseq.metrics import nltk_corpus_bleu, pool_references
+    from structseq.data.example import Example
+    from structseq.tasks.seq2seq import Seq2SeqTask
 
     with open(run_dir / "predictions" / "test.tsv", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
-    train = load_dataset("tatoeba-en-zh", "train")
-    extra = [(e.source_text, e.target_text) for split in ("train", "dev") for e in load_dataset("tatoeba-en-zh", split)]
-    sources, hyps = [r["source"] for r in rows], [r["hypothesis"] for r in rows]
-    refs = pool_references(sources, [r["reference"] for r in rows], extra)
-    counts: dict[str, int] = defaultdict(int)
-    for e in train:
-        for tok in e.source:
-            counts[tok] += 1
-    shot = [i for i, s in enumerate(sources) if any(counts.get(t) == 1 for t in s.split())]
-    score = lambda idx: 100 * nltk_corpus_bleu([hyps[i] for i in idx], [refs[i] for i in idx]).score  # noqa: E731
-    return {"full": score(range(len(rows))), "1-shot": score(shot)}
+    examples = [Example(tuple(r["source"].split()), tuple(r["reference"].split())) for r in rows]
+    report = Seq2SeqTask.pooled_bleu(examples, [r["hypothesis"] for r in rows], dataset="tatoeba-en-zh",
+                                     split="test")["pooled_bleu"]
+    return {col: 100 * report[col]["score"] for col in ("full", "1-shot")}
 
 
 def collect(table: str, datasets: list[str], runs: Path, results: Path) -> dict:

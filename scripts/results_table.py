@@ -34,6 +34,23 @@ for _ds, _row in (("scan-jump", (0.95, 0.79, 0.82)), ("scan-around-right", (0.02
     PAPER[(_ds, "lstm-lex-ibm2")] = "- (our IBM Model 2; not in the paper)"
 
 
+#: the lexicon paper's Tatoeba BLEU (Table 4; NLTK BLEU x 100, references pooled by source): full, 1-shot
+PAPER_BLEU = {
+    ("tatoeba-en-zh", "lstm"): "24.18 ± 0.37 / 17.47 ± 0.64",
+    ("tatoeba-en-zh", "lstm-lex-pmi"): "24.36 ± 0.09 / 18.46 ± 0.13",
+    ("tatoeba-en-zh", "lstm-lex-ibm1"): "25.49 ± 0.42 / 19.62 ± 0.64",
+    ("tatoeba-en-zh", "lstm-lex-simple"): "24.35 ± 0.09 / 18.46 ± 0.19",
+}
+
+
+def score(record: dict, metric: str) -> float:
+    """A record's score for `metric`, a report key or a dotted path into it (`pooled_bleu.full`)."""
+    node = record["metrics"]
+    for part in metric.split("."):
+        node = node[part]
+    return node["score"]
+
+
 def paper_key(config: str) -> tuple[str, str]:
     """(dataset, config stem without its budget suffix: -cpu, -cpu-short, -256, ...)."""
     p = Path(config)
@@ -58,12 +75,12 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
         if line.strip():
             r = json.loads(line)
             key = (r["config"] + "".join(f" {o}" for o in r.get("overrides", [])), r["split"])
-            points[key][r["seed"]][r["step"]] = r["metrics"][metric]["score"]
+            points[key][r["seed"]][r["step"]] = score(r, metric)
             curve_runs.add((r["run_dir"], r["split"], key[0], r["seed"]))
     for run_dir, split, config, seed in curve_runs:  # the last point: the run's own (final-checkpoint) record
         if (run_dir, split) in final and not final[(run_dir, split)].get("diverged"):
             f = final[(run_dir, split)]
-            points[(config, split)][seed][f["steps"]] = f["metrics"][metric]["score"]
+            points[(config, split)][seed][f["steps"]] = score(f, metric)
     steps = sorted({k for per_seed in points.values() for s in per_seed.values() for k in s})
     print(f"\nLearning curve: test {metric} against updates (checkpoints kept during training, each evaluated "
           "once; none selected by it)\n")
@@ -93,13 +110,14 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
                 ax.plot(ks, [per_seed[s][k] for k in ks], marker="o", color=color, alpha=0.9,
                         linestyle="-" if j == 0 else "--",
                         label=f"{Path(path).stem}{''.join(' ' + o for o in overrides)} ({split}), seed {s}")
-            m = re.match(r"([\d.]+)", PAPER.get((ds, stem), "") if split in ("test", "gen") else "")
+            paper = PAPER_BLEU if metric.startswith("pooled_bleu") else PAPER
+            m = re.match(r"([\d.]+)", paper.get((ds, stem), "") if split in ("test", "gen") else "")
             if m:
-                ax.axhline(float(m.group(1)), color=color, linestyle=":", linewidth=1)
+                ax.axhline(float(m.group(1)) / (100 if metric.startswith("pooled_bleu") else 1), color=color, linestyle=":", linewidth=1)
         for ds, ax in zip(datasets, axes[0]):
             ax.set_xlabel("updates")
             ax.set_ylabel(f"test {metric.replace('_', ' ')}")
-            ax.set_ylim(-0.02, 1.02)
+            ax.set_ylim(-0.02, 1.02 if metric == "exact_match" else None)
             ax.set_title(f"{ds}: learning curves (dotted: paper's mean)", fontsize=10)
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
@@ -127,11 +145,30 @@ def headline(groups: dict[tuple, list[dict]]) -> None:
         print(f"| {ds} | {shown} | {em} | {n} | {PAPER.get((ds, stem), '')} |")
 
 
+def pooled(groups: dict[tuple, list[dict]]) -> None:
+    """The lexicon paper's Tatoeba BLEU (x 100, references pooled by source) on full test and 1-shot items."""
+    print("\n| config | split | seeds | BLEU full | BLEU 1-shot (items) | paper full / 1-shot |")
+    print("|---|---|---|---|---|---|")
+    for (config, overrides, split), all_rs in sorted(groups.items()):
+        rs = sorted((r for r in all_rs if not r.get("diverged") and "pooled_bleu" in r["metrics"]),
+                    key=lambda r: r["seed"])
+        if not rs:
+            continue
+        full = [100 * score(r, "pooled_bleu.full") for r in rs]
+        shot = [100 * score(r, "pooled_bleu.1-shot") for r in rs]
+        items = rs[0]["metrics"]["pooled_bleu"]["1-shot"]["n"]
+        shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides)
+        print(f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {_fmt(full, 2)} "
+              f"| {_fmt(shot, 2)} ({items}) | {PAPER_BLEU.get(paper_key(config), '')} |")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+")
     p.add_argument("--curve", nargs="+", help="learning-curve records (reproduce.py --curve-out), one or more files")
     p.add_argument("--plot", help="PNG for the learning curve")
+    p.add_argument("--curve-metric", default="exact_match",
+                   help="the curve's score: a report key or a dotted path (pooled_bleu.full: Tatoeba's paper BLEU)")
     p.add_argument("--per-run", action="store_true", help="also list every run (seed, score, wall times)")
     p.add_argument("--headline", action="store_true",
                    help="only the compact table of the README: test/gen exact match per column and model, paper beside")
@@ -176,8 +213,10 @@ def main(argv=None) -> None:
                     continue
                 print(f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | {r['metrics']['exact_match']['score']:.4f} "
                       f"| {r['train_wall_s']:.0f} | {r['eval_wall_s']:.0f} | {r['steps']} | {r.get('git', '')} |")
+    if any("pooled_bleu" in (r.get("metrics") or {}) for rs in groups.values() for r in rs):
+        pooled(groups)
     if a.curve:
-        curve(a.files, a.curve, a.plot)
+        curve(a.files, a.curve, a.plot, a.curve_metric)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structseq.metrics import (
+    pooled_bleu,
     Score,
     bleu,
     cognition_bleu,
@@ -186,6 +187,22 @@ def test_pool_references():
     s = nltk_corpus_bleu(["我 叫 汤姆 。"], pool_references(["i am tom ."], ["我 是 汤姆 。"],
                                                          [("i am tom .", "我 叫 汤姆 。")]))
     assert s.score == 1.0
+
+
+def test_pooled_bleu_full_and_one_shot():
+    """The paper's Tatoeba BLEU: a hypothesis matching another split's reference of the same source scores 1,
+    and 1-shot keeps exactly the items with a token seen once in train."""
+    sources = ["i am tom .", "tom is here ."]
+    refs = ["我 是 汤姆 。", "汤姆 在 这里 。"]
+    hyps = ["我 叫 汤姆 。", "汤姆 在 那里 。"]
+    extra = [("i am tom .", "我 叫 汤姆 。")]
+    train = ["i am tom .", "i am here .", "here is tom ."]  # `is` once: item 1 is 1-shot; item 0 has none
+    out = pooled_bleu(sources, hyps, refs, extra, train)
+    assert out["1-shot"]["n"] == 1 and out["full"]["n"] == 2
+    assert out["1-shot"]["score"] == nltk_corpus_bleu([hyps[1]], [[refs[1]]]).score < 1.0
+    assert out["full"]["score"] == nltk_corpus_bleu(hyps, [[refs[0], extra[0][1]], [refs[1]]]).score
+    assert "refs:pooled-by-source" in out["full"]["signature"]
+    assert pooled_bleu(sources, hyps, refs, (), ["i i"])["1-shot"]["score"] is None
 
 
 # -- report ----------------------------------------------------------------------------------

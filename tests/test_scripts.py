@@ -103,3 +103,22 @@ def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypat
     _load("results_table").main([str(out), "--headline"])  # the README's compact table: same mean, seeds counted
     head = capsys.readouterr().out
     assert "| scan-jump | `lstm` | 0.500 | 1 (+1 diverged) | 0.00 (LSTM, A&A 2021) |" in head
+
+
+def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path, capsys):
+    """Records with the paper's pooled BLEU get their own table (x 100, paper beside); the curve takes a dotted
+    metric path."""
+    def rec(seed, full, step=None):
+        r = {"config": "configs/tatoeba-en-zh/lstm-lex-simple-256.yaml", "overrides": [], "split": "test",
+             "seed": seed, "run_dir": f"runs/t-s{seed}", "steps": 2500, "train_wall_s": 60.0, "eval_wall_s": 1.0,
+             "metrics": {"exact_match": {"score": 0.0}, "token_accuracy": {"score": 0.1}, "bleu": {"score": 5.0},
+                         "pooled_bleu": {"full": {"score": full, "n": 10}, "1-shot": {"score": full / 2, "n": 3}}}}
+        return {**r, "step": step} if step else r
+
+    out, cur = tmp_path / "r.jsonl", tmp_path / "c.jsonl"
+    out.write_text("".join(json.dumps(rec(s, v)) + "\n" for s, v in ((1, 0.20), (2, 0.22))))
+    cur.write_text(json.dumps(rec(1, 0.05, step=500)) + "\n")
+    _load("results_table").main([str(out), "--curve", str(cur), "--curve-metric", "pooled_bleu.full"])
+    table = capsys.readouterr().out
+    assert "| 1, 2 | 21.00 ± 1.41 | 10.50 ± 0.71 (3) | 24.35 ± 0.09 / 18.46 ± 0.19 |" in table
+    assert "| 1 | 0.050 | 0.200 |" in table  # the curve: step 500, then the run's own final record

@@ -124,3 +124,28 @@ def test_resume_restores_every_rng(tmp_path):
     r = Trainer(cfg, tmp_path / "a", resume=True, show_progress=False)
     assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == after
     assert r.progress.step == 2
+
+
+def test_tatoeba_reports_the_papers_pooled_bleu(shared_data):
+    """Tatoeba declares pooled references: its report carries the lexicon paper's BLEU (full and 1-shot), and a
+    hypothesis equal to another split's reference of the same source counts as a match."""
+    from structseq.data.registry import load_dataset
+    from structseq.metrics import nltk_corpus_bleu
+
+    test = load_dataset("tatoeba-en-zh", "test", shared_data)[:300]
+    task = get_task(config_from_dict({"data": {"dataset": "tatoeba-en-zh"}}))
+    report = task.evaluate(test, [list(e.target) for e in test], dataset="tatoeba-en-zh", split="test",
+                           data_root=shared_data)
+    full, shot = report["pooled_bleu"]["full"], report["pooled_bleu"]["1-shot"]
+    perfect = nltk_corpus_bleu([e.target for e in test], [[e.target] for e in test]).score  # < 1: NLTK counts
+    assert full["score"] == perfect and full["n"] == 300 and 0 < shot["n"] < 300  # short outputs' empty n-grams
+    train = load_dataset("tatoeba-en-zh", "train", shared_data)
+    by_source = {}
+    for e in train:
+        by_source.setdefault(e.source, set()).add(e.target)
+    e = next(e for e in test if by_source.get(e.source, {e.target}) - {e.target})  # a source with another target
+    other = sorted(by_source[e.source] - {e.target})[0]
+    assert task.evaluate([e], [list(other)], dataset="tatoeba-en-zh", split="test", data_root=shared_data
+                         )["pooled_bleu"]["full"]["score"] == nltk_corpus_bleu([other], [[other]]).score > 0
+    assert "pooled_bleu" not in task.evaluate(test[:2], [list(x.target) for x in test[:2]], dataset="files",
+                                              split="test")

@@ -29,6 +29,9 @@ class Dataset:
     note: str = ""
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)  # split -> relative paths
     bleu_tokenize: str = "13a"  # the sacrebleu tokenizer its targets need (zh for Chinese)
+    #: splits whose pairs are pooled as references of equal sources in the report's `pooled_bleu` (the lexicon
+    #: paper's Tatoeba BLEU); the first is the training split that defines its 1-shot items
+    pooled_references: tuple[str, ...] = ()
 
     def load(self, split: str, root: Path) -> list[Example]:
         if split not in self.splits:
@@ -98,7 +101,8 @@ def _build() -> dict[str, Dataset]:
     table["tatoeba-en-zh"] = Dataset(
         "tatoeba-en-zh", "Tatoeba English-Chinese, tokenised (Akyürek & Andreas 2021)", ("train", "dev", "test"),
         _tatoeba, "files", note="ekinakyurek/lexical TRANSLATE/",
-        files={s: (f"tatoeba_en_zh/{s}.tsv",) for s in ("train", "dev", "test")}, bleu_tokenize="zh")
+        files={s: (f"tatoeba_en_zh/{s}.tsv",) for s in ("train", "dev", "test")}, bleu_tokenize="zh",
+        pooled_references=("train", "dev", "test"))
     table["cognition"] = Dataset(
         "cognition", "CoGnition en-zh compositional MT (Li et al. 2021)", ("valid", "test", "cg-test"), _cognition,
         "files", note="no train set: the 196k-pair training data (yafuly/CoGnition data/train.*) is not in the shared data",

@@ -166,3 +166,25 @@ def pool_references(
     for s, r in [*zip(sources, refs), *extra_pairs]:
         pooled.setdefault(_source_key(s), []).append(r)
     return [list(pooled[_source_key(s)]) for s in sources]
+
+
+def pooled_bleu(
+    sources: Sequence[Sentence],
+    hyps: Sequence[Sentence],
+    refs: Sequence[Sentence],
+    extra_pairs: Iterable[tuple[Sentence, Sentence]] = (),
+    train_sources: Iterable[Sentence] = (),
+) -> dict[str, dict]:
+    """The lexicon paper's Tatoeba score: NLTK corpus BLEU with the references of equal sources pooled
+    (over `extra_pairs` too: its code pools train, dev and test), on every item (`full`) and on the
+    `1-shot` items, those whose source has a token seen exactly once in `train_sources`. Both in [0, 1]."""
+    check_parallel(sources, hyps)
+    pooled = pool_references(sources, refs, extra_pairs)
+    counts = Counter(t for s in train_sources for t in tokens(s))
+    shot = [i for i, s in enumerate(sources) if any(counts.get(t) == 1 for t in tokens(s))]
+    out = {"full": nltk_corpus_bleu(hyps, pooled).to_dict()}
+    out["1-shot"] = nltk_corpus_bleu([hyps[i] for i in shot], [pooled[i] for i in shot]).to_dict() if shot \
+        else {"score": None, "n": 0}
+    for part in out.values():
+        part["signature"] = part.get("signature", "nltk_bleu") + "|refs:pooled-by-source"
+    return out

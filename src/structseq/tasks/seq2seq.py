@@ -111,8 +111,26 @@ class Seq2SeqTask(Task):
             else None
         # a CoGnition compound is a label of 5 lines, not a category worth a per-category table
         cats = [e.category for e in examples] if any(e.category for e in examples) and not compounds else None
-        return compute_all(hyp_text, ref_text, categories=cats, bleu_tokenize=bleu_tokenize or self.bleu_tokenize(dataset),
-                           cognition=dataset == "cognition", compounds=compounds, data_root=data_root)
+        report = compute_all(hyp_text, ref_text, categories=cats,
+                             bleu_tokenize=bleu_tokenize or self.bleu_tokenize(dataset),
+                             cognition=dataset == "cognition", compounds=compounds, data_root=data_root)
+        report.update(self.pooled_bleu(examples, hyp_text, dataset=dataset, split=split, data_root=data_root))
+        return report
+
+    @staticmethod
+    def pooled_bleu(examples, hyp_text: list[str], *, dataset: str, split: str, data_root=None) -> dict:
+        """`pooled_bleu` (full and 1-shot) for datasets that declare `pooled_references` (Tatoeba), else {}."""
+        from structseq.data.registry import datasets, load_dataset
+        from structseq.metrics import pooled_bleu
+
+        ds = datasets().get(dataset)
+        if ds is None or not ds.pooled_references or split not in ds.splits:
+            return {}
+        other = {s: load_dataset(dataset, s, data_root) for s in ds.pooled_references if s != split}
+        extra = [(e.source, e.target) for exs in other.values() for e in exs]
+        train = other.get(ds.pooled_references[0], examples)
+        return {"pooled_bleu": pooled_bleu([e.source for e in examples], hyp_text, [e.target for e in examples],
+                                           extra, [e.source for e in train])}
 
     def prediction_rows(self, examples, predictions):
         rows = []
