@@ -67,7 +67,9 @@ def test_teacher_forced_log_probs_equal_the_reference(name, train):
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_seeded_updates_give_equal_parameters(name):
-    models = pair(VARIANTS[name])
+    """In float64, so that the comparison is exact up to rounding: in float32, Adam (lr 1e-2) amplifies the two
+    formulations' different rounding to ~3e-5 in 4 updates for some masks."""
+    models = [m.double() for m in pair(VARIANTS[name])]
     b, tgt_out = batch()
     for model in models:
         model.train()
@@ -81,7 +83,7 @@ def test_seeded_updates_give_equal_parameters(name):
             opt.step()
     fast, ref = (dict(m.named_parameters()) for m in models)
     for k in fast:
-        assert torch.allclose(fast[k], ref[k], atol=1e-5, rtol=1e-4), (k, (fast[k] - ref[k]).abs().max())
+        assert torch.allclose(fast[k], ref[k], atol=1e-10, rtol=0), (k, (fast[k] - ref[k]).abs().max())
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from structseq.data.vocab import Vocab
 from structseq.models.lexical import LexiconRows
+from structseq.nn.dropout import dropout
 
 TINY = 1e-30  # floor for probabilities before log: keeps log(0) out of mixtures
 
@@ -26,7 +27,7 @@ class SoftmaxHead(nn.Module):
         self.dropout = dropout
 
     def logits(self, features: Tensor) -> Tensor:
-        return self.proj(F.dropout(features, self.dropout, self.training))
+        return self.proj(dropout(features, self.dropout, self.training))
 
     def forward(self, features: Tensor, attn: Tensor | None = None, src: Tensor | None = None) -> Tensor:
         return self.logits(features).log_softmax(-1)
@@ -107,7 +108,7 @@ class LexicalHead(nn.Module):
         return out + (attn * self.me_row[src][:, None]).sum(-1, keepdim=True) * self.me_dist
 
     def forward(self, features: Tensor, attn: Tensor, src: Tensor) -> Tensor:
-        h = F.dropout(features, self.write.dropout, self.training)
+        h = dropout(features, self.write.dropout, self.training)
         logits = self.write.proj(h)
         # both gates see the dropped-out features, as in the reference code, where the gate is one logit of the
         # output layer after its dropout

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from structseq.models.base import Autoregressive, Inputs, State, map_state
+from structseq.nn.dropout import dropout, keep_mask
 
 
 # ----------------------------------------------------------------------------------------------- step kernels
@@ -242,8 +243,17 @@ class _Noise(NamedTuple):
     feed: Tensor | None = None
 
 
+def _dropout_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor | None:
+    """The noise `structseq.nn.dropout.dropout(x, p)` multiplies x by (same random draws), or None if p == 0."""
+    if p <= 0:
+        return None
+    if p >= 1:
+        return like.new_zeros(shape)
+    return keep_mask(shape, p, like.device).to(like.dtype).mul_(1.0 / (1.0 - p))
+
+
 def _bernoulli_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor | None:
-    """The noise `F.dropout(x, p, True)` multiplies x by on CPU (same random draws), or None if p == 0."""
+    """The noise `nn.LSTM` multiplies the input of its upper layers by (`F.dropout`'s draws), or None if p == 0."""
     if p <= 0:
         return None
     if p >= 1:
@@ -276,7 +286,7 @@ class LSTMSeq2Seq(Autoregressive):
         src = inputs["src"]
         pad_mask = src.eq(self.pad)
         lengths = (~pad_mask).sum(1)
-        x = F.dropout(self.src_embed(src), self.dropout, self.training)
+        x = dropout(self.src_embed(src), self.dropout, self.training)
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, (h, c) = self.encoder(packed)
         memory, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
@@ -323,12 +333,12 @@ class LSTMSeq2Seq(Autoregressive):
         if not self.training:
             return None
         H, E = self.hidden_dim, self.tgt_embed.embedding_dim
-        emb = _bernoulli_noise(like, (B, E), self.dropout)
+        emb = _dropout_noise(like, (B, E), self.dropout)
         between = [_bernoulli_noise(like, (B, H), self.decoder.dropout) for _ in range(self.decoder.num_layers - 1)]
-        comb = _bernoulli_noise(like, (B, H), self.dropout)
-        high = _bernoulli_noise(like, (B, H), self.high_dropout)
+        comb = _dropout_noise(like, (B, H), self.dropout)
+        high = _dropout_noise(like, (B, H), self.high_dropout)
         return _Noise(emb, [n for n in between if n is not None], comb, high,
-                      _bernoulli_noise(like, (B, H), self.feed_dropout))
+                      _dropout_noise(like, (B, H), self.feed_dropout))
 
     def _core(self, gates0: Tensor, comb0: Tensor, state: State, w: _Weights, attention: _Attention,
               noise: _Noise | None) -> tuple[Tensor, Tensor, State]:

@@ -11,11 +11,11 @@ teacher-forced log-probs, decoding and seeded training agree with `LSTMSeq2Seq` 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from structseq.models.base import Inputs, State
 from structseq.models.lstm import LSTMSeq2Seq
+from structseq.nn.dropout import dropout
 
 
 class LSTMSeq2SeqReference(LSTMSeq2Seq):
@@ -23,7 +23,7 @@ class LSTMSeq2SeqReference(LSTMSeq2Seq):
         src = inputs["src"]
         pad_mask = src.eq(self.pad)
         lengths = (~pad_mask).sum(1)
-        x = F.dropout(self.src_embed(src), self.dropout, self.training)
+        x = dropout(self.src_embed(src), self.dropout, self.training)
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, (h, c) = self.encoder(packed)
         memory, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
@@ -36,7 +36,7 @@ class LSTMSeq2SeqReference(LSTMSeq2Seq):
 
     def _core(self, prev: Tensor, state: State) -> tuple[Tensor, Tensor, State]:
         """One decoder step without the head: (combined vector (B, H), attention (B, S), new state)."""
-        emb = F.dropout(self.tgt_embed(prev), self.dropout, self.training)  # (B, E)
+        emb = dropout(self.tgt_embed(prev), self.dropout, self.training)  # (B, E)
         inp = torch.cat([emb, state["feed"]], -1)
         hc = (state["h"].transpose(0, 1).contiguous(), state["c"].transpose(0, 1).contiguous())
         out, (h, c) = self.decoder(inp[:, None], hc)
@@ -47,9 +47,9 @@ class LSTMSeq2SeqReference(LSTMSeq2Seq):
         comb = self.combine(torch.cat([inp if self.combine_feed else emb, h_t, context], -1))
         if self.combine_tanh:
             comb = torch.tanh(comb)
-        comb_d = F.dropout(comb, self.dropout, self.training)
-        comb_d = F.dropout(comb_d, self.high_dropout, self.training)  # reference --highdrop: head and feed share it
-        feed = F.dropout(comb_d, self.feed_dropout, self.training)  # the next step's input dropout on the feed
+        comb_d = dropout(comb, self.dropout, self.training)
+        comb_d = dropout(comb_d, self.high_dropout, self.training)  # reference --highdrop: head and feed share it
+        feed = dropout(comb_d, self.feed_dropout, self.training)  # the next step's input dropout on the feed
         new_state = {**state, "h": h.transpose(0, 1), "c": c.transpose(0, 1), "feed": feed}
         return comb_d, alpha, new_state
 

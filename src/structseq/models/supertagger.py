@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from structseq.config import _f
 from structseq.data.categories import BLANK, is_binary, is_unary
 from structseq.data.vocab import Vocab
+from structseq.nn.dropout import Dropout, dropout
 
 NEG = -1e9  # a forbidden symbol's logit (finite, so that sums of forbidden scores stay comparable)
 
@@ -98,7 +99,7 @@ class WordEncoder(nn.Module):
         self.lstm = nn.LSTM(width, cfg.hidden, cfg.layers, batch_first=True, bidirectional=True,
                             dropout=dropout if cfg.layers > 1 else 0.0)
         self.out = nn.Linear(2 * cfg.hidden, d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, batch) -> tuple[Tensor, Tensor]:
         words = batch["words"]
@@ -135,7 +136,7 @@ class PretrainedEncoder(nn.Module):
         width = self.model.config.hidden_size
         self.score = nn.Linear(width, 1)
         self.out = nn.Linear(width, d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, batch) -> tuple[Tensor, Tensor]:
         pieces, pw = batch["pieces"], batch["piece_word"]
@@ -247,7 +248,7 @@ class SwiGLU(nn.Module):
         super().__init__()
         hidden = int(8 * dim / 3)
         self.w1, self.w3, self.w2 = nn.Linear(dim, hidden), nn.Linear(dim, hidden), nn.Linear(hidden, dim)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w2(self.drop(F.silu(self.w1(x)) * self.w3(x)))
@@ -287,7 +288,7 @@ class NodeFeedback(nn.Module):
         a = segment_softmax(torch.cat([s_self, s_node]), seg, N)
         a_self, a_node = a[:N], a[N:]
         if self.training and self.drop > 0:
-            a_node = F.dropout(a_node, self.drop)
+            a_node = dropout(a_node, self.drop)
         msg = self.message(node_emb).view(-1, H, d // H) * a_node[..., None]
         out = h.view(N, H, d // H) * a_self[..., None]
         out = out.index_add(0, node_word, msg)
@@ -303,7 +304,7 @@ class StateFeedback(nn.Module):
         self.qkv = nn.Linear(d_w, 3 * d_w)
         self.rel = nn.Parameter(torch.randn(2 * max_distance + 1, d_w) * 0.1 + 1.0)  # W_r
         self.out = nn.Linear(d_w, d_w)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.norm = RMSNorm(d_w)
 
     def forward(self, h: Tensor, mask: Tensor) -> Tensor:
@@ -340,7 +341,7 @@ class TreeSupertagger(_Tagger):
         self.state_fb = StateFeedback(d, cfg.state_heads, cfg.max_distance, cfg.dropout) if cfg.state_feedback else None
         self.ffn, self.ffn_norm = SwiGLU(d, cfg.dropout), RMSNorm(d)
         self.to_node = nn.Linear(d, dn)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     # ------------------------------------------------------------ one depth
     def step(self, h: Tensor, mask: Tensor, prev: tuple[Tensor, Tensor] | None) -> Tensor:

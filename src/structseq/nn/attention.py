@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from structseq.nn.dropout import dropout
+
 
 class RelativePositionBias(nn.Module):
     """Relative positions in the key+query form of Huang et al. (2020), as used by Dangle.
@@ -305,7 +307,7 @@ class MultiheadAttention(nn.Module):
             if mask is not None:
                 logits = logits + mask
             weights = logits.softmax(-1)
-            out = F.dropout(weights, p, self.training) @ v
+            out = dropout(weights, p, self.training) @ v
         else:
             weights = None
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,

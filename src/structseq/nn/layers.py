@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from structseq.nn.attention import (GaussianWindowBias, KVCache, MultiheadAttention, RelativePositionBias, ScoreBiases,
                                    SegmentRelativeBias)
+from structseq.nn.dropout import dropout
 
 
 class FeedForward(nn.Module):
@@ -21,7 +22,7 @@ class FeedForward(nn.Module):
         self.activation_dropout = activation_dropout
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(F.dropout(self.act(self.fc1(x)), self.activation_dropout, self.training))
+        return self.fc2(dropout(self.act(self.fc1(x)), self.activation_dropout, self.training))
 
 
 class Residual(nn.Module):
@@ -34,7 +35,7 @@ class Residual(nn.Module):
     def forward(self, x: Tensor, f, queries: slice | None = None) -> tuple[Tensor, object]:
         """`queries`: only these positions are updated (f sees all of x and returns outputs for them)."""
         y, *rest = f(self.norm(x) if self.norm_first else x)
-        x = (x if queries is None else x[:, queries]) + F.dropout(y, self.dropout, self.training)
+        x = (x if queries is None else x[:, queries]) + dropout(y, self.dropout, self.training)
         return (x if self.norm_first else self.norm(x)), rest
 
 
@@ -162,4 +163,4 @@ class TokenEmbedding(nn.Module):
             if offset + T > self.positions.shape[0]:
                 self.positions = sinusoidal_table(2 * (offset + T), x.shape[-1]).to(x.device)
             x = x + self.positions[offset: offset + T]
-        return F.dropout(x, self.dropout, self.training)
+        return dropout(x, self.dropout, self.training)

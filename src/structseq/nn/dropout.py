@@ -1,0 +1,51 @@
+"""Dropout whose keep mask is drawn as `torch.rand(shape) >= p`.
+
+Same mathematics as `F.dropout` (keep each element with probability 1 - p, scale kept ones by 1 / (1 - p)), but
+on CPU `F.dropout` draws its mask with `bernoulli_`, which costs about twice what `rand` does: it took 10% of the
+fairseq-sized Transformer's training step (`benchmarks/profile_train_step.py`). On other devices, and wherever
+`F.dropout` is the faster kernel, `dropout` is `F.dropout`. The mask is kept as booleans for the backward pass
+(one byte per element, as `F.dropout` keeps).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def keep_mask(shape: tuple[int, ...] | torch.Size, p: float, device: torch.device | str = "cpu") -> Tensor:
+    """Booleans, True with probability 1 - p: the draws `dropout` makes for a tensor of this shape."""
+    return torch.rand(shape, device=device) >= p
+
+
+class _Dropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, p: float) -> Tensor:
+        keep = keep_mask(x.shape, p, x.device)
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return x.mul(keep).mul_(ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (keep,) = ctx.saved_tensors
+        return grad.mul(keep).mul_(ctx.scale), None
+
+
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """`F.dropout(x, p, training)` with the cheaper CPU mask (see the module docstring)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0 or x.device.type != "cpu":
+        return F.dropout(x, p, True)
+    return _Dropout.apply(x, p)
+
+
+class Dropout(nn.Dropout):
+    """`nn.Dropout` drawing its mask as `dropout` does."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training)
