@@ -25,12 +25,12 @@ class _Dropout(torch.autograd.Function):
         keep = keep_mask(x.shape, p, x.device)
         ctx.save_for_backward(keep)
         ctx.scale = 1.0 / (1.0 - p)
-        return x.mul(keep).mul_(ctx.scale)
+        return x.mul(keep.view(torch.uint8)).mul_(ctx.scale)  # uint8: the fast path of a mixed-type mul
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         (keep,) = ctx.saved_tensors
-        return grad.mul(keep).mul_(ctx.scale), None
+        return grad.mul(keep.view(torch.uint8)).mul_(ctx.scale), None
 
 
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
