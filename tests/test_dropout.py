@@ -2,9 +2,10 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from structseq.nn.dropout import Dropout, dropout, keep_mask
+from structseq.nn.dropout import Dropout, dropout, keep_mask, torch_masks
 
 
 def test_dropout_keeps_with_probability_one_minus_p_and_scales_the_kept():
@@ -42,3 +43,17 @@ def test_dropout_is_identity_off_training_or_at_zero_and_checks_p():
     a = m.train()(x)
     torch.manual_seed(1)
     assert torch.equal(a, dropout(x, 0.5))
+
+
+def test_torch_masks_replays_f_dropouts_draws():
+    """For bit-for-bit replays of runs made with F.dropout: the same output and the same mask as keep_mask."""
+    x = torch.randn(50, 60)
+    torch.manual_seed(2)
+    want = F.dropout(x, 0.3, True)
+    with torch_masks():
+        torch.manual_seed(2)
+        assert torch.equal(dropout(x, 0.3), want)
+        torch.manual_seed(2)
+        assert torch.equal(keep_mask(x.shape, 0.3), want != 0)
+    torch.manual_seed(2)
+    assert not torch.equal(dropout(x, 0.3), want)  # switched back on leaving the block

@@ -65,6 +65,23 @@ def test_teacher_forced_log_probs_equal_the_reference(name, train):
     assert torch.rand(()) == (torch.manual_seed(7), ref(b), torch.rand(()))[2]  # same random numbers consumed
 
 
+@pytest.mark.parametrize("name", ["copy-combine-feed", "reference-feed-dropout"])
+def test_with_f_dropouts_masks_too(name):
+    """Under `torch_masks()` (F.dropout's draws, for replays of older runs) the two formulations still agree."""
+    from structseq.nn.dropout import torch_masks
+
+    fast, ref = pair(VARIANTS[name])
+    b, _ = batch()
+    fast.train(), ref.train()
+    with torch_masks():
+        torch.manual_seed(7)
+        got = fast(b)
+        torch.manual_seed(7)
+        want = ref(b)
+    real = b["tgt_in"].ne(TVOCAB.pad)[:, :, None]
+    assert torch.allclose(got * real, want * real, atol=1e-5), ((got - want) * real).abs().max()
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_seeded_updates_give_equal_parameters(name):
     """In float64, so that the comparison is exact up to rounding: in float32, Adam (lr 1e-2) amplifies the two

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from structseq.models.base import Autoregressive, Inputs, State, map_state
-from structseq.nn.dropout import dropout, keep_mask
+from structseq.nn.dropout import dropout, dropout_noise
 
 
 # ----------------------------------------------------------------------------------------------- step kernels
@@ -249,7 +249,7 @@ def _dropout_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor | N
         return None
     if p >= 1:
         return like.new_zeros(shape)
-    return keep_mask(shape, p, like.device).to(like.dtype).mul_(1.0 / (1.0 - p))
+    return dropout_noise(like, shape, p)
 
 
 def _bernoulli_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor | None:
