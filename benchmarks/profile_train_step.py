@@ -9,7 +9,7 @@ size) on SCAN simple batches of 3,500 tokens; with `--config` it trains that shi
 Two warm-up updates, then `--updates` profiled updates (torch.profiler, shapes and FLOPs recorded). Reports:
 
 - the operators' self CPU time in groups: GEMMs (mm, addmm, bmm), attention kernels, dropout masks
-  (bernoulli), layer norm, other elementwise work, the optimiser, and the rest; the top operators;
+  (`bernoulli_`, or `uniform_` for structseq's `rand >= p` masks), layer norm, other elementwise work, the optimiser, and the rest; the top operators;
 - the GEMMs' achieved FLOP rate against the peak of a 2048^3 fp32 GEMM (and bf16, for reference) measured in the
   same process right after, and what that implies: `ceiling_speedup_same_math` = step time / GEMM time, the
   speed-up if everything outside the GEMMs vanished and the GEMMs ran as they do (they are near peak when the
@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 GROUPS = {  # first match wins
     "gemm": ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"),
     "attention": ("scaled_dot_product", "flash_attention"),
-    "dropout masks": ("aten::bernoulli", "aten::dropout", "aten::native_dropout"),
+    "dropout masks": ("aten::bernoulli", "aten::dropout", "aten::native_dropout", "aten::uniform_"),
     "layer norm": ("layer_norm",),
     "optimiser": ("adam", "Optimizer"),
     "loss": ("log_softmax", "nll_loss", "gather", "scatter"),
