@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-VARIANTS = ("sequential", "concatenate", "alternate", "interleave")
+VARIANTS = ("sequential", "concatenate", "alternate", "interleave", "doc-nmt")
 
 
 def measure(variant: str, ctx_len: int, args) -> dict:

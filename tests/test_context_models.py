@@ -22,6 +22,8 @@ VARIANTS = {
     "interleave": dict(CTX, decoder="interleave", source_layers=[1, 4], context_layers=[2, 3]),
     "interleave-focused": dict(CTX, decoder="interleave", context_logit_scale=2.0, context_window=3.0),
     "alternate-prenorm-focused": dict(CTX, decoder="alternate", norm_first=True, context_window=2.0),
+    "doc-nmt": dict(CTX, decoder="doc-nmt"),
+    "doc-nmt-prenorm-focused": dict(CTX, decoder="doc-nmt", norm_first=True, context_logit_scale=2.0),
 }
 HEADS = {"softmax": {"type": "softmax"}, "copy": {"type": "copy"}, "lexical": {"type": "lexical", "init": "uniform"}}
 
@@ -86,6 +88,28 @@ def test_concatenate_with_an_empty_context_is_the_plain_transformer(head):
     assert torch.allclose(model(none), plain(b), atol=1e-6)
 
 
+@pytest.mark.parametrize("head", HEADS)
+def test_doc_nmt_without_its_encoder_context_attention_is_alternate(head):
+    """doc-nmt = alternate + a context-attention block in every layer of the source pass: with those blocks'
+    outputs zeroed (pre-norm, so a zero residual branch is the identity) the two compute the same function; with
+    them, the source encoding depends on the context."""
+    doc = make({**CTX, "decoder": "doc-nmt", "norm_first": True, "head": HEADS[head]})
+    alt = make({**CTX, "decoder": "alternate", "norm_first": True, "head": HEADS[head]})
+    extra = {k for k in doc.state_dict() if k.startswith("source_context.")}
+    assert extra and set(doc.state_dict()) - extra == set(alt.state_dict())
+    alt.load_state_dict({k: v for k, v in doc.state_dict().items() if k not in extra})
+    b = batch(empty_context_row=False)
+    assert not torch.allclose(doc(b), alt(b), atol=1e-4)
+    with torch.no_grad():
+        for block in doc.source_context:
+            block.attn.out_proj.weight.zero_()
+            block.attn.out_proj.bias.zero_()
+    assert torch.allclose(doc(b), alt(b), atol=1e-6)
+    d_ = CTX["d_model"]
+    per_block = 4 * (d_ * d_ + d_) + 2 * d_  # q, k, v, out projections and the block's layer norm
+    assert doc.num_parameters() == alt.num_parameters() + CTX["encoder_layers"] * per_block
+
+
 def test_context_encoder_without_focus_is_the_source_encoder():
     model = make(dict(CTX, decoder="alternate"))
     ctx = batch(empty_context_row=False)["ctx"]
@@ -122,7 +146,7 @@ def test_sequential_input_is_source_sep_context_without_inner_padding():
     assert join_sequential(src, ctx, sep=None).tolist() == [[4, 5, 2, 7, 2], [6, 2, 8, 9, 2]]
 
 
-@pytest.mark.parametrize("name", ["sequential", "concatenate", "alternate", "interleave"])
+@pytest.mark.parametrize("name", ["sequential", "concatenate", "alternate", "interleave", "doc-nmt"])
 def test_beam_search_runs_over_both_memories(name):
     from structseq.decode.search import beam_search, greedy
 

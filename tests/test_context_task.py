@@ -255,7 +255,7 @@ def test_contrastive_scoring_of_a_run(tmp_path):
     assert out["accuracy"]["score"] == 0.0 and out["ties"] == 4  # identical candidates: ties, counted wrong
 
 
-VARIANTS = ["sequential", "concatenate", "alternate", "interleave"]
+VARIANTS = ["sequential", "concatenate", "alternate", "interleave", "doc-nmt"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -8,6 +8,11 @@ Reads top to bottom: the config, the model, the builder. Every variant encodes w
   alternate     two cross-attention blocks per decoder layer: over enc(C) ("context") then over enc(S) ("source")
   interleave    each decoder layer attends to S or to C only (configurable 1-based layer sets; the paper, six
                 layers: source 1, 2, 5, 6 and context 3, 4), so the parameter count is a plain Transformer's
+  doc-nmt       the document-level baseline the paper re-implements (Zhang et al. 2018): C is encoded first and
+                every layer of the source pass attends to enc(C) between its self-attention and its FFN; the
+                decoder attends as `alternate` does (enc(C), then enc(S)). As in the issue, the context pass
+                uses the shared encoder; Zhang et al.'s code has a separate context encoder and an optional
+                gate (off by default), neither built here.
 
 Focused context attention touches only the context pass of the shared encoder, through call-time options of
 its self-attention: `context_logit_scale` multiplies the logits (1 / temperature) and `context_window` adds
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -35,9 +41,10 @@ from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.models.base import Autoregressive, Inputs, State
 from structseq.models.transformer import TransformerDecoder, TransformerEncoder
-from structseq.nn.attention import GaussianWindowBias
+from structseq.nn.attention import GaussianWindowBias, MultiheadAttention
+from structseq.nn.layers import Residual
 
-DECODERS = ("sequential", "concatenate", "alternate", "interleave")
+DECODERS = ("sequential", "concatenate", "alternate", "interleave", "doc-nmt")
 SEP = "<sep>"  # the source-vocabulary token between S and C in the sequential input
 
 
@@ -45,7 +52,7 @@ SEP = "<sep>"  # the source-vocabulary token between S and C in the sequential i
 class ContextTransformerConfig(TransformerConfig):
     arch: str = _f("context-transformer", "context-aware Transformer (Wang et al. 2019)")
     decoder: str = _f("interleave", "how S and C reach the decoder: sequential (one input S <sep> C) | "
-                                    "concatenate | alternate | interleave")
+                                    "concatenate | alternate | interleave | doc-nmt (Zhang et al. 2018)")
     source_layers: list[int] = _f([1, 2, 5, 6], "interleave: 1-based decoder layers attending to the source")
     context_layers: list[int] = _f([3, 4], "interleave: 1-based decoder layers attending to the context")
     context_logit_scale: float = _f(1.0, "focused context attention: factor on the context self-attention logits "
@@ -71,14 +78,30 @@ def join_sequential(src: Tensor, ctx: Tensor, sep: int | None, pad: int = Vocab.
     return torch.where(pos < ls, from_src, out)
 
 
+class ContextAttention(nn.Module):
+    """A residual cross-attention block from the source pass to enc(C) (doc-nmt: one per encoder layer)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float, attention_dropout: float, norm_first: bool):
+        super().__init__()
+        self.attn = MultiheadAttention(d_model, n_heads, attention_dropout)
+        self.block = Residual(d_model, dropout, norm_first)
+
+    def forward(self, x: Tensor, memory: Tensor, pad: Tensor) -> Tensor:
+        return self.block(x, lambda h: self.attn(h, memory, memory, key_padding_mask=pad))[0]
+
+
 class ContextTransformer(Autoregressive):
     sentence_state = frozenset({"memories", "cross_kv"})
 
     def __init__(self, encoder: TransformerEncoder, decoder: TransformerDecoder, head: nn.Module, variant: str,
-                 sep: int | None, context_logit_scale: float = 1.0, context_window: float | None = None):
+                 sep: int | None, context_logit_scale: float = 1.0, context_window: float | None = None,
+                 source_context: Sequence[ContextAttention] | None = None):
         super().__init__()
         if variant not in DECODERS:
             raise ValueError(f"unknown decoder variant {variant!r}; choices: {', '.join(DECODERS)}")
+        if (variant == "doc-nmt") != (source_context is not None):
+            raise ValueError("doc-nmt, and only doc-nmt, needs one ContextAttention per encoder layer")
+        self.source_context = None if source_context is None else nn.ModuleList(source_context)
         self.encoder, self.decoder, self.head = encoder, decoder, head
         self.variant, self.sep, self.context_logit_scale = variant, sep, context_logit_scale
         self.window = GaussianWindowBias(context_window) if context_window else None
@@ -108,7 +131,8 @@ class ContextTransformer(Autoregressive):
             pad = tokens.eq(self.pad)
             return {"source": {"tokens": tokens, "pad": pad, "out": self.encoder(tokens, pad)}}
         src_pad = src.eq(self.pad)
-        out = {"source": {"tokens": src, "pad": src_pad, "out": self.encoder(src, src_pad)}}
+        doc_nmt = self.source_context is not None  # the source pass needs enc(C): encoded below, after it
+        out = {"source": {"tokens": src, "pad": src_pad, "out": None if doc_nmt else self.encoder(src, src_pad)}}
         if "context" not in self.memory_names and self.variant != "concatenate":
             return out  # interleave with every layer on the source: the context is never read
         ctx_pad = ctx.eq(self.pad)
@@ -120,6 +144,9 @@ class ContextTransformer(Autoregressive):
             ctx_pad = ctx_pad.clone()
             ctx_pad[:, 0] &= ~empty  # a fixed "no context" key for empty rows
         c = {"tokens": ctx, "pad": ctx_pad, "out": self.encode_context(ctx, ctx_pad)} if ctx.shape[1] else None
+        if doc_nmt:
+            between = [partial(block, memory=c["out"], pad=ctx_pad) for block in self.source_context]
+            out["source"]["out"] = self.encoder(src, src_pad, between=between)
         if self.variant == "concatenate":
             if c is not None:
                 s = out["source"]
@@ -205,7 +232,7 @@ def decoder_memories(cfg: ContextTransformerConfig) -> list[tuple[str, ...]]:
     n = cfg.decoder_layers
     if cfg.decoder in ("sequential", "concatenate"):
         return [("source",)] * n
-    if cfg.decoder == "alternate":
+    if cfg.decoder in ("alternate", "doc-nmt"):
         return [("context", "source")] * n
     for key in ("source_layers", "context_layers"):
         bad = [i for i in getattr(cfg, key) if not 1 <= i <= n]
@@ -244,5 +271,8 @@ def build_context_transformer(cfg: ContextTransformerConfig, vocabs: Mapping[str
                                  _final_norm(cfg))
     decoder, head = _decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples,
                                       memories=decoder_memories(cfg))
-    model = ContextTransformer(encoder, decoder, head, cfg.decoder, sep, cfg.context_logit_scale, cfg.context_window)
+    source_context = [ContextAttention(cfg.d_model, cfg.n_heads, cfg.dropout, cfg.attention_dropout, cfg.norm_first)
+                      for _ in range(cfg.encoder_layers)] if cfg.decoder == "doc-nmt" else None
+    model = ContextTransformer(encoder, decoder, head, cfg.decoder, sep, cfg.context_logit_scale, cfg.context_window,
+                               source_context)
     return with_width(model, cfg.d_model)

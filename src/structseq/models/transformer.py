@@ -21,11 +21,13 @@ class TransformerEncoder(nn.Module):
         self.embed, self.layers, self.final_norm = embed, nn.ModuleList(layers), final_norm
 
     def forward(self, src: Tensor, pad_mask: Tensor, *, attn_bias: Tensor | None = None,
-                logit_scale: float | None = None) -> Tensor:
-        """`attn_bias` / `logit_scale`: call-time focus of every self-attention layer (a context pass)."""
+                logit_scale: float | None = None, between=None) -> Tensor:
+        """`attn_bias` / `logit_scale`: call-time focus of every self-attention layer (a context pass);
+        `between`: per layer, a function applied between its self-attention and FFN (`EncoderLayer`)."""
         x = self.embed(src)  # (B, S, D)
-        for layer in self.layers:
-            x = layer(x, pad_mask, attn_bias=attn_bias, logit_scale=logit_scale)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, pad_mask, attn_bias=attn_bias, logit_scale=logit_scale,
+                      between=None if between is None else between[i])
         return self.final_norm(x) if self.final_norm is not None else x
 
 

@@ -64,9 +64,11 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, pad_mask: Tensor | None, rel_index: Tensor | None = None,
                 n_queries: int | None = None, *, attn_bias: Tensor | None = None,
-                logit_scale: float | None = None) -> Tensor:
+                logit_scale: float | None = None, between=None) -> Tensor:
         """`n_queries`: compute outputs for the first n positions only (all positions still serve as keys).
-        `attn_bias` / `logit_scale`: call-time focus of the self-attention (see `MultiheadAttention.forward`)."""
+        `attn_bias` / `logit_scale`: call-time focus of the self-attention (see `MultiheadAttention.forward`).
+        `between`: a function of x applied between the self-attention and the FFN blocks (e.g. an attention to
+        an encoded context, Zhang et al. 2018)."""
         if n_queries is None:
             x, _ = self.attn_block(x, lambda h: self.self_attn(h, key_padding_mask=pad_mask, rel_index=rel_index,
                                                                 attn_bias=attn_bias, logit_scale=logit_scale))
@@ -75,6 +77,8 @@ class EncoderLayer(nn.Module):
             idx = rel_index[q] if rel_index is not None else None
             x, _ = self.attn_block(x, lambda h: self.self_attn(h[:, q], h, h, key_padding_mask=pad_mask,
                                                                 rel_index=idx, q_offset=0), queries=q)
+        if between is not None:
+            x = between(x)
         x, _ = self.ffn_block(x, lambda h: (self.ffn(h),))
         return x
 
