@@ -69,20 +69,22 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
             if line.strip():
                 r = json.loads(line)
                 final[(r["run_dir"], r["split"])] = r
+    scale = 100 if metric.startswith("pooled_bleu") else 1  # BLEU x 100, as the paper prints it
     points: dict[tuple, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))  # key -> seed -> step
     curve_runs = set()
     for line in (x for path in curve_files for x in open(path)):
         if line.strip():
             r = json.loads(line)
             key = (r["config"] + "".join(f" {o}" for o in r.get("overrides", [])), r["split"])
-            points[key][r["seed"]][r["step"]] = score(r, metric)
+            points[key][r["seed"]][r["step"]] = scale * score(r, metric)
             curve_runs.add((r["run_dir"], r["split"], key[0], r["seed"]))
     for run_dir, split, config, seed in curve_runs:  # the last point: the run's own (final-checkpoint) record
         if (run_dir, split) in final and not final[(run_dir, split)].get("diverged"):
             f = final[(run_dir, split)]
-            points[(config, split)][seed][f["steps"]] = score(f, metric)
+            points[(config, split)][seed][f["steps"]] = scale * score(f, metric)
     steps = sorted({k for per_seed in points.values() for s in per_seed.values() for k in s})
-    print(f"\nLearning curve: test {metric} against updates (checkpoints kept during training, each evaluated "
+    shown = f"{metric} (x 100)" if scale != 1 else metric
+    print(f"\nLearning curve: test {shown} against updates (checkpoints kept during training, each evaluated "
           "once; none selected by it)\n")
     print("| config | split | seeds | " + " | ".join(str(k) for k in steps) + " |")
     print("|---|---|---|" + "---|" * len(steps))
@@ -91,7 +93,7 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
         cells = []
         for k in steps:
             vals = [per_seed[s][k] for s in seeds if k in per_seed[s]]
-            cells.append(" / ".join(f"{v:.3f}" for v in vals) if vals else "-")
+            cells.append(" / ".join(f"{v:.3f}" if scale == 1 else f"{v:.2f}" for v in vals) if vals else "-")
         print(f"| `{config}` | {split} | {', '.join(map(str, seeds))} | " + " | ".join(cells) + " |")
     if plot:
         import matplotlib
@@ -113,11 +115,11 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
             paper = PAPER_BLEU if metric.startswith("pooled_bleu") else PAPER
             m = re.match(r"([\d.]+)", paper.get((ds, stem), "") if split in ("test", "gen") else "")
             if m:
-                ax.axhline(float(m.group(1)) / (100 if metric.startswith("pooled_bleu") else 1), color=color, linestyle=":", linewidth=1)
+                ax.axhline(float(m.group(1)), color=color, linestyle=":", linewidth=1)
         for ds, ax in zip(datasets, axes[0]):
             ax.set_xlabel("updates")
             ax.set_ylabel(f"test {metric.replace('_', ' ')}")
-            ax.set_ylim(-0.02, 1.02 if metric == "exact_match" else None)
+            ax.set_ylim(-0.02 * scale, 1.02 * scale if metric == "exact_match" else None)
             ax.set_title(f"{ds}: learning curves (dotted: paper's mean)", fontsize=10)
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)

@@ -121,4 +121,4 @@ def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path
     _load("results_table").main([str(out), "--curve", str(cur), "--curve-metric", "pooled_bleu.full"])
     table = capsys.readouterr().out
     assert "| 1, 2 | 21.00 ± 1.41 | 10.50 ± 0.71 (3) | 24.35 ± 0.09 / 18.46 ± 0.19 |" in table
-    assert "| 1 | 0.050 | 0.200 |" in table  # the curve: step 500, then the run's own final record
+    assert "| 1 | 5.00 | 20.00 |" in table  # the curve (x 100): step 500, then the run's own final record
