@@ -2,9 +2,9 @@
 
 Same mathematics as `F.dropout` (keep each element with probability 1 - p, scale kept ones by 1 / (1 - p)), but
 on CPU `F.dropout` draws its mask with `bernoulli_`, which costs about twice what `rand` does: it took 10% of the
-fairseq-sized Transformer's training step (`benchmarks/profile_train_step.py`). On other devices, and wherever
-`F.dropout` is the faster kernel, `dropout` is `F.dropout`. The mask is kept as booleans for the backward pass
-(one byte per element, as `F.dropout` keeps).
+fairseq-sized Transformer's training step (`benchmarks/profile_train_step.py`). On other devices `dropout` is
+`F.dropout` (fused kernels there). The mask is kept as booleans for the backward pass (one byte per element, as
+`F.dropout` keeps).
 
 `torch_masks()` switches back to `F.dropout`'s draws, for bit-for-bit replays of seeded runs made before this
 module existed (tests/test_core_fixture.py uses it).
@@ -35,7 +35,7 @@ def torch_masks(enabled: bool = True) -> Iterator[None]:
 
 
 def keep_mask(shape: tuple[int, ...] | torch.Size, p: float, device: torch.device | str = "cpu") -> Tensor:
-    """Booleans, True with probability 1 - p: the draws `dropout` makes for a tensor of this shape."""
+    """Booleans, True with probability 1 - p: the draws `dropout` makes on CPU for a tensor of this shape."""
     if _TORCH_MASKS:
         return torch.empty(shape, device=device).bernoulli_(1 - p).bool()
     return torch.rand(shape, device=device) >= p
@@ -43,8 +43,8 @@ def keep_mask(shape: tuple[int, ...] | torch.Size, p: float, device: torch.devic
 
 def dropout_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor:
     """What `dropout(x, p)` multiplies an `x` of this shape by (the same draws, the same rounding): keep / (1 - p),
-    in `like`'s dtype and device; 0 < p < 1."""
-    if _TORCH_MASKS:
+    in `like`'s dtype and device; 0 < p < 1. Off the CPU: `bernoulli_` draws, as before this module."""
+    if _TORCH_MASKS or like.device.type != "cpu":
         return like.new_empty(shape).bernoulli_(1 - p).div_(1 - p)
     return keep_mask(shape, p, like.device).to(like.dtype).mul_(1.0 / (1.0 - p))
 
