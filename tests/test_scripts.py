@@ -122,3 +122,15 @@ def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path
     table = capsys.readouterr().out
     assert "| 1, 2 | 21.00 ± 1.41 | 10.50 ± 0.71 (3) | 24.35 ± 0.09 / 18.46 ± 0.19 |" in table
     assert "| 1 | 5.00 | 20.00 |" in table  # the curve (x 100): step 500, then the run's own final record
+
+
+def test_ctx_errors_tells_a_wrong_definition_from_none(tmp_path, capsys):
+    ctx = "bip means walk . the robot saw a red box . dax means jump run . zed means look ."
+    rows = [("dax", "JUMP RUN", "JUMP RUN"), ("dax", "JUMP RUN", "WALK"), ("dax", "JUMP RUN", "LOOK"),
+            ("dax", "JUMP RUN", "RUN RUN"), ("dax twice", "JUMP RUN JUMP RUN", "x"), ("walk", "WALK", "WALK")]
+    path = tmp_path / "test.tsv"
+    path.write_text("source\treference\thypothesis\tcorrect\tcategory\tcontext\n"
+                    + "".join(f"{s}\t{r}\t{h}\t0\t\t{ctx}\n" for s, r, h in rows))
+    out = _load("ctx_errors").main([str(path)])
+    assert out == {"single_defined_word_commands": 4, "correct": 1, "none": 1, "other definition, after": 1,
+                   "other definition, before": 1}
