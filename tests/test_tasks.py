@@ -149,3 +149,16 @@ def test_tatoeba_reports_the_papers_pooled_bleu(shared_data):
                          )["pooled_bleu"]["full"]["score"] == nltk_corpus_bleu([other], [[other]]).score > 0
     assert "pooled_bleu" not in task.evaluate(test[:2], [list(x.target) for x in test[:2]], dataset="files",
                                               split="test")
+
+
+def test_evaluate_table_shows_nested_scores_like_pooled_bleu(capsys, monkeypatch):
+    from structseq import cli
+
+    monkeypatch.setenv("COLUMNS", "200")
+    m = {"dataset": "tatoeba-en-zh", "split": "test", "n": 2, "beam": 1, "checkpoint": "last.pt",
+         "exact_match": {"score": 0.5, "signature": "em"},
+         "pooled_bleu": {"full": {"score": 0.25, "signature": "nltk_bleu|refs:pooled-by-source"},
+                         "1-shot": {"score": None, "n": 0}}}
+    cli.print_metrics(m)
+    out = capsys.readouterr().out
+    assert "pooled_bleu.full" in out and "0.2500" in out and "pooled_bleu.1-shot" in out

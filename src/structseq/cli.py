@@ -154,9 +154,17 @@ def print_metrics(m: dict) -> None:
     table.add_column("metric")
     table.add_column("score", justify="right")
     table.add_column("signature", style="dim")
+    def row(key: str, value: dict) -> None:
+        score = "-" if value["score"] is None else f"{value['score']:.4f}"
+        table.add_row(key, score, value.get("signature", ""))
+
     for key, value in m.items():  # every metric of the task: a score with its signature
         if isinstance(value, dict) and "score" in value:
-            table.add_row(key, f"{value['score']:.4f}", value.get("signature", ""))
+            row(key, value)
+        elif key != "per_category" and isinstance(value, dict) and value and \
+                all(isinstance(v, dict) and "score" in v for v in value.values()):  # e.g. pooled_bleu: full, 1-shot
+            for part, v in value.items():
+                row(f"{key}.{part}", v)
     if "cter" in m:
         for level in ("instance", "aggregate"):
             table.add_row(f"cter_{level}", f"{m['cter'][level]:.4f}", m["cter"]["signature"])
