@@ -49,6 +49,10 @@ def test_commands_splits_test_what_they_claim():
     assert all(any(w in NONCE and e.source[i + 1: i + 2] == ("thrice",) for i, w in enumerate(e.source))
                for e in commands_split("combination", size=50))
     assert all(set(e.target) <= set(PRIMITIVES.values()) for e in train)
+    # the diagnostic training set puts relevant definitions in both halves
+    halves = {int(i) >= int(e.meta["n_sentences"]) // 2 for e in commands_split("train-anywhere", size=200)
+              for i in e.meta["relevant_sentences"].split()}
+    assert halves == {False, True}
 
 
 def test_document_reader_keeps_n_previous_sentences_within_a_document(tmp_path):

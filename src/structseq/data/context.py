@@ -11,6 +11,8 @@ not use (distractors) and filler sentences, tens to hundreds of tokens. Splits:
   longer                 contexts of 150-400 tokens (longer than any training context)
   position               training lengths, relevant definitions only in the second half (unseen positions)
   combination            a defined word under `thrice` (training uses `thrice` on primitives only)
+  train-anywhere         a diagnostic training set: as train, but the relevant definitions anywhere in the
+                         context (train on it with `data.train: train-anywhere`; `position` is then no longer unseen)
 
 Document-level MT (Maruf et al. 2019, `<d>` files): each sentence's context is the previous N source
 sentences of its document joined by `<brk>`, never crossing a `<d>` boundary. DiscEvalMT (Bawden et al.
@@ -89,13 +91,14 @@ def _execute(command: list[str], meanings: dict[str, tuple[str, ...]]) -> tuple[
     return tuple(phrase(command))
 
 
-SPLIT_SETTINGS = {  # split -> (seed, size, (min, max) context tokens, relevant definitions in: first | second half)
+SPLIT_SETTINGS = {  # split -> (seed, size, (min, max) context tokens, relevant definitions in: first | second half | any)
     "train": (11, 6000, (20, 100), "first"),
     "valid": (12, 300, (20, 100), "first"),
     "test": (13, 500, (20, 100), "first"),
     "longer": (14, 500, (150, 400), "first"),
     "position": (15, 500, (20, 100), "second"),
     "combination": (16, 500, (20, 100), "first"),
+    "train-anywhere": (17, 6000, (20, 100), "any"),
 }
 
 
@@ -126,7 +129,7 @@ def commands_example(rng: random.Random, split: str, lengths: tuple[int, int], w
         noise.append(_filler(rng))
     n = len(noise) + len(defined)
     half = n // 2
-    slots = list(range(half)) if where == "first" else list(range(half, n))
+    slots = {"first": range(half), "second": range(half, n), "any": range(n)}[where]
     chosen = sorted(rng.sample(slots, len(defined)))
     sentences: list[list[str]] = []
     rel, it = iter(defined), iter(noise)
