@@ -11,6 +11,7 @@ from structseq.config import config_from_dict
 from structseq.data.context import (BRK, NONCE, PRIMITIVES, commands_split, read_contrastive, read_documents)
 from structseq.data.example import Example
 from structseq.data.readers import read_tsv
+from structseq.data.registry import datasets
 from structseq.errors import DataError, StructseqError
 from structseq.metrics.contrastive import contrastive_accuracy
 from structseq.tasks import get_task
@@ -53,6 +54,10 @@ def test_commands_splits_test_what_they_claim():
     halves = {int(i) >= int(e.meta["n_sentences"]) // 2 for e in commands_split("train-anywhere", size=200)
               for i in e.meta["relevant_sentences"].split()}
     assert halves == {False, True}
+    # `structseq data list` reports the generated splits' sizes without generating them: they must agree
+    ds = datasets()["ctx-commands"]
+    assert all(len(ds.load(split, Path("."))) == ds.sizes[split] for split in ("valid", "position"))
+    assert ds.sizes["train-anywhere-large"] == 10 * ds.sizes["train-anywhere"]
 
 
 def test_document_reader_keeps_n_previous_sentences_within_a_document(tmp_path):

@@ -34,6 +34,9 @@ def data_list(data_root: Optional[Path] = DataRoot, as_json: bool = typer.Option
     for ds in datasets().values():
         sizes = {}
         for split in ds.splits:
+            if split in ds.sizes:
+                sizes[split] = ds.sizes[split]
+                continue
             try:
                 sizes[split] = len(ds.load(split, root))
             except StructseqError:

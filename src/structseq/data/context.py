@@ -13,6 +13,7 @@ not use (distractors) and filler sentences, tens to hundreds of tokens. Splits:
   combination            a defined word under `thrice` (training uses `thrice` on primitives only)
   train-anywhere         a diagnostic training set: as train, but the relevant definitions anywhere in the
                          context (train on it with `data.train: train-anywhere`; `position` is then no longer unseen)
+  train-anywhere-large   the same with 60,000 examples (10x): is a model that fails data-starved or unable?
 
 Document-level MT (Maruf et al. 2019, `<d>` files): each sentence's context is the previous N source
 sentences of its document joined by `<brk>`, never crossing a `<d>` boundary. DiscEvalMT (Bawden et al.
@@ -99,6 +100,7 @@ SPLIT_SETTINGS = {  # split -> (seed, size, (min, max) context tokens, relevant 
     "position": (15, 500, (20, 100), "second"),
     "combination": (16, 500, (20, 100), "first"),
     "train-anywhere": (17, 6000, (20, 100), "any"),
+    "train-anywhere-large": (18, 60000, (20, 100), "any"),
 }
 
 
@@ -285,7 +287,8 @@ def context_datasets() -> dict:
     table = {"ctx-commands": Dataset(
         "ctx-commands", "commands whose nonce words are defined in a long noisy context (embedded; Wang et al. "
         "2019-style context task); test-contrastive: pairs for the contrastive scorer",
-        (*SPLIT_SETTINGS, "test-contrastive"), _commands, "generated")}
+        (*SPLIT_SETTINGS, "test-contrastive"), _commands, "generated",
+        sizes={split: size for split, (_, size, _, _) in SPLIT_SETTINGS.items()})}
     for name, (folder, what) in MARUF.items():
         base = f"doclevel_mt/maruf2019_en_de/{folder}/concatenated_en2de"
         table[name] = Dataset(

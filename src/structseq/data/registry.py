@@ -32,6 +32,8 @@ class Dataset:
     #: splits whose pairs are pooled as references of equal sources in the report's `pooled_bleu` (the lexicon
     #: paper's Tatoeba BLEU); the first is the training split that defines its 1-shot items
     pooled_references: tuple[str, ...] = ()
+    #: sizes known without loading (generated splits), so that listing datasets need not generate them
+    sizes: dict[str, int] = field(default_factory=dict)
 
     def load(self, split: str, root: Path) -> list[Example]:
         if split not in self.splits:
