@@ -113,7 +113,7 @@ def main() -> None:
         recs = [r for r in runs[c].values() if "beam5" in r]
         if not recs:
             continue
-        print(f"beta curve, {c} (beam 5; mean over {len(recs)} seed(s)): " + "; ".join(
+        print(f"- beta curve, {c} (beam 5; mean over {len(recs)} seed(s)): " + "; ".join(
             f"beta {p['beta']:g}: {statistics.mean(r['beam5']['multitag'][i]['accuracy'] for r in recs):.2f}% at "
             f"{statistics.mean(r['beam5']['multitag'][i]['tags_per_word'] for r in recs):.2f}/word"
             for i, p in enumerate(recs[0]["beam5"]["multitag"])))

@@ -134,3 +134,37 @@ def test_ctx_errors_tells_a_wrong_definition_from_none(tmp_path, capsys):
     out = _load("ctx_errors").main([str(path)])
     assert out == {"single_defined_word_commands": 4, "correct": 1, "none": 1, "other definition, after": 1,
                    "other definition, before": 1}
+
+
+def test_every_generated_table_in_the_documents_matches_its_records():
+    """README.md and RESULTS.md tables are the output of the commands their markers name, on the committed
+    records: a record added without regenerating (or a table edited by hand) fails here."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "update_tables.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_update_tables_rewrites_a_stale_block_and_names_a_bad_command(tmp_path):
+    update_tables = _load("update_tables")
+    rec = {"config": "configs/ctx-commands/interleave.yaml", "overrides": [], "split": "test", "seed": 1,
+           "metrics": {"exact_match": {"score": 0.25}}}
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps(rec) + "\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n\n<!-- generated: python scripts/context_results.py {records} -->\n| old |\n"
+                   "<!-- /generated -->\n\nafter\n")
+    assert update_tables.update(doc, check=True) == [f"doc.md:3 python scripts/context_results.py {records}"]
+    assert "| old |" in doc.read_text()  # --check changes nothing
+    update_tables.update(doc, check=False)
+    text = doc.read_text()
+    assert "| interleave | - | 1 | 25.0 | - | - | - |\n<!-- /generated -->\n\nafter\n" in text
+    assert text.startswith("intro\n\n<!-- generated: ")
+    assert update_tables.update(doc, check=True) == []
+
+    doc.write_text("<!-- generated: rm -rf / -->\nx\n<!-- /generated -->\n")
+    try:
+        update_tables.update(doc, check=True)
+    except SystemExit as e:
+        assert "doc.md:1" in str(e) and "python scripts/NAME.py" in str(e)
+    else:
+        raise AssertionError("a command outside scripts/ was run")
