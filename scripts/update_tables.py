@@ -9,9 +9,9 @@ A generated block names the command that writes it:
     python scripts/update_tables.py            # rerun every block's command, replace the block's text
     python scripts/update_tables.py --check    # change nothing; exit 1 naming every block its records no longer give
 
-The commands are the repository's table scripts (`scripts/*.py`, run with this Python from the repository root);
-their `plot: FILE` lines are dropped, and `--check` leaves `--plot` out so it writes nothing. The test suite runs
-`--check`, so a table cannot silently drift from the records it claims to come from.
+The commands are the repository's table scripts (`scripts/*.py`, `benchmarks/report.py`), run with this Python
+from the repository root; their `plot: FILE` lines are dropped, and `--check` leaves `--plot` out so it writes
+nothing. The test suite runs `--check`, so a table cannot silently drift from the records it claims to come from.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ BLOCK = re.compile(r"^<!-- generated: (?P<command>[^\n]+?) -->\n(?P<text>.*?)^<!
 
 def _argv(command: str, where: str, plots: bool) -> list[str]:
     words = shlex.split(command)
-    if len(words) < 2 or words[0] != "python" or not re.fullmatch(r"scripts/\w+\.py", words[1]):
-        raise SystemExit(f"{where}: a generated block's command must be `python scripts/NAME.py ...`, got {command!r}")
+    table_script = len(words) > 1 and re.fullmatch(r"scripts/\w+\.py|benchmarks/report\.py", words[1])
+    if words[:1] != ["python"] or not table_script:
+        raise SystemExit(f"{where}: a generated block's command must be `python scripts/NAME.py ...` or "
+                         f"`python benchmarks/report.py ...`, got {command!r}")
     args = words[2:]
     if not plots:
         args = [a for i, a in enumerate(args) if a != "--plot" and (i == 0 or args[i - 1] != "--plot")]

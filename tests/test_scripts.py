@@ -168,3 +168,23 @@ def test_update_tables_rewrites_a_stale_block_and_names_a_bad_command(tmp_path):
         assert "doc.md:1" in str(e) and "python scripts/NAME.py" in str(e)
     else:
         raise AssertionError("a command outside scripts/ was run")
+
+
+def test_benchmark_report_flags_changed_outputs_and_asks_for_labels(tmp_path):
+    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"load_before": [0.5, 0, 0], "load_after": [1.0, 0, 0], "beams": {
+        "1": {"old_median": 100.0, "new_median": 250.0, "ratio_median": 2.5, "same_outputs": True},
+        "5": {"old_median": 20.0, "new_median": 30.0, "ratio_median": 1.5, "same_outputs": False}}}))
+    table = report.search([f"LSTM={f}"])
+    assert "| LSTM | greedy | 100.0 | 250.0 | 2.50 | equal |" in table
+    assert "| LSTM | beam 5 | 20.0 | 30.0 | 1.50 | **differ** |" in table
+    assert table.endswith("\n\nLoad average (1 min) before -> after: LSTM: 0.5 -> 1.0.")
+    try:
+        report.search([str(f)])
+    except SystemExit as e:
+        assert "LABEL=FILE" in str(e)
+    else:
+        raise AssertionError("an unlabelled file was accepted")

@@ -1,0 +1,224 @@
+"""Markdown tables of the benchmark JSON files (the README's performance section is generated from them).
+
+    python benchmarks/report.py KIND FILE [FILE ...]        # or LABEL=FILE where a kind compares measurements
+
+Kinds (each names the benchmark that writes its JSON):
+  fairseq-train     bench_train.py --only fairseq: per-round tokens/s of both systems and the ratio (LABEL=FILE ...)
+  models            bench_train.py --only models: training and decoding throughput, memory, MFU per model
+  lexicon           bench_lexicon.py: seconds and memory per learner and dataset
+  dangle-intervals  bench_dangle.py --only intervals: cost of R-Dangle against the Transformer per interval
+  dangle-flops      bench_dangle.py --only intervals (FLOP counts): time, FLOPs and FLOP rate vs the Transformer
+  search            bench_commits.py --decode: decoding before / after a change, same outputs (LABEL=FILE ...)
+  decode-fairseq    bench_decode_fairseq.py: sentences/s against fairseq-generate (later files replace rows)
+  lstm              bench_lstm.py: reference vs restructured LSTM loop, training and decoding
+  profile           profile_train_step.py: where the step goes and the GEMM-bound ceiling (FILE ...)
+
+Each table ends with the load averages the files recorded, so a reader sees how quiet the machine was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def _load(path: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"{path}: {e}")
+
+
+def _labelled(args: list[str]) -> list[tuple[str, dict]]:
+    out = []
+    for a in args:
+        label, sep, path = a.partition("=")
+        if not sep:
+            raise SystemExit(f"expected LABEL=FILE, got {a!r}")
+        out.append((label, _load(path)))
+    return out
+
+
+def _load_avg(d: dict) -> tuple | None:
+    """(before, after) one-minute load averages, whichever key the benchmark used."""
+    m = d.get("machine", {})
+    for a, b in (("load_avg_start", "load_avg_end"), ("loadavg_before", "loadavg_after"),
+                 ("load_before", "load_after")):
+        src = m if a in m else d
+        if a in src and b in src:
+            return src[a][0], src[b][0]
+    return None
+
+
+def _loads(named: list[tuple[str, dict]]) -> str:
+    parts = [(f"{label}: " if label else "") + f"{la[0]:.1f} -> {la[1]:.1f}" for label, d in named
+             if (la := _load_avg(d))]
+    return "\n\nLoad average (1 min) before -> after: " + "; ".join(parts) + "." if parts else ""
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(c) for c in r) + " |" for r in rows)]
+
+
+def fairseq_train(args: list[str]) -> str:
+    named, rows, medians = _labelled(args), [], []
+    for label, d in named:
+        fc = d["fairseq_comparison"]
+        ratios = fc["round_ratios_structseq_over_fairseq"]
+        for i, (f, s) in enumerate(zip(fc["runs"]["fairseq"], fc["runs"]["structseq"])):
+            rows.append([label, i + 1, f"{f['target_tokens_per_s']:.0f}", f"{s['tokens_per_s']:.0f}",
+                         f"{ratios[i]:.2f}"])
+        mfu = [s["mfu"] for s in fc["runs"]["structseq"]]
+        non_pad = [s["mfu_non_padding"] for s in fc["runs"]["structseq"] if "mfu_non_padding" in s]
+        medians.append([label, f"**{statistics.median(ratios):.2f}x**", f"{min(mfu):.2f}-{max(mfu):.2f}",
+                        f"{min(non_pad):.2f}-{max(non_pad):.2f}" if non_pad else "-"])
+    return "\n".join(_table(["measurement", "round", "fairseq tok/s", "structseq tok/s", "ratio"], rows)
+                     + [""] + _table(["measurement", "median of the round ratios", "structseq MFU",
+                                      "MFU over non-padding tokens"], medians)) + _loads(named)
+
+
+def models(args: list[str]) -> str:
+    d = _load(args[0])
+    rows = []
+    for name, m in d["models"].items():
+        t, dec = m["train"], m.get("decode", {})
+        rows.append([f"{name} ({t['parameters'] / 1e6:.1f}M params)", f"{t['tokens_per_s']:.0f}",
+                     f"{t['s_per_update']:.2f}", f"{t['peak_rss_mb']:.0f} MB", f"{t['mfu']:.2f}",
+                     f"{t['mfu_non_padding']:.2f}",
+                     f"{dec['beam1']['sentences_per_s']:.1f}" if "beam1" in dec else "-",
+                     f"{dec['beam5']['sentences_per_s']:.1f}" if "beam5" in dec else "-"])
+    return "\n".join(_table(["model", "train target tok/s", "s/update", "peak RSS", "MFU", "MFU (non-padding)",
+                             "greedy sent/s", "beam 5 sent/s"], rows)) + _loads([("", d)])
+
+
+def lexicon(args: list[str]) -> str:
+    d = _load(args[0])
+    cells: dict[str, dict[str, str]] = {}
+    pairs: dict[str, int] = {}
+    for r in d.get("learners", []):
+        cells.setdefault(r["method"], {})[r["dataset"]] = f"{r['seconds']:.2f} s, +{r['peak_mb']:.0f} MB"
+        pairs[r["dataset"]] = r["pairs"]
+    out = _table(["learner"] + [f"{ds} train ({n:,} pairs)" for ds, n in pairs.items()],
+                 [[m] + [c.get(ds, "-") for ds in pairs] for m, c in cells.items()])
+    compare = d.get("compare_scan") or {}
+    if compare:
+        rows = []
+        for model, row in compare.get("models", {}).items():
+            if not isinstance(row, dict) or "ours" not in row:
+                continue
+            rows.append([model, f"{row['ours']['seconds']:.2f} s",
+                         f"{row['systran-align']['seconds']:.2f} s" if "systran-align" in row else "-",
+                         f"{row['eflomal']['seconds']:.2f} s" if "eflomal" in row else "-"])
+        out += ["", *_table(["SCAN, both directions, 5 iterations", "ours", "systran-align", "eflomal"], rows)]
+    return "\n".join(out) + _loads([("", d)])
+
+
+def dangle_intervals(args: list[str]) -> str:
+    d = _load(args[0])
+    rows = [[name, f"{m['s_per_update']:.2f}", f"{m['cost_vs_transformer']:.1f}x", f"{m['target_tokens_per_s']:.0f}",
+             f"{m['peak_rss_mb']:.0f}"] for name, m in d["intervals"].items()]
+    return "\n".join(_table(["model", "s/update", "cost vs Transformer", "target tok/s", "peak RSS (MB)"], rows)) \
+        + _loads([("", d)])
+
+
+def dangle_flops(args: list[str]) -> str:
+    d = _load(args[0])
+    base = d["intervals"]["transformer"]
+    rows = []
+    for name, m in d["intervals"].items():
+        rows.append([name, f"{m['s_per_update']:.2f}", f"{m['s_per_update'] / base['s_per_update']:.1f}x",
+                     f"{m['flops_per_target_token'] / 1e6:.1f} M",
+                     f"{m['flops_per_target_token'] / base['flops_per_target_token']:.1f}x",
+                     f"{m['flops_per_s'] / base['flops_per_s']:.2f}", f"{m['mfu']:.2f}"])
+    return "\n".join(_table(["model", "s/update", "time vs Transformer", "FLOPs / target token", "FLOPs vs Transformer",
+                             "FLOP/s vs Transformer", "MFU"], rows)) + _loads([("", d)])
+
+
+def search(args: list[str]) -> str:
+    named, rows = _labelled(args), []
+    for label, d in named:
+        for beam, b in d["beams"].items():
+            rows.append([label, "greedy" if str(beam) == "1" else f"beam {beam}", f"{b['old_median']:.1f}",
+                         f"{b['new_median']:.1f}", f"{b['ratio_median']:.2f}",
+                         "equal" if b["same_outputs"] else "**differ**"])
+    return "\n".join(_table(["model", "decoding", "before", "after", "ratio", "outputs"], rows)) + _loads(named)
+
+
+def _batch(b) -> str:
+    if isinstance(b, int):
+        return f"{b} sentences"
+    kind, _, n = str(b).partition(" ")
+    return f"{int(n):,} tokens" if kind == "max_tokens" else str(b)
+
+
+def decode_fairseq(args: list[str]) -> str:
+    files = [(Path(a).name, _load(a)) for a in args]
+    by_key: dict[tuple, dict] = {}
+    for _, d in files:
+        for r in d["rows"]:
+            by_key[(r["setting"], r["beam"])] = r  # a later measurement of the same setting replaces the earlier
+    rows = []
+    for (setting, beam), r in sorted(by_key.items()):
+        b, sps, wall = r["batch"], r["sentences_per_s"], r["process_wall_s"]
+        ratio = f"{r['ratio_median_of_rounds']:.2f} (" + ", ".join(f"{x:.2f}" for x in r["round_ratios"]) + ")"
+        rows.append([f"{setting}: {_batch(b['fairseq'])} / {_batch(b['structseq'])}",
+                     "greedy" if beam == 1 else f"beam {beam}", f"{sps['fairseq']:.1f}", f"{sps['structseq']:.1f}",
+                     ratio, f"{wall['fairseq']:.1f} / {wall['structseq']:.1f}"])
+    header = ["batches (fairseq / structseq)", "decoding", "fairseq sent/s", "structseq sent/s", "ratio (rounds)",
+              "process wall s, fairseq / structseq"]
+    return "\n".join(_table(header, rows)) + _loads(files)
+
+
+def lstm(args: list[str]) -> str:
+    d = _load(args[0])
+    rows = []
+
+    def row(name, m, unit):
+        rounds = ", ".join(f"{x:.2f}" for x in m["ratios"])
+        return [name, f"{m['reference_median']:.{unit}f}", f"{m['fast_median']:.{unit}f}",
+                f"{m['ratio_median']:.2f} ({rounds})", f"{m['cpu_ratio_median']:.2f}",
+                f"{m['reference_peak_rss_mb']:.0f} / {m['fast_peak_rss_mb']:.0f}"]
+    for config, m in d["train"].items():
+        rows.append(row(f"`{config.removeprefix('configs/')}` (train tok/s)", m, 0))
+    for beam, m in (d.get("decode") or {}).items():
+        shown = "greedy" if beam == "beam1" else beam.replace("beam", "beam ")
+        rows.append(row(f"decode {shown}, sent/s", m, 1))
+    header = ["config", "reference", "fast", "ratio (rounds)", "ratio (CPU time)", "peak RSS MB ref / fast"]
+    return "\n".join(_table(header, rows)) + _loads([("", d)])
+
+
+def profile(args: list[str]) -> str:
+    rows, named = [], []
+    for a in args:
+        d = _load(a)
+        named.append((Path(a).name, d))
+        g = d["groups_share"]
+        rows.append([f"`{d['config'].removeprefix('configs/')}`", f"{100 * g['gemm']:.1f}%",
+                     f"{100 * g['elementwise']:.1f}%", f"{100 * g.get('dropout masks', 0):.1f}%",
+                     f"{d['gemm_gflop_s']:.0f}", f"{d['peak_gemm_gflop_s']['float32']:.0f}",
+                     f"{d['gemm_rate_vs_peak']:.2f}",
+                     f"{d['ceiling_speedup_same_math']:.2f}x"])
+    header = ["config", "GEMM share", "elementwise", "dropout masks", "GEMM GFLOP/s", "2048^3 GEMM GFLOP/s", "ratio",
+              "ceiling"]
+    return "\n".join(_table(header, rows)) + _loads(named)
+
+
+KINDS = {"fairseq-train": fairseq_train, "models": models, "lexicon": lexicon, "dangle-intervals": dangle_intervals,
+         "dangle-flops": dangle_flops, "search": search, "decode-fairseq": decode_fairseq, "lstm": lstm,
+         "profile": profile}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kind", choices=sorted(KINDS))
+    p.add_argument("files", nargs="+", help="benchmark JSON files (LABEL=FILE where the kind says so)")
+    args = p.parse_args(argv)
+    print(KINDS[args.kind](args.files))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
