@@ -100,7 +100,7 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
     flops = None
     if formulation == "batched":  # FLOPs of one forward+backward of the first timed batch (not applied)
         from bench_train import _count_flops
-        flops = _count_flops(trainer)
+        flops = _count_flops(trainer)[0]
     base = _rss_mb()
     times, tokens = [], []
     for _ in range(updates):

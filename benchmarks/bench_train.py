@@ -72,11 +72,13 @@ def _trainer(overrides: list[str], threads: int, out: str):
     return Trainer(config_from_dict(cfg), out, show_progress=False)
 
 
-def _count_flops(trainer) -> tuple[int, float]:
-    """FLOPs of one forward+backward of the next batch (not applied to the parameters), and the share of that
-    batch's source and target-input positions that are not padding (what an unpadded implementation computes
-    on; it scales every per-position FLOP, so MFU x share is MFU counted over non-padding tokens, exact for the
-    linear layers and an upper bound for attention's quadratic terms)."""
+def _count_flops(trainer) -> tuple[int, int, float]:
+    """FLOPs of one forward+backward of the next batch (not applied to the parameters), its target tokens (MFU
+    scales the FLOPs per target token by the measured tokens/s, so a long or short counted batch does not skew
+    it), and the share of that batch's source and target-input positions that are not padding (what an unpadded
+    implementation computes on; it scales every per-position FLOP, so MFU x share is MFU counted over non-padding
+    tokens, exact for the linear layers and an upper bound for attention's quadratic terms). FlopCounterMode has
+    no formula for `nn.LSTM`'s fused kernel, so an LSTM encoder's FLOPs are not counted: a lower bound there."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from structseq.data.vocab import Vocab
@@ -92,7 +94,7 @@ def _count_flops(trainer) -> tuple[int, float]:
     trainer.optimizer.zero_grad(set_to_none=True)
     ids = [b[k] for k in ("src", "tgt_in") if k in b]
     share = sum(int(t.ne(Vocab.pad).sum()) for t in ids) / sum(t.numel() for t in ids)
-    return int(counter.get_total_flops()), share
+    return int(counter.get_total_flops()), int(b.num_tokens), share
 
 
 def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: str | None = None) -> dict:
@@ -102,7 +104,7 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: s
         batches = json.loads(Path(plan).read_text())["batches"]
         trainer._epoch_batches = lambda epoch: batches
     base_rss = _rss_mb()
-    flops, non_pad = _count_flops(trainer)
+    flops, flops_tokens, non_pad = _count_flops(trainer)
     times, tokens = [], []
     for i in range(updates):
         t = time.perf_counter()
@@ -113,9 +115,10 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: s
     peak = worker_matmul(threads)["gflops_best"] * 1e9  # same process, same threads, right after training
     return {"updates": updates, "warmup": warmup, "measured_s": m_t, "target_tokens": m_tok,
             "tokens_per_s": m_tok / m_t, "s_per_update": m_t / (updates - warmup),
-            "flops_per_update_counted": flops, "model_flops_per_s": flops * (updates - warmup) / m_t,
-            "matmul_flops_per_s_same_process": peak, "mfu": flops * (updates - warmup) / m_t / peak,
-            "non_padding_share": non_pad, "mfu_non_padding": flops * (updates - warmup) / m_t / peak * non_pad,
+            "flops_counted_batch": flops, "flops_per_target_token": flops / flops_tokens,
+            "model_flops_per_s": flops / flops_tokens * m_tok / m_t,
+            "matmul_flops_per_s_same_process": peak, "mfu": flops / flops_tokens * m_tok / m_t / peak,
+            "non_padding_share": non_pad, "mfu_non_padding": flops / flops_tokens * m_tok / m_t / peak * non_pad,
             "peak_rss_mb": _rss_mb(), "rss_before_training_mb": base_rss,
             "parameters": trainer.model.num_parameters()}
 
