@@ -10,8 +10,10 @@ Kinds (each names the benchmark that writes its JSON):
   dangle-flops      bench_dangle.py --only intervals (FLOP counts): time, FLOPs and FLOP rate vs the Transformer
   search            bench_commits.py --decode: decoding before / after a change, same outputs (LABEL=FILE ...)
   decode-fairseq    bench_decode_fairseq.py: sentences/s against fairseq-generate (later files replace rows)
-  lstm              bench_lstm.py: reference vs restructured LSTM loop, training and decoding
+  lstm              bench_lstm.py: two implementations (reference vs restructured loop, fp32 vs bf16), train, decode
   profile           profile_train_step.py: where the step goes and the GEMM-bound ceiling (FILE ...)
+  commits           bench_commits.py (training): two checkouts on the same batches, per config (LABEL=FILE ...)
+  compile           bench_compile.py: torch.compile against eager, steady state and cold start
 
 Each table ends with the load averages the files recorded, so a reader sees how quiet the machine was.
 """
@@ -177,17 +179,44 @@ def lstm(args: list[str]) -> str:
     d = _load(args[0])
     rows = []
 
+    impls = ["reference", "fast"]
+
     def row(name, m, unit):
+        a, b = m.get("impls", impls)
+        impls[:] = [a, b]
         rounds = ", ".join(f"{x:.2f}" for x in m["ratios"])
-        return [name, f"{m['reference_median']:.{unit}f}", f"{m['fast_median']:.{unit}f}",
+        return [name, f"{m[a + '_median']:.{unit}f}", f"{m[b + '_median']:.{unit}f}",
                 f"{m['ratio_median']:.2f} ({rounds})", f"{m['cpu_ratio_median']:.2f}",
-                f"{m['reference_peak_rss_mb']:.0f} / {m['fast_peak_rss_mb']:.0f}"]
+                f"{m[a + '_peak_rss_mb']:.0f} / {m[b + '_peak_rss_mb']:.0f}"]
     for config, m in d["train"].items():
         rows.append(row(f"`{config.removeprefix('configs/')}` (train tok/s)", m, 0))
     for beam, m in (d.get("decode") or {}).items():
         shown = "greedy" if beam == "beam1" else beam.replace("beam", "beam ")
         rows.append(row(f"decode {shown}, sent/s", m, 1))
-    header = ["config", "reference", "fast", "ratio (rounds)", "ratio (CPU time)", "peak RSS MB ref / fast"]
+    a, b = impls
+    header = ["config", a, b, "ratio (rounds)", "ratio (CPU time)", f"peak RSS MB {a} / {b}"]
+    return "\n".join(_table(header, rows)) + _loads([("", d)])
+
+
+def commits(args: list[str]) -> str:
+    named, rows = _labelled(args), []
+    for label, d in named:
+        for config, m in d["configs"].items():
+            ratios = ", ".join(f"{n / o:.2f}" for o, n in zip(m["old_tok_s"], m["new_tok_s"]))
+            rows.append([label, f"`{config.removeprefix('configs/')}`", f"{m['old_median']:.0f}",
+                         f"{m['new_median']:.0f}", f"{m['ratio_median']:.2f} ({ratios})"])
+    header = ["measurement", "config", "old tok/s", "new tok/s", "new / old (rounds)"]
+    return "\n".join(_table(header, rows)) + _loads(named)
+
+
+def compile_(args: list[str]) -> str:
+    d = _load(args[0])
+    med, ratios = d["median_tokens_per_s"], ", ".join(f"{x:.2f}" for x in d["round_ratios_compiled_over_eager"])
+    cold = {r["mode"]: r["cold_s"] for r in d["runs"]["eager"][:1] + d["runs"]["compile"][:1]}
+    rows = [[f"{med['eager']:.0f}", f"{med['compile']:.0f}", f"{d['ratio_median']:.2f} ({ratios})",
+             f"{cold['eager']:.0f} / {cold['compile']:.0f}", f"{d['extra_cold_start_s']:.0f}"]]
+    header = ["eager tok/s", "compiled tok/s", "compiled / eager (rounds)",
+              "first-round cold start s, eager / compiled", "extra cold start s (median)"]
     return "\n".join(_table(header, rows)) + _loads([("", d)])
 
 
@@ -209,7 +238,7 @@ def profile(args: list[str]) -> str:
 
 KINDS = {"fairseq-train": fairseq_train, "models": models, "lexicon": lexicon, "dangle-intervals": dangle_intervals,
          "dangle-flops": dangle_flops, "search": search, "decode-fairseq": decode_fairseq, "lstm": lstm,
-         "profile": profile}
+         "profile": profile, "commits": commits, "compile": compile_}
 
 
 def main(argv: list[str] | None = None) -> None:
