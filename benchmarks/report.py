@@ -7,6 +7,7 @@ Kinds (each names the benchmark that writes its JSON):
   models            bench_train.py --only models: training and decoding throughput, memory, MFU per model
   lexicon           bench_lexicon.py: seconds and memory per learner and dataset
   dangle-intervals  bench_dangle.py --only intervals: cost of R-Dangle against the Transformer per interval
+  dangle-formulations  bench_dangle.py --only formulations: our batched path against the authors' (LABEL=FILE)
   dangle-flops      bench_dangle.py --only intervals (FLOP counts): time, FLOPs and FLOP rate vs the Transformer
   search            bench_commits.py --decode: decoding before / after a change, same outputs (LABEL=FILE ...)
   decode-fairseq    bench_decode_fairseq.py: sentences/s against fairseq-generate (later files replace rows)
@@ -127,6 +128,23 @@ def dangle_intervals(args: list[str]) -> str:
         + _loads([("", d)])
 
 
+def dangle_formulations(args: list[str]) -> str:
+    named, rows = _labelled(args), []
+    for label, d in named:
+        for point, f in d["formulations"].items():
+            ours, a, b = f["batched"], f["per_step"], f["batch_copy"]
+            agree = max(f["agreement"]["max_abs_logprob_diff"].values())
+            rows.append([label, point, f"{ours['s_per_update']:.2f}",
+                         f"{a['s_per_update']:.2f} (**{f['speedup_over_per_step']:.2f}x** slower)",
+                         f"{b['s_per_update']:.2f} (**{f['speedup_over_batch_copy']:.2f}x**)",
+                         f"{ours['peak_rss_mb']:.0f} / {a['peak_rss_mb']:.0f} / {b['peak_rss_mb']:.0f}",
+                         f"{agree:.1e}"])
+    header = ["size", "interval", "ours (batched) s/update", "(a) per-step (Dangle's authors)",
+              "(b) batch copy per point (R-Dangle's authors)", "peak RSS MB ours / (a) / (b)",
+              "max log-prob difference"]
+    return "\n".join(_table(header, rows)) + _loads(named)
+
+
 def dangle_flops(args: list[str]) -> str:
     d = _load(args[0])
     base = d["intervals"]["transformer"]
@@ -237,7 +255,8 @@ def profile(args: list[str]) -> str:
 
 
 KINDS = {"fairseq-train": fairseq_train, "models": models, "lexicon": lexicon, "dangle-intervals": dangle_intervals,
-         "dangle-flops": dangle_flops, "search": search, "decode-fairseq": decode_fairseq, "lstm": lstm,
+         "dangle-flops": dangle_flops,
+         "dangle-formulations": dangle_formulations, "search": search, "decode-fairseq": decode_fairseq, "lstm": lstm,
          "profile": profile, "commits": commits, "compile": compile_}
 
 
