@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -110,6 +111,9 @@ def main(argv=None) -> None:
     p.add_argument("--decode-reps", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure every (length, variant) cell this many times, the variants alternating within each "
+                        "round; the table gives medians, and ratios as the median of the per-round ratios")
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     p.add_argument("--one", nargs=2, metavar=("VARIANT", "LENGTH"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -117,9 +121,8 @@ def main(argv=None) -> None:
         print(json.dumps(measure(args.one[0], int(args.one[1]), args)))
         return
     load_before = os.getloadavg()
-    rows = []
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
-    drop = {"--out", "--lengths", "--variants"}
+    drop = {"--out", "--lengths", "--variants", "--rounds"}
     kept, skip = [], False
     for a in passthrough:  # every option but the ones the parent handles
         if a in drop:
@@ -129,25 +132,36 @@ def main(argv=None) -> None:
             continue
         skip = False
         kept.append(a)
-    for n in args.lengths:
-        for v in args.variants:
-            res = subprocess.run([sys.executable, __file__, *kept, "--one", v, str(n)], capture_output=True, text=True)
-            if res.returncode:
-                raise SystemExit(res.stderr)
-            rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
-            r = rows[-1]
-            print(f"ctx {n:4d} {v:12s} train {r['train_target_tokens_per_s']:8.0f} tgt tok/s  decode "
-                  f"{r['decode_sentences_per_s']:7.1f} sent/s  peak +{r['peak_rss_growth_mib']:.0f} MiB"
-                  + (f" cuda {r['peak_cuda_mib']:.0f} MiB" if "peak_cuda_mib" in r else ""), flush=True)
-    for n in args.lengths:  # relative to sequential on the same batches
-        seq = next((r for r in rows if r["variant"] == "sequential" and r["context_tokens"] == n), None)
-        for r in rows:
-            if seq and r["context_tokens"] == n:
-                r["train_speed_vs_sequential"] = r["train_target_tokens_per_s"] / seq["train_target_tokens_per_s"]
-                r["decode_speed_vs_sequential"] = r["decode_sentences_per_s"] / seq["decode_sentences_per_s"]
+    measured: dict[tuple[int, str], list[dict]] = {}
+    for k in range(args.rounds):
+        for n in args.lengths:
+            for v in args.variants:
+                res = subprocess.run([sys.executable, __file__, *kept, "--one", v, str(n)], capture_output=True,
+                                     text=True)
+                if res.returncode:
+                    raise SystemExit(res.stderr)
+                r = json.loads(res.stdout.strip().splitlines()[-1])
+                measured.setdefault((n, v), []).append(r)
+                print(f"round {k + 1} ctx {n:4d} {v:12s} train {r['train_target_tokens_per_s']:8.0f} tgt tok/s  "
+                      f"decode {r['decode_sentences_per_s']:7.1f} sent/s  peak +{r['peak_rss_growth_mib']:.0f} MiB"
+                      + (f" cuda {r['peak_cuda_mib']:.0f} MiB" if "peak_cuda_mib" in r else ""), flush=True)
+    rows = []
+    for (n, v), rs in measured.items():
+        row = {"variant": v, "context_tokens": n, "rounds": rs, "parameters": rs[0]["parameters"]}
+        for key in ("train_target_tokens_per_s", "decode_sentences_per_s", "peak_rss_growth_mib", "peak_cuda_mib"):
+            if key in rs[0]:
+                row[key] = statistics.median(r[key] for r in rs)
+        seq = measured.get((n, "sequential"))
+        if seq:  # relative to sequential on the same batches, round by round
+            for key, name in (("train_target_tokens_per_s", "train"), ("decode_sentences_per_s", "decode")):
+                ratios = [r[key] / s[key] for r, s in zip(rs, seq)]
+                row[f"{name}_speed_vs_sequential_rounds"] = ratios
+                row[f"{name}_speed_vs_sequential"] = statistics.median(ratios)
+        rows.append(row)
     summary = {"rows": rows, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
                "settings": {k: v for k, v in vars(args).items() if k not in ("one", "out")},
-               "cpu_count": os.cpu_count()}
+               "cpu_count": os.cpu_count(),
+               "command": "python benchmarks/bench_context.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)

@@ -15,6 +15,7 @@ Kinds (each names the benchmark that writes its JSON):
   profile           profile_train_step.py: where the step goes and the GEMM-bound ceiling (FILE ...)
   commits           bench_commits.py (training): two checkouts on the same batches, per config (LABEL=FILE ...)
   compile           bench_compile.py: torch.compile against eager, steady state and cold start
+  context           bench_context.py: context-aware decoders against sequential as the context grows
 
 Each table ends with the load averages the files recorded, so a reader sees how quiet the machine was.
 """
@@ -254,10 +255,29 @@ def profile(args: list[str]) -> str:
     return "\n".join(_table(header, rows)) + _loads(named)
 
 
+def context(args: list[str]) -> str:
+    d = _load(args[0])
+
+    def vs(r, name):
+        if f"{name}_speed_vs_sequential" not in r:
+            return "-"
+        rounds = r.get(f"{name}_speed_vs_sequential_rounds", [])
+        shown = f"{r[f'{name}_speed_vs_sequential']:.2f}"
+        return shown + (" (" + ", ".join(f"{x:.2f}" for x in rounds) + ")" if len(rounds) > 1 else "")
+    rows = [[r["context_tokens"], r["variant"], f"{r['train_target_tokens_per_s']:.0f}", vs(r, "train"),
+             f"{r['decode_sentences_per_s']:.1f}", vs(r, "decode"),
+             f"{r.get('peak_cuda_mib', r['peak_rss_growth_mib']):.0f}"] for r in d["rows"]]
+    memory = "peak CUDA MiB" if d["rows"] and "peak_cuda_mib" in d["rows"][0] else "peak RSS growth MiB"
+    header = ["context tokens", "decoder", "train tgt tok/s", "vs sequential (rounds)", "decode sent/s",
+              "vs sequential (rounds)", memory]
+    return "\n".join(_table(header, rows)) + _loads([("", d)])
+
+
 KINDS = {"fairseq-train": fairseq_train, "models": models, "lexicon": lexicon, "dangle-intervals": dangle_intervals,
          "dangle-flops": dangle_flops,
          "dangle-formulations": dangle_formulations, "search": search, "decode-fairseq": decode_fairseq, "lstm": lstm,
-         "profile": profile, "commits": commits, "compile": compile_}
+         "profile": profile, "commits": commits, "compile": compile_,
+         "context": context}
 
 
 def main(argv: list[str] | None = None) -> None:
