@@ -328,3 +328,18 @@ def test_backward_perplexity_under_a_reverse_run(tmp_path):
     with pytest.raises(ValueError, match="reverse"):
         train(_cfg(tmp_path), tmp_path / "fwd", show_progress=False)
         backward_perplexity(api.load_run(tmp_path / "fwd"), ["walk"], ["WALK"])
+
+
+def test_contrastive_command_scores_the_real_discevalmt_files(tmp_path, shared_data):
+    """What a user with an en-fr model runs: every pair of the real files is scored, per phenomenon, with the
+    side of the context the split gives (here a toy run whose vocabulary maps most French words to <unk>)."""
+    from structseq.context_cli import contrastive
+    from structseq.train.loop import train
+
+    train(_cfg(tmp_path), tmp_path / "run", show_progress=False)
+    ana = contrastive(tmp_path / "run", "discevalmt-anaphora:test-tgtctx", data_root=shared_data)
+    assert ana["n"] == 200 and ana["context"] == "target"
+    assert set(ana["per_phenomenon"]) == {"m.sg", "f.sg", "m.pl", "f.pl"}
+    assert sum(p["n"] for p in ana["per_phenomenon"].values()) == 200
+    lex = contrastive(tmp_path / "run", "discevalmt-lexical-choice:test", data_root=shared_data)
+    assert lex["n"] == 200 and lex["context"] == "source" and 0.0 <= lex["accuracy"]["score"] <= 1.0
