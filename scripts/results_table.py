@@ -138,9 +138,10 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
 
 
 def headline(groups: dict[tuple, list[dict]]) -> None:
-    """One line per (column, model, overrides) on the test / gen split: exact match mean ± sd over the finished
-    seeds, their number, diverged seeds, and the paper's number."""
-    print("| column | model | exact match (test) | seeds | paper |")
+    """One line per (column, model, overrides) on the test / gen split: the column's score (exact match; the
+    paper's pooled BLEU x 100 where the records have it, as on Tatoeba) mean ± sd over the finished seeds, their
+    number, diverged seeds, and the paper's number."""
+    print("| column | model | score (test) | seeds | paper |")
     print("|---|---|---|---|---|")
     for (config, overrides, split), all_rs in sorted(groups.items()):
         if split not in ("test", "gen"):
@@ -150,9 +151,15 @@ def headline(groups: dict[tuple, list[dict]]) -> None:
         ds, stem = paper_key(config)
         shown = " ".join([f"`{stem}`"] + [f"`{o}`" for o in overrides if o.split("=")[0].split(".")[-1]
                                           not in ("max_steps", "valid_every", "warmup")])
-        em = _fmt([r["metrics"]["exact_match"]["score"] for r in rs]) if rs else "-"
+        if rs and all("pooled_bleu" in r["metrics"] for r in rs):
+            shown_score = "BLEU " + _fmt([100 * score(r, "pooled_bleu.full") for r in rs], 2)
+            paper = PAPER_BLEU.get((ds, stem), "")
+            paper = f"BLEU {paper.split(' / ')[0]} (A&A 2021)" if paper else ""
+        else:
+            shown_score = "EM " + _fmt([r["metrics"]["exact_match"]["score"] for r in rs]) if rs else "-"
+            paper = PAPER.get((ds, stem), "")
         n = f"{len(rs)}" + (f" (+{lost} diverged)" if lost else "")
-        print(f"| {ds} | {shown} | {em} | {n} | {PAPER.get((ds, stem), '')} |")
+        print(f"| {ds} | {shown} | {shown_score} | {n} | {paper} |")
 
 
 def pooled(groups: dict[tuple, list[dict]]) -> None:

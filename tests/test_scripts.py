@@ -102,7 +102,7 @@ def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypat
     assert "| 1 (diverged: 3) | 0.500 |" in table and "diverged at update 2109" in table
     _load("results_table").main([str(out), "--headline"])  # the README's compact table: same mean, seeds counted
     head = capsys.readouterr().out
-    assert "| scan-jump | `lstm` | 0.500 | 1 (+1 diverged) | 0.00 (LSTM, A&A 2021) |" in head
+    assert "| scan-jump | `lstm` | EM 0.500 | 1 (+1 diverged) | 0.00 (LSTM, A&A 2021) |" in head
 
 
 def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path, capsys):
