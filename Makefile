@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: venv demo test test-slow bench clean
+.PHONY: venv demo test test-slow bench tables clean
 
 $(BIN)/structseq: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,10 @@ bench: venv
 	$(BIN)/python benchmarks/bench_compose.py
 	$(BIN)/python benchmarks/bench_lexicon.py
 	$(BIN)/python benchmarks/bench_dangle.py
+
+# Rewrite every generated table of README.md and RESULTS.md from the records in results/ (the suite checks them).
+tables: venv
+	$(BIN)/python scripts/update_tables.py
 
 clean:
 	rm -rf $(VENV) runs benchmarks/work
