@@ -189,7 +189,10 @@ def main(argv=None) -> None:
     p.add_argument("--per-run", action="store_true", help="also list every run (seed, score, wall times)")
     p.add_argument("--headline", action="store_true",
                    help="only the compact table of the README: test/gen exact match per column and model, paper beside")
+    p.add_argument("--curve-only", action="store_true", help="only the learning-curve table (with --curve)")
     a = p.parse_args(argv)
+    if a.curve_only and not a.curve:
+        p.error("--curve-only needs --curve")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for path in a.files:
         for line in open(path):
@@ -198,6 +201,9 @@ def main(argv=None) -> None:
                 groups[(r["config"], tuple(r.get("overrides", [])), r["split"])].append(r)
     if a.headline:
         headline(groups)
+        return
+    if a.curve_only:
+        curve(a.files, a.curve, a.plot, a.curve_metric)
         return
     print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min, median) | updates | paper |")
     print("|---|---|---|---|---|---|---|---|---|")
