@@ -59,6 +59,11 @@ def score(record: dict, metric: str) -> float:
     return node["score"]
 
 
+def paper_split(dataset: str) -> str:
+    """The split the papers report: COGS's generalisation set, every other column's test set."""
+    return "gen" if dataset == "cogs" else "test"
+
+
 def paper_key(config: str) -> tuple[str, str]:
     """(dataset, config stem without its budget suffix: -cpu, -cpu-short, -256, ...)."""
     p = Path(config)
@@ -138,17 +143,17 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
 
 
 def headline(groups: dict[tuple, list[dict]]) -> None:
-    """One line per (column, model, overrides) on the test / gen split: the column's score (exact match; the
+    """One line per (column, model, overrides) on the split the papers report (`paper_split`): the column's score (exact match; the
     paper's pooled BLEU x 100 where the records have it, as on Tatoeba) mean ± sd over the finished seeds, their
     number, diverged seeds, and the paper's number."""
-    print("| column | model | score (test) | seeds | paper |")
+    print("| column | model | score (test; COGS: gen) | seeds | paper |")
     print("|---|---|---|---|---|")
     for (config, overrides, split), all_rs in sorted(groups.items()):
-        if split not in ("test", "gen"):
+        ds, stem = paper_key(config)
+        if split != paper_split(ds):
             continue
         rs = [r for r in all_rs if not r.get("diverged")]
         lost = len(all_rs) - len(rs)
-        ds, stem = paper_key(config)
         shown = " ".join([f"`{stem}`"] + [f"`{o}`" for o in overrides if o.split("=")[0].split(".")[-1]
                                           not in ("max_steps", "valid_every", "warmup")])
         if rs and all("pooled_bleu" in r["metrics"] for r in rs):
@@ -224,7 +229,7 @@ def main(argv=None) -> None:
         wall = statistics.median(r["train_wall_s"] for r in rs) / 60  # median: robust to a mis-timed run
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)
         print(f"| {shown} | {split} | {seeds} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
-              f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split in ('test', 'gen') else ''} |")
+              f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split == paper_split(key[0]) else ''} |")
     if a.per_run:
         print("\n| run | seed | split | exact match | train wall (s) | eval wall (s) | updates | commit |")
         print("|---|---|---|---|---|---|---|---|")
