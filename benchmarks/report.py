@@ -196,23 +196,18 @@ def decode_fairseq(args: list[str]) -> str:
 
 def lstm(args: list[str]) -> str:
     d = _load(args[0])
-    rows = []
-
-    impls = ["reference", "fast"]
+    first = next(iter(d["train"].values()), {})
+    a, b = first.get("impls", ["reference", "fast"])  # the two implementations compared, the same in every entry
 
     def row(name, m, unit):
-        a, b = m.get("impls", impls)
-        impls[:] = [a, b]
         rounds = ", ".join(f"{x:.2f}" for x in m["ratios"])
         return [name, f"{m[a + '_median']:.{unit}f}", f"{m[b + '_median']:.{unit}f}",
                 f"{m['ratio_median']:.2f} ({rounds})", f"{m['cpu_ratio_median']:.2f}",
                 f"{m[a + '_peak_rss_mb']:.0f} / {m[b + '_peak_rss_mb']:.0f}"]
-    for config, m in d["train"].items():
-        rows.append(row(f"`{config.removeprefix('configs/')}` (train tok/s)", m, 0))
+    rows = [row(f"`{config.removeprefix('configs/')}` (train tok/s)", m, 0) for config, m in d["train"].items()]
     for beam, m in (d.get("decode") or {}).items():
         shown = "greedy" if beam == "beam1" else beam.replace("beam", "beam ")
         rows.append(row(f"decode {shown}, sent/s", m, 1))
-    a, b = impls
     header = ["config", a, b, "ratio (rounds)", "ratio (CPU time)", f"peak RSS MB {a} / {b}"]
     return "\n".join(_table(header, rows)) + _loads([("", d)])
 
