@@ -87,7 +87,8 @@ def _record(config, overrides, seed, run_dir, split, train_s, eval_s, steps, m) 
     return {"config": config, "overrides": overrides, "seed": seed, "run_dir": str(run_dir), "split": split,
             "train_wall_s": round(train_s, 1), "eval_wall_s": round(eval_s, 1),
             "steps": steps, "machine": f"{platform.node()} {platform.processor()}",
-            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                  cwd=Path(__file__).parent).stdout.strip(),  # the commit of the code that ran
             "metrics": None if m is None else {k: v for k, v in m.items() if k not in ("predictions",)}}
 
 

@@ -10,8 +10,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", ROOT / "scripts" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
 
@@ -188,3 +189,120 @@ def test_benchmark_report_flags_changed_outputs_and_asks_for_labels(tmp_path):
         assert "LABEL=FILE" in str(e)
     else:
         raise AssertionError("an unlabelled file was accepted")
+
+
+def _plan(tmp_path, text: str) -> Path:
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    return path
+
+
+PLAN = """cells:
+  - id: pair
+    title: "LSTM vs + Simple"
+    configs: [configs/scan-jump/lstm-lex-simple-256.yaml, configs/scan-jump/lstm-256.yaml]
+    seeds: [1, 2, 3]
+    set: ["optim.lr=2.0e-3"]
+    out: r.jsonl
+    runs: runs
+    curve: {every: 500, seeds: [1]}
+  - id: sweep
+    title: "intervals"
+    configs: [configs/scan-jump/rdangle-sep-cpu.yaml]
+    seeds: [1]
+    sweep: {model.interval: [8, 1]}
+    out: other.jsonl
+    runs: runs
+    like: pair
+  - id: new
+    title: "nothing like it recorded"
+    configs: [configs/scan-jump/dangle-cpu.yaml]
+    seeds: [1]
+    out: other.jsonl
+    runs: runs
+"""
+
+
+def _rec(config, seed, train, evals, overrides=("optim.lr=2.0e-3",)):
+    return [json.dumps({"config": config, "overrides": list(overrides), "seed": seed, "split": s,
+                        "run_dir": f"runs/{Path(config).stem}-s{seed}", "train_wall_s": train, "eval_wall_s": e})
+            for s, e in evals.items()]
+
+
+def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_path, monkeypatch):
+    """A run is recorded when any record has its (config, overrides in any order, seed); its cost is training plus
+    every evaluation, curve points included; a missing run costs the median of its config's recorded runs, else
+    of its cell's (marked *), else of its `like` cell's (*), else it is unknown (?)."""
+    plan = _load("plan")
+    monkeypatch.chdir(ROOT)
+    path = _plan(tmp_path, PLAN.replace("out: r.jsonl", f"out: {tmp_path / 'r.jsonl'}")
+                 .replace("out: other.jsonl", f"out: {tmp_path / 'o.jsonl'}"))
+    simple, lstm = "configs/scan-jump/lstm-lex-simple-256.yaml", "configs/scan-jump/lstm-256.yaml"
+    lines = _rec(simple, 1, 3000, {"test": 300, "dev": 300}) + _rec(simple, 2, 7200, {"test": 0}) + \
+        _rec(lstm, 1, 1800, {"test": 0}, overrides=("optim.lr=2.0e-3", "model.x=1"))  # other overrides: not this run
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "r-curve.jsonl").write_text(json.dumps({"run_dir": f"runs/{Path(simple).stem}-s1", "step": 500,
+                                                        "split": "test", "eval_wall_s": 3600}) + "\n")
+    cells = plan.load_plan(str(path))
+    done = plan.read_records(cells)
+    assert done[plan._key(simple, ["optim.lr=2.0e-3"], 1)] == 3000 + 600 + 3600
+    rows = {r["cell"].id: r for r in plan.status(cells, done)}
+    pair = rows["pair"]
+    assert (pair["done"], pair["planned"], pair["complete"]) == (2, 6, [])
+    # + Simple s3: median(7200, 7200) s = 2 h; LSTM s1-s3 (no record of its own): the cell's median, 2 h each
+    assert abs(pair["hours"] - 8.0) < 1e-9 and pair["rough"]
+    assert abs(rows["sweep"]["hours"] - 4.0) < 1e-9 and rows["sweep"]["planned"] == 2  # like: pair
+    assert rows["new"]["hours"] is None
+    text = plan.render(list(rows.values()), "p.yaml")
+    assert "| LSTM vs + Simple (`pair`) | 1-3 | none | 2 / 6 | 8.0* |" in text
+    assert "| nothing like it recorded (`new`) | 1 | none | 0 / 1 | ? |" in text
+
+
+def test_plan_errors_name_the_file_and_cell(tmp_path, monkeypatch):
+    import pytest
+    from structseq.errors import ConfigError
+
+    plan = _load("plan")
+    monkeypatch.chdir(ROOT)
+    for bad, words in ((PLAN.replace("    like: pair", "    like: nope"), "names no cell"),
+                       (PLAN.replace("seeds: [1, 2, 3]", "seed: [1]"), "unknown key(s) seed"),
+                       (PLAN.replace("lstm-256.yaml]", "lstm-999.yaml]"), "lstm-999.yaml does not exist")):
+        with pytest.raises(ConfigError, match="plan.yaml") as e:
+            plan.load_plan(str(_plan(tmp_path, bad)))
+        assert words in str(e.value)
+
+
+def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path, monkeypatch):
+    """Two `--run`s on two cores share the work: a run another one has claimed (flock) is skipped, as is one
+    recorded meanwhile; a seed's configs run together; the curve is asked for its seeds only."""
+    import fcntl
+
+    plan = _load("plan")
+    rep = _load("reproduce")
+    monkeypatch.chdir(tmp_path)
+    for c in ("configs/scan-jump/lstm-lex-simple-256.yaml", "configs/scan-jump/lstm-256.yaml",
+              "configs/scan-jump/rdangle-sep-cpu.yaml", "configs/scan-jump/dangle-cpu.yaml"):
+        (tmp_path / c).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / c).write_text("")
+    calls = []
+
+    def one(config, seed, runs, out, overrides, name, every, curve_out):
+        calls.append((Path(config).stem, seed, every))
+        with open(out, "a") as f:
+            f.write("\n".join(_rec(config, seed, 1.0, {"test": 1.0}, overrides)) + "\n")
+        return "ok"
+
+    rep.one = one
+    monkeypatch.setattr(plan, "_reproduce", lambda: rep)
+    path = _plan(tmp_path, PLAN)
+    (tmp_path / "r.jsonl").write_text(_rec("configs/scan-jump/lstm-lex-simple-256.yaml", 2, 1.0, {"test": 1})[0] + "\n")
+    (tmp_path / "runs" / ".claims").mkdir(parents=True)
+    held = open(tmp_path / "runs" / ".claims" / f"{rep.run_name('configs/scan-jump/lstm-256.yaml', 3, ['optim.lr=2.0e-3'])}.lock", "a")
+    fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    assert plan.main([str(path), "--run", "--cell", "pair"]) == 0
+    assert calls == [("lstm-lex-simple-256", 1, 500), ("lstm-256", 1, 500), ("lstm-256", 2, 0),
+                     ("lstm-lex-simple-256", 3, 0)]
+    calls.clear()
+    assert plan.main([str(path), "--run", "--cell", "new", "sweep"]) == 0  # the order given
+    assert calls == [("dangle-cpu", 1, 0), ("rdangle-sep-cpu", 1, 0), ("rdangle-sep-cpu", 1, 0)]
+    held.close()

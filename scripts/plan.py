@@ -1,0 +1,245 @@
+"""The reproduction plan: every cell of RESULTS.md as configs x seeds, what its records hold, what is missing,
+what filling it costs, and the command that fills it.
+
+    python scripts/plan.py configs/plans/reproduction.yaml                   # status table from the records
+    python scripts/plan.py configs/plans/reproduction.yaml --run             # fill every missing run, in plan order
+    python scripts/plan.py configs/plans/reproduction.yaml --run --cell cogs-lstm-simple tatoeba-lstm-simple
+
+A plan is YAML: `cells:`, a list of `{id, title, configs, seeds, set, sweep, out, runs, curve, like}`
+(`set`: overrides of every run, written as the records spell them, e.g. "optim.lr=2.0e-3"; `sweep`: key -> values,
+one run per value in front of `set`; `curve`: `{every, seeds, out}` as reproduce.py's `--curve-*`; `like`: the id of
+a cell whose runs cost about the same, for cells with no record yet). The status table reads only committed
+records, so it is generated into RESULTS.md: the cost of a missing run is the median over the recorded runs of
+the same config and overrides (training, evaluation and curve evaluations, wall clock of one core, measured
+beside the machine's other job), else over the cell's recorded runs (marked *), else over the `like` cell's
+(marked *); `?` where there is none.
+
+Paths in the plan (configs, records, run directories) are relative to the working directory, as for
+reproduce.py: run it from the repository root. `--run` goes through the missing runs seed by seed (so a seed's configs complete together) with reproduce.py's
+`one()`: resumable, and safe to start once per core: a run another `--run` has claimed (an flock under
+RUNS/.claims/) is skipped, and the records are re-read before each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import importlib.util
+import itertools
+import json
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _reproduce():
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@dataclass
+class Cell:
+    id: str
+    title: str
+    configs: list[str]
+    seeds: list[int]
+    out: str
+    runs: str
+    set: list[str] = field(default_factory=list)
+    sweep: dict = field(default_factory=dict)
+    curve: dict = field(default_factory=dict)
+    like: str | None = None
+
+    def variants(self) -> list[tuple[str, list[str]]]:
+        """(config, overrides) of every run of a seed, in plan order."""
+        keys = list(self.sweep)
+        combos = list(itertools.product(*(self.sweep[k] for k in keys))) or [()]
+        return [(c, [f"{k}={v}" for k, v in zip(keys, combo)] + list(self.set))
+                for c in self.configs for combo in combos]
+
+    def runs_of_seed(self, seed: int) -> list[tuple[str, list[str], int]]:
+        return [(c, o, seed) for c, o in self.variants()]
+
+    @property
+    def curve_out(self) -> str:
+        return self.curve.get("out") or str(Path(self.out).with_name(Path(self.out).stem + "-curve.jsonl"))
+
+
+def load_plan(path: str) -> list[Cell]:
+    """The plan's cells; an unknown or missing key is an error naming the file and the cell."""
+    from structseq.errors import ConfigError
+    from structseq.yamlio import load_yaml
+
+    raw = load_yaml(Path(path).read_text(encoding="utf-8"), path)
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
+        raise ConfigError(f"{path}: expected a mapping with a list under `cells`")
+    cells, known = [], set(Cell.__dataclass_fields__)
+    for i, c in enumerate(raw["cells"]):
+        where = f"{path}: cell {i + 1} ({c.get('id', 'no id') if isinstance(c, dict) else c!r})"
+        if not isinstance(c, dict):
+            raise ConfigError(f"{where}: expected a mapping")
+        if set(c) - known:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(set(c) - known))}; known: "
+                              f"{', '.join(sorted(known))}")
+        missing = [k for k in ("id", "title", "configs", "seeds", "out", "runs") if k not in c]
+        if missing:
+            raise ConfigError(f"{where}: missing {', '.join(missing)}")
+        for cfg in c["configs"]:
+            if not Path(cfg).exists():
+                raise ConfigError(f"{where}: config {cfg} does not exist")
+        cells.append(Cell(**{**c, "set": [str(s) for s in c.get("set") or []]}))
+    ids = [c.id for c in cells]
+    for c in cells:
+        if ids.count(c.id) > 1:
+            raise ConfigError(f"{path}: cell id {c.id!r} given {ids.count(c.id)} times")
+        if c.like is not None and c.like not in ids:
+            raise ConfigError(f"{path}: cell {c.id}: `like: {c.like}` names no cell")
+    return cells
+
+
+def _key(config: str, overrides, seed: int) -> tuple:
+    return config, tuple(sorted(overrides)), seed
+
+
+def read_records(cells: list[Cell]) -> dict[tuple, float]:
+    """(config, sorted overrides, seed) -> the run's cost in seconds (train + evaluations + curve evaluations)."""
+    runs: dict[tuple, dict] = {}
+    dirs: dict[str, tuple] = {}
+    for out in sorted({c.out for c in cells}):
+        if not Path(out).exists():
+            continue
+        for line in open(out, encoding="utf-8"):
+            if line.strip():
+                r = json.loads(line)
+                k = _key(r["config"], r.get("overrides", []), r["seed"])
+                run = runs.setdefault(k, {"train": 0.0, "eval": 0.0})
+                run["train"] = max(run["train"], r.get("train_wall_s") or 0.0)
+                run["eval"] += r.get("eval_wall_s") or 0.0
+                dirs[r.get("run_dir", "")] = k
+    for curve in sorted({c.curve_out for c in cells if c.curve}):
+        if not Path(curve).exists():
+            continue
+        for line in open(curve, encoding="utf-8"):
+            if line.strip():
+                r = json.loads(line)
+                if r.get("run_dir") in dirs:
+                    runs[dirs[r["run_dir"]]]["eval"] += r.get("eval_wall_s") or 0.0
+    return {k: v["train"] + v["eval"] for k, v in runs.items()}
+
+
+def status(cells: list[Cell], done: dict[tuple, float]) -> list[dict]:
+    by_id = {c.id: c for c in cells}
+
+    def costs(cell: Cell) -> list[float]:
+        return [done[_key(*r)] for s in cell.seeds for r in cell.runs_of_seed(s) if _key(*r) in done]
+
+    rows = []
+    for cell in cells:
+        planned = [r for s in cell.seeds for r in cell.runs_of_seed(s)]
+        missing = [r for r in planned if _key(*r) not in done]
+        complete = [s for s in cell.seeds if all(_key(*r) in done for r in cell.runs_of_seed(s))]
+        hours, rough, unknown = 0.0, False, 0
+        for config, overrides, _ in missing:
+            same = [v for (c, o, _), v in done.items() if (c, o) == _key(config, overrides, 0)[:2]]
+            pool, similar, seen = same or costs(cell), cell.like, {cell.id}
+            while not pool and similar and similar not in seen:  # follow `like` until a cell has records
+                seen.add(similar)
+                pool, similar = costs(by_id[similar]), by_id[similar].like
+            rough |= not same
+            if pool:
+                hours += statistics.median(pool) / 3600
+            else:
+                unknown += 1
+        rows.append({"cell": cell, "planned": len(planned), "done": len(planned) - len(missing),
+                     "complete": complete, "missing": missing,
+                     "hours": None if unknown else hours, "rough": rough and bool(missing)})
+    return rows
+
+
+def _seeds(seeds: list[int]) -> str:
+    if not seeds:
+        return "none"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
+
+
+def render(rows: list[dict], plan: str) -> str:
+    lines = ["| cell | seeds asked | seeds complete | runs recorded | CPU-hours to fill (1 core) |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        c = r["cell"]
+        need = "-" if not r["missing"] else ("?" if r["hours"] is None else
+                                             f"{r['hours']:.1f}{'*' if r['rough'] else ''}")
+        lines.append(f"| {c.title} (`{c.id}`) | {_seeds(c.seeds)} | {_seeds(r['complete'])} | "
+                     f"{r['done']} / {r['planned']} | {need} |")
+    todo = [r["cell"].id for r in rows if r["missing"]]
+    total = sum(r["hours"] or 0.0 for r in rows if r["missing"])
+    lines += ["", f"{len(todo)} of {len(rows)} cells incomplete, about {total:.0f} CPU-hours of one core "
+                  "(`*`: estimated from the cell's other configs or a similar cell; `?`: no recorded run to estimate "
+                  "from, not counted). Fill one (or all, leaving out `--cell`; start it once per core):",
+              "", "```bash", f"python scripts/plan.py {plan} --run --cell {' '.join(todo[:1]) or 'ID'}", "```"]
+    return "\n".join(lines)
+
+
+def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
+    from structseq.train.rundir import RunDirError
+
+    rep = _reproduce()
+    by_id = {c.id: c for c in cells}
+    unknown = [i for i in ids or [] if i not in by_id]
+    if unknown:
+        raise SystemExit(f"no cell {', '.join(unknown)}; cells: {', '.join(by_id)}")
+    chosen = [by_id[i] for i in ids] if ids else cells
+    for cell in chosen:
+        for seed in cell.seeds:
+            for config, overrides, _ in cell.runs_of_seed(seed):
+                if _key(config, overrides, seed) in read_records(cells):
+                    continue
+                name = rep.run_name(config, seed, overrides)
+                if dry:
+                    print(f"{cell.id}: would run {name}")
+                    continue
+                claims = Path(cell.runs) / ".claims"
+                claims.mkdir(parents=True, exist_ok=True)
+                with open(claims / f"{name}.lock", "a") as lock:
+                    try:
+                        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:
+                        print(f"{cell.id}: {name} is claimed by another --run; next", flush=True)
+                        continue
+                    if _key(config, overrides, seed) in read_records(cells):  # recorded while we waited
+                        continue
+                    every = cell.curve.get("every", 0) if seed in cell.curve.get("seeds", []) else 0
+                    try:
+                        msg = rep.one(config, seed, cell.runs, cell.out, overrides, None, every, cell.curve_out)
+                    except RunDirError as e:  # trained by a process outside the plan (it holds the run's lock)
+                        msg = f"skipped: {e}"
+                print(f"{cell.id}: {msg}", flush=True)
+                if msg.endswith(rep.INTERRUPTED):
+                    return 128 + 15
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("plan", help="the plan YAML (configs/plans/*.yaml)")
+    p.add_argument("--run", action="store_true", help="train and evaluate the missing runs")
+    p.add_argument("--cell", nargs="+", help="only these cells (ids); --run takes them in this order")
+    p.add_argument("--dry-run", action="store_true", help="with --run: list the runs it would start")
+    a = p.parse_args(argv)
+    cells = load_plan(a.plan)
+    if a.run:
+        return run(cells, a.cell, a.dry_run)
+    rows = [r for r in status(cells, read_records(cells)) if not a.cell or r["cell"].id in a.cell]
+    print(render(rows, a.plan))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
