@@ -126,7 +126,7 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
                         linestyle="-" if j == 0 else "--",
                         label=f"{Path(path).stem}{''.join(' ' + o for o in overrides)} ({split}), seed {s}")
             paper = PAPER_BLEU if metric.startswith("pooled_bleu") else PAPER
-            m = re.match(r"([\d.]+)", paper.get((ds, stem), "") if split in ("test", "gen") else "")
+            m = re.match(r"([\d.]+)", paper.get((ds, stem), "") if split == paper_split(ds) else "")
             if m:
                 ax.axhline(float(m.group(1)), color=color, linestyle=":", linewidth=1)
         for ds, ax in zip(datasets, axes[0]):
