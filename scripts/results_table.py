@@ -116,8 +116,11 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
 
         datasets = sorted({Path(c.split(" ")[0]).parent.name for c, _ in points})  # one panel per dataset
         fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
+        common = set.intersection(*(set(c.split(" ")[1:]) for c, _ in points)) if points else set()  # in the title
+        with_paper = set()
         for i, ((config, split), per_seed) in enumerate(sorted(points.items())):
             path, *overrides = config.split(" ")
+            overrides = [o for o in overrides if o not in common]
             ds, stem = paper_key(path)
             ax, color = axes[0][datasets.index(ds)], f"C{i}"
             for j, s in enumerate(sorted(per_seed)):
@@ -129,11 +132,14 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
             m = re.match(r"([\d.]+)", paper.get((ds, stem), "") if split == paper_split(ds) else "")
             if m:
                 ax.axhline(float(m.group(1)), color=color, linestyle=":", linewidth=1)
+                with_paper.add(ds)
         for ds, ax in zip(datasets, axes[0]):
             ax.set_xlabel("updates")
             ax.set_ylabel(f"test {metric.replace('_', ' ')}")
             ax.set_ylim(-0.02 * scale, 1.02 * scale if metric == "exact_match" else None)
-            ax.set_title(f"{ds}: learning curves (dotted: paper's mean)", fontsize=10)
+            note = " (dotted: paper's mean)" if ds in with_paper else ""
+            shared = "\n" + " ".join(sorted(common)) if common else ""
+            ax.set_title(f"{ds}: learning curves{note}{shared}", fontsize=10)
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
         fig.tight_layout()
