@@ -190,6 +190,33 @@ def pooled(groups: dict[tuple, list[dict]]) -> None:
               f"| {_fmt(shot, 2)} ({items}) | {PAPER_BLEU.get(paper_key(config), '')} |")
 
 
+def per_category(groups: dict[tuple, list[dict]]) -> None:
+    """Exact match per category (COGS's 21 generalisation types), a column per config, mean ± sd over seeds: where a
+    model's gap to the paper lies."""
+    by_split: dict[str, dict] = defaultdict(dict)
+    for (config, overrides, split), all_rs in sorted(groups.items()):
+        rs = [r for r in all_rs if not r.get("diverged") and (r["metrics"] or {}).get("per_category")]
+        if rs:
+            by_split[split][(config, overrides)] = rs
+    for split, columns in sorted(by_split.items()):
+        cats = sorted({c for rs in columns.values() for r in rs for c in r["metrics"]["per_category"]["exact_match"]})
+        if len(cats) < 2:
+            continue
+        names = [" ".join([f"`{paper_key(c)[1]}`"] + [f"`{o}`" for o in o_ if "max_steps" not in o
+                                                       and "valid_every" not in o]) + f" ({len(rs)} seed{'s' if len(rs) > 1 else ''})"
+                 for (c, o_), rs in columns.items()]
+        print(f"\nExact match per category, {split} split:\n")
+        print("| category | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for cat in cats:
+            cells = []
+            for rs in columns.values():
+                xs = [r["metrics"]["per_category"]["exact_match"][cat] for r in rs
+                      if cat in r["metrics"]["per_category"]["exact_match"]]
+                cells.append(_fmt(xs) if xs else "-")
+            print(f"| {cat} | " + " | ".join(cells) + " |")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+")
@@ -201,6 +228,8 @@ def main(argv=None) -> None:
     p.add_argument("--headline", action="store_true",
                    help="only the compact table of the README: test/gen exact match per column and model, paper beside")
     p.add_argument("--curve-only", action="store_true", help="only the learning-curve table (with --curve)")
+    p.add_argument("--per-category", action="store_true",
+                   help="only the exact match per category (records with categories, e.g. COGS gen)")
     a = p.parse_args(argv)
     if a.curve_only and not a.curve:
         p.error("--curve-only needs --curve")
@@ -215,6 +244,9 @@ def main(argv=None) -> None:
         return
     if a.curve_only:
         curve(a.files, a.curve, a.plot, a.curve_metric)
+        return
+    if a.per_category:
+        per_category(groups)
         return
     print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min, median) | updates | paper |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -306,3 +306,21 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
     assert plan.main([str(path), "--run", "--cell", "new", "sweep"]) == 0  # the order given
     assert calls == [("dangle-cpu", 1, 0), ("rdangle-sep-cpu", 1, 0), ("rdangle-sep-cpu", 1, 0)]
     held.close()
+
+
+def test_results_table_per_category_averages_seeds_per_config(tmp_path, capsys):
+    def rec(config, seed, cats, split="gen"):
+        return json.dumps({"config": config, "overrides": [], "seed": seed, "split": split, "run_dir": f"r{seed}",
+                           "steps": 10, "train_wall_s": 1, "eval_wall_s": 1,
+                           "metrics": {"exact_match": {"score": 0.5}, "token_accuracy": {"score": 0.5},
+                                       "bleu": {"score": 1.0}, "per_category": {"exact_match": cats}}})
+    out = tmp_path / "r.jsonl"
+    out.write_text("\n".join([rec("configs/cogs/lstm-256.yaml", 1, {"a": 0.2, "b": 1.0}),
+                              rec("configs/cogs/lstm-256.yaml", 2, {"a": 0.4, "b": 1.0}),
+                              rec("configs/cogs/lstm-lex-simple-256.yaml", 1, {"a": 0.9}),
+                              rec("configs/cogs/lstm-256.yaml", 1, {"in_distribution": 1.0}, "test")]) + "\n")
+    _load("results_table").main([str(out), "--per-category"])
+    table = capsys.readouterr().out
+    assert "| category | `lstm` (2 seeds) | `lstm-lex-simple` (1 seed) |" in table
+    assert "| a | 0.300 ± 0.141 | 0.900 |" in table and "| b | 1.000 ± 0.000 | - |" in table
+    assert "test split" not in table  # one category: nothing to break down
