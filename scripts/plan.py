@@ -106,8 +106,8 @@ def _key(config: str, overrides, seed: int) -> tuple:
     return config, tuple(sorted(overrides)), seed
 
 
-def read_records(cells: list[Cell]) -> dict[tuple, float]:
-    """(config, sorted overrides, seed) -> the run's cost in seconds (train + evaluations + curve evaluations)."""
+def read_records(cells: list[Cell]) -> dict[tuple, dict]:
+    """(config, sorted overrides, seed) -> {"cost": seconds (train + evaluations + curve evaluations), "diverged"}."""
     runs: dict[tuple, dict] = {}
     dirs: dict[str, tuple] = {}
     for out in sorted({c.out for c in cells}):
@@ -117,7 +117,8 @@ def read_records(cells: list[Cell]) -> dict[tuple, float]:
             if line.strip():
                 r = json.loads(line)
                 k = _key(r["config"], r.get("overrides", []), r["seed"])
-                run = runs.setdefault(k, {"train": 0.0, "eval": 0.0})
+                run = runs.setdefault(k, {"train": 0.0, "eval": 0.0, "diverged": False})
+                run["diverged"] |= bool(r.get("diverged"))
                 run["train"] = max(run["train"], r.get("train_wall_s") or 0.0)
                 run["eval"] += r.get("eval_wall_s") or 0.0
                 dirs[r.get("run_dir", "")] = k
@@ -129,23 +130,27 @@ def read_records(cells: list[Cell]) -> dict[tuple, float]:
                 r = json.loads(line)
                 if r.get("run_dir") in dirs:
                     runs[dirs[r["run_dir"]]]["eval"] += r.get("eval_wall_s") or 0.0
-    return {k: v["train"] + v["eval"] for k, v in runs.items()}
+    return {k: {"cost": v["train"] + v["eval"], "diverged": v["diverged"]} for k, v in runs.items()}
 
 
-def status(cells: list[Cell], done: dict[tuple, float]) -> list[dict]:
+def status(cells: list[Cell], done: dict[tuple, dict]) -> list[dict]:
+    """Per cell: runs planned and recorded, seeds finished (every run recorded, none diverged), seeds with a
+    diverged run (recorded: a result, not a missing run) and the hours its missing runs cost."""
     by_id = {c.id: c for c in cells}
+    finished = {k: v["cost"] for k, v in done.items() if not v["diverged"]}  # diverged runs stopped early
 
     def costs(cell: Cell) -> list[float]:
-        return [done[_key(*r)] for s in cell.seeds for r in cell.runs_of_seed(s) if _key(*r) in done]
+        return [finished[_key(*r)] for s in cell.seeds for r in cell.runs_of_seed(s) if _key(*r) in finished]
 
     rows = []
     for cell in cells:
         planned = [r for s in cell.seeds for r in cell.runs_of_seed(s)]
         missing = [r for r in planned if _key(*r) not in done]
-        complete = [s for s in cell.seeds if all(_key(*r) in done for r in cell.runs_of_seed(s))]
+        complete = [s for s in cell.seeds if all(_key(*r) in finished for r in cell.runs_of_seed(s))]
+        lost = [s for s in cell.seeds if any(done.get(_key(*r), {}).get("diverged") for r in cell.runs_of_seed(s))]
         hours, rough, unknown = 0.0, False, 0
         for config, overrides, _ in missing:
-            same = [v for (c, o, _), v in done.items() if (c, o) == _key(config, overrides, 0)[:2]]
+            same = [v for (c, o, _), v in finished.items() if (c, o) == _key(config, overrides, 0)[:2]]
             pool, similar, seen = same or costs(cell), cell.like, {cell.id}
             while not pool and similar and similar not in seen:  # follow `like` until a cell has records
                 seen.add(similar)
@@ -156,7 +161,7 @@ def status(cells: list[Cell], done: dict[tuple, float]) -> list[dict]:
             else:
                 unknown += 1
         rows.append({"cell": cell, "planned": len(planned), "done": len(planned) - len(missing),
-                     "complete": complete, "missing": missing,
+                     "complete": complete, "diverged": lost, "missing": missing,
                      "hours": None if unknown else hours, "rough": rough and bool(missing)})
     return rows
 
@@ -170,13 +175,14 @@ def _seeds(seeds: list[int]) -> str:
 
 
 def render(rows: list[dict], plan: str) -> str:
-    lines = ["| cell | seeds asked | seeds complete | runs recorded | CPU-hours to fill (1 core) |",
+    lines = ["| cell | seeds asked | seeds finished | runs recorded | CPU-hours to fill (1 core) |",
              "|---|---|---|---|---|"]
     for r in rows:
         c = r["cell"]
         need = "-" if not r["missing"] else ("?" if r["hours"] is None else
                                              f"{r['hours']:.1f}{'*' if r['rough'] else ''}")
-        lines.append(f"| {c.title} (`{c.id}`) | {_seeds(c.seeds)} | {_seeds(r['complete'])} | "
+        lost = f" (diverged: {_seeds(r['diverged'])})" if r["diverged"] else ""
+        lines.append(f"| {c.title} (`{c.id}`) | {_seeds(c.seeds)} | {_seeds(r['complete'])}{lost} | "
                      f"{r['done']} / {r['planned']} | {need} |")
     todo = [r["cell"].id for r in rows if r["missing"]]
     total = sum(r["hours"] or 0.0 for r in rows if r["missing"])

@@ -153,7 +153,9 @@ def collect(table: str, datasets: list[str], runs: Path, results: Path) -> dict:
     return cells
 
 
-def render(table: str, datasets: list[str], cells: dict, budget: str) -> tuple[str, dict]:
+def render(table: str, datasets: list[str], cells: dict, budget: str, rows: list[str] | None = None
+           ) -> tuple[str, dict]:
+    """The Markdown table (a heading, then the table) and its JSON; `rows`: only these configs."""
     spec = TABLES[table]
     columns = spec.get("columns", spec["datasets"])
     shown = [c for c in columns if spec.get("columns") or c in datasets]
@@ -162,14 +164,14 @@ def render(table: str, datasets: list[str], cells: dict, budget: str) -> tuple[s
     lines = [f"### {table}: {spec['metric']} (mean ± sd over seeds), budget {budget}", "", head,
              "|---" * (1 + 2 * len(shown)) + "|"]
     data = {"table": table, "budget": budget, "metric": spec["metric"], "rows": []}
-    for label, stem, paper in spec["rows"]:
+    for label, stem, paper in (r for r in spec["rows"] if not rows or r[1] in rows):
         row, rec = [label], {"model": label, "config": stem, "cells": {}}
         for c in shown:
             vals = cells.get((stem, c), [])
             ours = "-"
             if vals:
-                sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
-                ours = f"{statistics.mean(vals):.{digits}f} ± {sd:.{digits}f} (n={len(vals)})"
+                sd = f" ± {statistics.stdev(vals):.{digits}f}" if len(vals) > 1 else ""
+                ours = f"{statistics.mean(vals):.{digits}f}{sd} (n={len(vals)})"
             p = paper[columns.index(c)]
             row += [ours, "-" if p is None else p if isinstance(p, str) else f"{p:.2f}"]
             rec["cells"][c] = {"ours": vals, "paper": p}
@@ -190,6 +192,8 @@ def main(argv=None) -> None:
     p.add_argument("--out", default="results/lexicon")
     p.add_argument("--runs", default="runs/lexicon")
     p.add_argument("--report-only", action="store_true", help="only write the tables from finished runs")
+    p.add_argument("--print", action="store_true", help="only print the table of the recorded runs (of --rows, "
+                   "--datasets), writing nothing: RESULTS.md's generated blocks")
     a = p.parse_args(argv)
     datasets = a.datasets or TABLES[a.table]["datasets"]
     unknown = sorted(set(datasets) - set(TABLES[a.table]["datasets"]))
@@ -202,6 +206,10 @@ def main(argv=None) -> None:
     out, runs = Path(a.out), Path(a.runs) / a.budget
     out.mkdir(parents=True, exist_ok=True)
     results = out / "runs.jsonl"
+    if a.print:
+        text, _ = render(a.table, datasets, collect(a.table, datasets, runs, results), a.budget, a.rows)
+        print(text.split("\n", 2)[2], end="")
+        return
     if not a.report_only:
         recorded = {json.loads(line)["run_dir"] for line in results.open()} if results.exists() else set()
         jobs = [(c, s, o) for c, s, o in plan(a.table, datasets, rows, a.seeds, a.budget, a.threads)

@@ -239,22 +239,24 @@ def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_p
                  .replace("out: other.jsonl", f"out: {tmp_path / 'o.jsonl'}"))
     simple, lstm = "configs/scan-jump/lstm-lex-simple-256.yaml", "configs/scan-jump/lstm-256.yaml"
     lines = _rec(simple, 1, 3000, {"test": 300, "dev": 300}) + _rec(simple, 2, 7200, {"test": 0}) + \
-        _rec(lstm, 1, 1800, {"test": 0}, overrides=("optim.lr=2.0e-3", "model.x=1"))  # other overrides: not this run
+        _rec(lstm, 1, 1800, {"test": 0}, overrides=("optim.lr=2.0e-3", "model.x=1")) + \
+        [json.dumps({**json.loads(_rec(lstm, 3, 99999, {"test": 0})[0]), "diverged": {"step": 9}})]
+    # other overrides: not this run; a diverged run: recorded (not missing), not a finished seed, no cost sample
     (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "r-curve.jsonl").write_text(json.dumps({"run_dir": f"runs/{Path(simple).stem}-s1", "step": 500,
                                                         "split": "test", "eval_wall_s": 3600}) + "\n")
     cells = plan.load_plan(str(path))
     done = plan.read_records(cells)
-    assert done[plan._key(simple, ["optim.lr=2.0e-3"], 1)] == 3000 + 600 + 3600
+    assert done[plan._key(simple, ["optim.lr=2.0e-3"], 1)] == {"cost": 3000 + 600 + 3600, "diverged": False}
     rows = {r["cell"].id: r for r in plan.status(cells, done)}
     pair = rows["pair"]
-    assert (pair["done"], pair["planned"], pair["complete"]) == (2, 6, [])
-    # + Simple s3: median(7200, 7200) s = 2 h; LSTM s1-s3 (no record of its own): the cell's median, 2 h each
-    assert abs(pair["hours"] - 8.0) < 1e-9 and pair["rough"]
+    assert (pair["done"], pair["planned"], pair["complete"], pair["diverged"]) == (3, 6, [], [3])
+    # + Simple s3: median(7200, 7200) s = 2 h; LSTM s1, s2 (no finished run of its own): the cell's median, 2 h each
+    assert abs(pair["hours"] - 6.0) < 1e-9 and pair["rough"]
     assert abs(rows["sweep"]["hours"] - 4.0) < 1e-9 and rows["sweep"]["planned"] == 2  # like: pair
     assert rows["new"]["hours"] is None
     text = plan.render(list(rows.values()), "p.yaml")
-    assert "| LSTM vs + Simple (`pair`) | 1-3 | none | 2 / 6 | 8.0* |" in text
+    assert "| LSTM vs + Simple (`pair`) | 1-3 | none (diverged: 3) | 3 / 6 | 6.0* |" in text
     assert "| nothing like it recorded (`new`) | 1 | none | 0 / 1 | ? |" in text
 
 
@@ -324,3 +326,18 @@ def test_results_table_per_category_averages_seeds_per_config(tmp_path, capsys):
     assert "| category | `lstm` (2 seeds) | `lstm-lex-simple` (1 seed) |" in table
     assert "| a | 0.300 ± 0.141 | 0.900 |" in table and "| b | 1.000 ± 0.000 | - |" in table
     assert "test split" not in table  # one category: nothing to break down
+
+
+def test_reproduce_lexicon_print_renders_the_records_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "lex"
+    out.mkdir()
+    recs = [{"config": f"/any/configs/colors/{stem}.yaml", "seed": s, "split": "test",
+             "run_dir": f"{tmp_path}/runs/paper/colors-{stem}-s{s}", "metrics": {"exact_match": {"score": v}}}
+            for stem, s, v in (("lstm-lex-simple", 1, 0.8), ("lstm-lex-simple", 2, 0.6), ("lstm", 1, 0.0))]
+    (out / "runs.jsonl").write_text("\n".join(map(json.dumps, recs)) + "\n")
+    _load("reproduce_lexicon").main(["table2", "--datasets", "colors", "--rows", "lstm-lex-simple", "lstm",
+                                     "--out", str(out), "--runs", str(tmp_path / "runs"), "--print"])
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == "| model | colors (ours) | colors (paper) |"
+    assert "| + Lex Simple | 0.700 ± 0.141 (n=2) | 0.79 ± 0.02 |" in text and "| LSTM | 0.000 (n=1) | 0.00 |" in text
+    assert "PMI" not in text and sorted(p.name for p in out.iterdir()) == ["runs.jsonl"]
