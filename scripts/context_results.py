@@ -1,14 +1,16 @@
-"""Markdown table of the ctx-commands records (scripts/reproduce.py output): exact match per split, mean and
-sd over seeds, one row per (config, overrides).
+"""Markdown tables of the context-aware records: the ctx-commands runs (scripts/reproduce.py output: exact match
+per split, mean and sd over seeds, one row per (config, overrides)), and with `--attention` the Table 9 encoder
+attention statistics that `structseq context attention RUN --split SPLIT > FILE.json` writes.
 
     python scripts/context_results.py results/context/commands.jsonl [MORE.jsonl ...]
+    python scripts/context_results.py --attention results/context/attention-sequential-s*.json
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -31,5 +33,27 @@ def table(*paths: str) -> str:
     return "\n".join(out)
 
 
+#: Wang et al. 2019, Table 9 (ELI5 long-form QA, baseline Transformers): alpha S->C, alpha C->S, alpha win (40 tokens)
+PAPER_TABLE9 = {"sequential": (0.736, 0.292, 0.170), "multitask": (0.480, 0.310, 0.274)}
+
+
+def attention(*paths: str) -> str:
+    """One row per statistics file, then the paper's rows."""
+    out = ["| run | split | examples | layers | source -> context | context -> source | within window (tokens) |",
+           "|---|---|---|---|---|---|---|"]
+    for path in paths:
+        r = json.loads(Path(path).read_text())
+        out.append(f"| `{Path(r['run']).name}` | {r['split']} | {r['examples']} | {r['layers']} | "
+                   f"{r['source_attention_on_context']:.3f} | {r['context_attention_on_source']:.3f} | "
+                   f"{r['attention_in_window']:.3f} ({r['window']}) |")
+    for name, (s_c, c_s, win) in PAPER_TABLE9.items():
+        out.append(f"| paper: {name} baseline (ELI5) | test | - | - | {s_c:.3f} | {c_s:.3f} | {win:.3f} (40) |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
-    print(table(*(sys.argv[1:] or ["results/context/commands.jsonl"])))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="*", default=["results/context/commands.jsonl"])
+    p.add_argument("--attention", action="store_true", help="FILES are `structseq context attention` outputs")
+    a = p.parse_args()
+    print(attention(*a.files) if a.attention else table(*a.files))

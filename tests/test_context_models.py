@@ -172,12 +172,61 @@ def test_bad_configs_are_errors():
         make(dict(CTX, decoder="sequential", context_window=4.0))
 
 
-def test_attention_statistics_of_a_sequential_model():
+def test_attention_statistics_equal_a_reference_loop_under_uniform_attention():
+    """With zero queries every encoder token attends uniformly to the s + 1 + c tokens of its row, so the paper's
+    Table 9 shares have closed forms: S->C = c / T per source token, C->S = s / T per context token, and the
+    window share counts the keys within window / 2 of each query, here by a plain loop."""
+    model = make(dict(CTX, decoder="sequential"))
+    for layer in model.encoder.layers:
+        torch.nn.init.zeros_(layer.self_attn.q_proj.weight)
+        torch.nn.init.zeros_(layer.self_attn.q_proj.bias)
+    b = batch(empty_context_row=False)
+    lengths = [(4, 6), (3, 3)]  # (source, context) tokens of the two rows, </s> included
+    for window in (2, 5, 40):
+        s_c = c_s = win = 0.0
+        for s, c in lengths:
+            t = s + 1 + c
+            s_c, c_s = s_c + s * c / t, c_s + c * s / t
+            win += sum(sum(abs(i - j) <= window / 2 for j in range(t)) / t for i in range(t))
+        stats = model.attention_statistics(b, window=window)
+        assert stats["source_attention_on_context"] == pytest.approx(s_c / 7)
+        assert stats["context_attention_on_source"] == pytest.approx(c_s / 9)
+        assert stats["attention_in_window"] == pytest.approx(win / 18)
+        assert (stats["n_source_tokens"], stats["n_context_tokens"], stats["n_tokens"]) == (7, 9, 18)
+
+
+def test_attention_statistics_average_the_layers_of_a_trained_shape_model():
     model = make(dict(CTX, decoder="sequential"))
     b = batch(empty_context_row=False)
-    stats = model.attention_statistics(b, window=2)
-    assert 0.0 < stats["source_attention_on_context"] < 1.0
-    assert 0.0 < stats["context_attention_in_window"] <= 1.0
-    wide = model.attention_statistics(b, window=100)
-    assert wide["context_attention_in_window"] == pytest.approx(1.0)  # every position is within 100
-    assert wide["context_attention_in_window"] >= stats["context_attention_in_window"]
+    every, first, second = (model.attention_statistics(b, window=4, layer=k) for k in (None, 1, 2))
+    for key in ("source_attention_on_context", "context_attention_on_source", "attention_in_window"):
+        assert 0.0 < first[key] < 1.0 and first[key] != pytest.approx(second[key])
+        assert every[key] == pytest.approx((first[key] + second[key]) / 2)
+    with pytest.raises(ValueError, match="layer 3 outside 1..2"):
+        model.attention_statistics(b, layer=3)
+    with pytest.raises(ValueError, match="sequential variant"):
+        make(VARIANTS["interleave"]).attention_statistics(b)
+
+
+@pytest.mark.parametrize("name", ["sequential", "concatenate", "alternate", "interleave", "doc-nmt"])
+def test_the_copy_head_points_into_the_source_and_the_context(name):
+    """What the copy head receives: an attention distribution over the tokens of S and of C together (sequential:
+    the joined S <sep> C), so a token that appears only in the context can be copied."""
+    model = make(dict(VARIANTS[name], head={"type": "copy"}))
+    b = batch(empty_context_row=False)
+    seen = {}
+    forward = model.head.forward
+
+    def spy(x, attn, tokens):
+        seen["attn"], seen["tokens"] = attn, tokens
+        return forward(x, attn, tokens)
+
+    model.head.forward = spy
+    with torch.no_grad():
+        model(b)
+    attn, tokens = seen["attn"], seen["tokens"]
+    assert attn.shape[-1] == tokens.shape[1]
+    assert torch.allclose(attn.sum(-1), torch.ones(attn.shape[:-1]), atol=1e-5)
+    only_in_context = tokens.eq(9)  # token 9 ("f") is in row 0's context, not its source
+    assert only_in_context[0].any() and not b["src"][0].eq(9).any()
+    assert float((attn[0] * only_in_context[0]).sum()) > 0

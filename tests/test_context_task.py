@@ -1,6 +1,7 @@
 """The context-aware task: data (generator, document and contrastive readers), subwords, augmentation,
 training end to end (CLI/API, predict with contexts, two-phase init_from, resume), contrastive scoring."""
 
+import csv
 import json
 from pathlib import Path
 
@@ -71,6 +72,16 @@ def test_document_reader_keeps_n_previous_sentences_within_a_document(tmp_path):
     assert ex[0].context is None and ex[4].context is None  # no context crosses a document boundary
     assert [e.meta["doc"] for e in ex] == ["0"] * 4 + ["1"] * 2
     assert [e.context_text for e in read_documents(src, tgt, n_context=0)] == [""] * 6
+    from structseq.data.readers import read_file  # the same files as a user's `data.train: SRC,TGT[,N]`
+
+    assert [e.context_text for e in read_file(f"{src},{tgt}")] == [e.context_text for e in ex]
+    assert [e.context_text for e in read_file(f"{src},{tgt},3")][3] == f"A one {BRK} B two {BRK} C three"
+    plain = tmp_path / "p.txt"
+    plain.write_text("A one\n")
+    with pytest.raises(DataError, match="needs document files"):
+        read_file(f"{plain},{plain},3")
+    with pytest.raises(DataError, match="SRC_FILE,TGT_FILE,N"):
+        read_file(f"{src},{tgt},x")
     tgt.write_text("<d>\na\nb\nc\nd\ne\n<d>\nf\n")
     with pytest.raises(DataError, match="one side only"):
         read_documents(src, tgt)
@@ -245,6 +256,13 @@ def test_two_phase_training_with_init_from_and_subwords(tmp_path):
     assert run.task.subword is not None
     hyp = run.predict(["dax twice\tdax means jump ."])[0]
     assert "##" not in hyp  # subwords undone
+    m = run.evaluate(str(tmp_path / "test.tsv"))  # metrics on the original words, BLEU with its signature
+    assert m["bleu"]["signature"].startswith("bleu|nrefs:1|") and m["bleu"]["n"] == 6
+    rows = list(csv.DictReader(open(next((tmp_path / "p2" / "predictions").glob("*.tsv"))), delimiter="\t",
+                               quoting=csv.QUOTE_NONE, escapechar="\\"))
+    gold = list(csv.DictReader(open(tmp_path / "test.tsv"), delimiter="\t"))
+    assert [r["reference"] for r in rows] == [g["target"] for g in gold]
+    assert not any("##" in r["hypothesis"] for r in rows)
     bad = _cfg(tmp_path, model={"decoder": "alternate"}, train={"init_from": str(tmp_path / "p1")})
     with pytest.raises(StructseqError, match="do not fit"):
         Trainer(bad, tmp_path / "p3", show_progress=False)
@@ -343,3 +361,49 @@ def test_contrastive_command_scores_the_real_discevalmt_files(tmp_path, shared_d
     assert sum(p["n"] for p in ana["per_phenomenon"].values()) == 200
     lex = contrastive(tmp_path / "run", "discevalmt-lexical-choice:test", data_root=shared_data)
     assert lex["n"] == 200 and lex["context"] == "source" and 0.0 <= lex["accuracy"]["score"] <= 1.0
+
+
+def test_context_diagnostic_commands_from_the_cli(tmp_path, monkeypatch):
+    """`structseq context attention | backward-ppl | context-use` as a user runs them: on a trained sequential
+    run, its predictions and a reverse run; a user's own tagger by MODULE:FUNCTION; bad input named."""
+    from typer.testing import CliRunner
+
+    from structseq import api, cli
+    from structseq.train.loop import train
+
+    seq = {"model": {"decoder": "sequential"}}
+    train(_cfg(tmp_path, **seq), tmp_path / "seq", show_progress=False)
+    train(_cfg(tmp_path, task={"reverse": True}), tmp_path / "rev", show_progress=False)
+    api.load_run(tmp_path / "seq").evaluate(str(tmp_path / "test.tsv"))  # writes predictions/test.tsv
+    preds = next((tmp_path / "seq" / "predictions").glob("*.tsv"))
+    run = CliRunner().invoke
+    r = run(cli.app, ["context", "attention", str(tmp_path / "seq"), "--split", str(tmp_path / "test.tsv"),
+                      "--window", "6", "--layer", "1"])
+    assert r.exit_code == 0, r.output
+    stats = json.loads(r.stdout)
+    assert 0 < stats["source_attention_on_context"] < 1 and stats["window"] == 6 and stats["layers"] == 1
+    r = run(cli.app, ["context", "backward-ppl", str(tmp_path / "rev"), str(preds)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["backward_ppl"]["score"] > 1.0
+    (tmp_path / "mytagger.py").write_text("def upper_nouns(sents):\n"
+                                          "    return [['NN' if w.isupper() else 'X' for w in s] for s in sents]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = run(cli.app, ["context", "context-use", str(preds), "--tagger", "mytagger:upper_nouns"])
+    assert r.exit_code == 0, r.output
+    assert "tagger:mytagger:upper_nouns" in json.loads(r.stdout)["context_use"]["signature"]
+    r = run(cli.app, ["context", "context-use", str(preds), "--tagger", "none"])
+    assert r.exit_code != 0 and "needs a tagger" in str(r.exception)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("source\ttarget\tcontext\tcategory\tcontrast\n"
+                     "dax twice\tJUMP JUMP\tdax means jump .\tlookup\tWALK WALK\n"
+                     "walk\tWALK\t\tplain\tJUMP\n")
+    r = run(cli.app, ["context", "contrastive", str(tmp_path / "seq"), "--split", str(pairs), "--batch-size", "1",
+                      "--context-side", "target"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["n"] == 2 and out["context"] == "target" and "context:target" in out["accuracy"]["signature"]
+    assert set(out["per_phenomenon"]) == {"lookup", "plain"}
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("source\thypothesis\nwalk\tWALK\n")
+    r = run(cli.app, ["context", "context-use", str(bad)])
+    assert r.exit_code != 0 and "bad.tsv: no column context, reference" in str(r.exception)

@@ -19,7 +19,8 @@ def _print(obj: dict) -> None:
     print(json.dumps(obj, indent=1))
 
 
-def contrastive(run_dir: Path, split: str, checkpoint: str | None = None, data_root=None, batch_size: int = 32) -> dict:
+def contrastive(run_dir: Path, split: str, checkpoint: str | None = None, data_root=None, batch_size: int = 32,
+                context_side: str | None = None) -> dict:
     """Contrastive accuracy (per phenomenon, ties wrong) of a run on a contrastive split (e.g.
     `discevalmt-anaphora:test-tgtctx`, or a TSV with source, target, context, category and contrast columns)."""
     from structseq.api import load_run
@@ -30,21 +31,36 @@ def contrastive(run_dir: Path, split: str, checkpoint: str | None = None, data_r
     missing = sum("contrast" not in e.meta for e in examples)
     if missing:
         raise typer.BadParameter(f"{split}: {missing} examples lack the incorrect candidate (a 'contrast' column)")
-    side = "target" if name.endswith("tgtctx") else "source"
+    side = context_side or ("target" if name.endswith("tgtctx") else "source")  # a label of the signature
     return {"dataset": dataset, "split": name, "n": len(examples), "context": side,
             **score_contrastive(run, examples, batch_size, context=side)}
 
 
 @app.command("contrastive")
 def contrastive_cmd(run_dir: Path, split: str = typer.Option(..., "--split"),
-                    checkpoint: Optional[str] = typer.Option(None, "--checkpoint"), data_root: Optional[Path] = DataRoot):
+                    checkpoint: Optional[str] = typer.Option(None, "--checkpoint"), data_root: Optional[Path] = DataRoot,
+                    batch_size: int = typer.Option(32, "--batch-size", help="pairs scored at once"),
+                    context_side: Optional[str] = typer.Option(
+                        None, "--context-side", help="source or target: which side the split's contexts come from, "
+                        "for the report [default: target for the *-tgtctx splits, else source]")):
     """Score the correct and the incorrect candidate of every pair; report accuracy per phenomenon."""
-    _print(contrastive(run_dir, split, checkpoint, data_root))
+    if context_side not in (None, "source", "target"):
+        raise typer.BadParameter(f"--context-side {context_side!r}: choose source or target")
+    _print(contrastive(run_dir, split, checkpoint, data_root, batch_size, context_side))
 
 
-def _read_predictions(path: Path) -> list[dict]:
+def _read_predictions(path: Path, columns: tuple[str, ...]) -> list[dict]:
+    """The rows of a predictions TSV (`structseq evaluate` writes RUN/predictions/SPLIT.tsv); a missing column
+    is an error naming the file."""
+    from structseq.errors import DataError
+
     with open(path, newline="") as f:
-        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(f"{path}: no column {', '.join(missing)} (header: {', '.join(reader.fieldnames or [])}); "
+                            "expected the predictions TSV of `structseq evaluate` on a context-aware run")
+        return list(reader)
 
 
 @app.command("backward-ppl")
@@ -55,28 +71,30 @@ def backward_ppl_cmd(reverse_run: Path, predictions: Path = typer.Argument(..., 
     from structseq.api import load_run
     from structseq.metrics.contrastive import backward_perplexity
 
-    rows = _read_predictions(predictions)
+    rows = _read_predictions(predictions, ("source", "hypothesis"))
     run = load_run(reverse_run, checkpoint)
     _print({"predictions": str(predictions), "backward_ppl": backward_perplexity(
         run, [r["source"] for r in rows], [r["hypothesis"] for r in rows]).to_dict()})
 
 
 @app.command("context-use")
-def context_use_cmd(predictions: Path, tagger: str = typer.Option("textblob", "--tagger")):
+def context_use_cmd(predictions: Path, tagger: str = typer.Option(
+        "textblob", "--tagger", help="textblob, or MODULE:FUNCTION (token lists -> Penn tag lists)")):
     """Share of the context's nouns found in the reference that the hypothesis also contains."""
     from structseq.metrics.contrastive import context_use
 
-    rows = _read_predictions(predictions)
+    rows = _read_predictions(predictions, ("context", "reference", "hypothesis"))
     _print({"predictions": str(predictions), "context_use": context_use(
         [r["context"] for r in rows], [r["reference"] for r in rows], [r["hypothesis"] for r in rows],
         tagger).to_dict()})
 
 
-def attention_statistics(run_dir: Path, split: str, window: int | None = None, limit: int = 200,
-                         checkpoint: str | None = None, data_root=None) -> dict:
-    """Table 9 of Wang et al. 2019 for a sequential run: the share of source-token self-attention (top encoder
-    layer, heads averaged) spent on context tokens, and the share of context-token attention within `window`
-    positions (default: each example's source length)."""
+def attention_statistics(run_dir: Path, split: str, window: int = 40, limit: int = 200,
+                         checkpoint: str | None = None, data_root=None, layer: int | None = None) -> dict:
+    """Table 9 of Wang et al. 2019 for a sequential run over the first `limit` examples of `split`: the share of
+    the source tokens' encoder self-attention spent on context tokens, of the context tokens' spent on source
+    tokens, and of all attention within `window` tokens (heads and layers averaged, or one `layer`; pooled
+    over tokens)."""
     import torch
 
     from structseq.api import load_run
@@ -85,23 +103,29 @@ def attention_statistics(run_dir: Path, split: str, window: int | None = None, l
     _, name, examples = run.load_split(split, data_root)
     examples = examples[:limit]
     device = next(run.model.parameters()).device
-    totals, n = {}, 0
+    counts = {"source_attention_on_context": "n_source_tokens", "context_attention_on_source": "n_context_tokens",
+              "attention_in_window": "n_tokens"}  # each share is a mean over these tokens
+    sums = dict.fromkeys([*counts, *counts.values()], 0.0)
     for i in range(0, len(examples), 32):
         chunk = examples[i: i + 32]
         inputs = run.task.to_device(run.task.decode_inputs(chunk, run.vocabs), device)
         with torch.no_grad():
-            stats = run.model.attention_statistics(inputs, window)
-        for k, v in stats.items():
-            totals[k] = totals.get(k, 0.0) + v * len(chunk)
-        n += len(chunk)
-    return {"run": str(run_dir), "split": name, "n": n, **{k: v / n for k, v in totals.items() if k != "window"},
-            "window": window or "source length"}
+            stats = run.model.attention_statistics(inputs, window, layer)
+        for share, n in counts.items():
+            sums[share] += stats[share] * stats[n]
+            sums[n] += stats[n]
+    return {"run": str(run_dir), "split": name, "examples": len(examples),
+            **{share: sums[share] / max(sums[n], 1) for share, n in counts.items()},
+            **{n: int(sums[n]) for n in counts.values()},
+            "window": window, "layers": "all" if layer is None else layer}
 
 
 @app.command("attention")
 def attention_cmd(run_dir: Path, split: str = typer.Option(..., "--split"),
-                  window: Optional[int] = typer.Option(None, "--window", help="[default: the source length]"),
+                  window: int = typer.Option(40, "--window", help="tokens, centred on the query (the paper's: 40)"),
+                  layer: Optional[int] = typer.Option(None, "--layer", help="one encoder layer (1-based) "
+                                                      "[default: every layer, averaged]"),
                   limit: int = typer.Option(200, "-n", help="examples"),
                   checkpoint: Optional[str] = typer.Option(None, "--checkpoint"), data_root: Optional[Path] = DataRoot):
-    """The paper's Table 9 attention statistics of a sequential run."""
-    _print(attention_statistics(run_dir, split, window, limit, checkpoint, data_root))
+    """The paper's Table 9 encoder attention statistics of a sequential run (alpha S->C, C->S, window)."""
+    _print(attention_statistics(run_dir, split, window, limit, checkpoint, data_root, layer))

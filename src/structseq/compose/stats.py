@@ -83,11 +83,23 @@ TAGGERS: dict[str, Callable[[], Tagger]] = {"textblob": textblob_tagger}
 
 
 def get_tagger(name: str | None) -> Tagger | None:
-    """A tagger by name; None or "none" disables POS statistics."""
+    """A tagger by name, or a user's as `MODULE:FUNCTION` (a callable: token lists -> Penn tag lists);
+    None or "none" disables POS statistics."""
     if name is None or name == "none":
         return None
+    if ":" in name:
+        import importlib
+
+        module, _, attr = name.partition(":")
+        try:
+            tagger = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"tagger {name!r}: cannot import it ({e})") from None
+        if not callable(tagger):
+            raise ConfigError(f"tagger {name!r} is not callable")
+        return tagger
     if name not in TAGGERS:
-        raise ConfigError(f"unknown tagger {name!r}; choose one of: none, {', '.join(TAGGERS)}")
+        raise ConfigError(f"unknown tagger {name!r}; choose one of: none, {', '.join(TAGGERS)}, or MODULE:FUNCTION")
     return TAGGERS[name]()
 
 

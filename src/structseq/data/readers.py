@@ -96,10 +96,23 @@ def read_parallel(source_path: str | Path, target_path: str | Path, meta: Mappin
 
 def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Example]:
     """A user-given file: `a.tsv` (named columns, see `read_tsv`), a SCAN `IN: ... OUT: ...` file,
-    `SRC_FILE,TGT_FILE`, or a supertagged corpus (`word|category` tokens or CCGbank `.auto`, see `data.tlgbank`)."""
+    `SRC_FILE,TGT_FILE` (line-aligned; documents when they hold `<d>` markers: `SRC_FILE,TGT_FILE,N` gives each
+    sentence the N previous source sentences of its document as context, 2 by default), or a supertagged corpus
+    (`word|category` tokens or CCGbank `.auto`, see `data.tlgbank`)."""
     spec = str(spec)
     if "," in spec and not Path(spec).exists():
-        src, tgt = spec.split(",", 1)
+        src, tgt, *rest = spec.split(",")
+        with open_text(src) as f:
+            documents = f.readline().strip() == "<d>"
+        if rest and not documents:
+            raise DataError(f"'{spec}': a third field (previous sentences of context) needs document files that "
+                            "start with a '<d>' marker", src)
+        if len(rest) > 1 or (rest and not rest[0].isdigit()):
+            raise DataError(f"'{spec}': expected SRC_FILE,TGT_FILE or SRC_FILE,TGT_FILE,N (N previous sentences)")
+        if documents:
+            from structseq.data.context import read_documents
+
+            return read_documents(src, tgt, int(rest[0]) if rest else 2)
         return read_parallel(src, tgt)
     with open_text(spec) as f:
         first = f.readline()

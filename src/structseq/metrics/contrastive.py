@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from structseq.errors import ConfigError
 from structseq.metrics.base import Score, signature
 
 
@@ -105,6 +106,9 @@ def context_use(contexts: Sequence[str], references: Sequence[str], hypotheses: 
     from structseq.compose.stats import get_tagger
 
     tag = get_tagger(tagger) if isinstance(tagger, str) else tagger
+    if tag is None:
+        raise ConfigError("context use counts the context's nouns: it needs a tagger (textblob, or MODULE:FUNCTION), "
+                          "not 'none'")
     name = tagger if isinstance(tagger, str) else getattr(tagger, "__name__", "custom")
     ctx_tokens = [c.split() for c in contexts]
     tags = tag(ctx_tokens)

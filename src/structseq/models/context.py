@@ -191,40 +191,44 @@ class ContextTransformer(Autoregressive):
         return log_probs, {**state, "self_kv": new_kv}
 
     @torch.no_grad()
-    def attention_statistics(self, inputs: Inputs, window: int | None = None) -> dict[str, float]:
-        """The paper's Table 9 statistics of a sequential model's top encoder layer over [S ; <sep> ; C]:
-        the share of the source tokens' self-attention spent on context tokens, and the share of the context
-        tokens' self-attention that falls within `window` positions (default: the source length)."""
+    def attention_statistics(self, inputs: Inputs, window: int = 40, layer: int | None = None) -> dict[str, float]:
+        """The paper's Table 9 statistics of a sequential model's encoder self-attention over [S ; <sep> ; C],
+        heads averaged, every layer averaged (or only `layer`, 1-based): the share of the source tokens'
+        attention spent on context tokens (alpha S->C), the share of the context tokens' attention spent on
+        source tokens (alpha C->S) and the share of every token's attention within a window of `window` tokens
+        centred on it (alpha win: |i - j| <= window / 2; the paper's window: 40 tokens). Token-weighted means
+        of this batch; the `n_*` counts let a caller pool batches."""
         if self.variant != "sequential":
             raise ValueError("encoder attention statistics need the sequential variant (one input S <sep> C)")
+        layers = self.encoder.layers
+        if layer is not None and not 1 <= layer <= len(layers):
+            raise ValueError(f"layer {layer} outside 1..{len(layers)} (the encoder's layers)")
         src, ctx = inputs["src"], inputs["ctx"]
         tokens = join_sequential(src, ctx, self.sep, self.pad)
         pad = tokens.eq(self.pad)
-        x = self.encoder.embed(tokens)
-        for layer in self.encoder.layers[:-1]:
-            x = layer(x, pad)
-        top = self.encoder.layers[-1]
-        h = top.attn_block.norm(x) if top.attn_block.norm_first else x
-        _, w, _ = top.self_attn(h, key_padding_mask=pad, need_weights=True)
-        w = w.mean(1)  # (B, T, T)
-        ls, lc = src.ne(self.pad).sum(1), ctx.ne(self.pad).sum(1)
         pos = torch.arange(tokens.shape[1], device=tokens.device)
-        on_ctx_src, n_src, in_win, n_ctx = 0.0, 0, 0.0, 0
-        gap = 0 if self.sep is None else 1
-        for b in range(tokens.shape[0]):
-            s, c = int(ls[b]), int(lc[b])
-            is_ctx = (pos >= s + gap) & (pos < s + gap + c)
-            on_ctx_src += float(w[b, :s][:, is_ctx].sum())
-            n_src += s
-            if c:
-                win = window or s
-                rows = pos[is_ctx]
-                near = (rows[:, None] - pos[None]).abs() <= win
-                in_win += float((w[b, rows] * near).sum())
-                n_ctx += c
-        return {"source_attention_on_context": on_ctx_src / max(n_src, 1),
-                "context_attention_in_window": in_win / max(n_ctx, 1),
-                "window": float(window) if window else -1.0}
+        ls, lc = src.ne(self.pad).sum(1, keepdim=True), ctx.ne(self.pad).sum(1, keepdim=True)
+        start = ls + (0 if self.sep is None else 1)
+        is_src, is_ctx = pos < ls, (pos >= start) & (pos < start + lc)  # (B, T) each
+        near = ((pos[:, None] - pos[None]).abs() <= window / 2).to(torch.float)  # (T, T)
+        chosen = range(len(layers)) if layer is None else [layer - 1]
+        s_c = c_s = win = 0.0
+        x = self.encoder.embed(tokens)
+        for i, enc_layer in enumerate(layers):
+            if i in chosen:
+                h = enc_layer.attn_block.norm(x) if enc_layer.attn_block.norm_first else x
+                _, w, _ = enc_layer.self_attn(h, key_padding_mask=pad, need_weights=True)
+                w = w.mean(1)  # (B, T queries, T keys)
+                s_c += float((w * is_ctx[:, None]).sum(-1)[is_src].sum())
+                c_s += float((w * is_src[:, None]).sum(-1)[is_ctx].sum())
+                win += float((w * near).sum(-1)[~pad].sum())
+            x = enc_layer(x, pad)
+        n_src, n_ctx, n_tok = int(is_src.sum()), int(is_ctx.sum()), int((~pad).sum())
+        k = len(chosen)
+        return {"source_attention_on_context": s_c / max(k * n_src, 1),
+                "context_attention_on_source": c_s / max(k * n_ctx, 1),
+                "attention_in_window": win / max(k * n_tok, 1),
+                "n_source_tokens": n_src, "n_context_tokens": n_ctx, "n_tokens": n_tok}
 
 
 def decoder_memories(cfg: ContextTransformerConfig) -> list[tuple[str, ...]]:
