@@ -9,7 +9,8 @@ from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.models.registry import build_model
 
-CONFIGS = sorted(Path(__file__).resolve().parents[1].glob("configs/**/*.yaml"))
+CONFIGS = sorted(p for p in Path(__file__).resolve().parents[1].glob("configs/**/*.yaml")
+                 if p.parent.name != "plans")  # reproduction plans (scripts/plan.py), not training configs
 
 
 def test_unknown_key_is_named():

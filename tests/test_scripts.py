@@ -341,3 +341,15 @@ def test_reproduce_lexicon_print_renders_the_records_and_writes_nothing(tmp_path
     assert text.splitlines()[0] == "| model | colors (ours) | colors (paper) |"
     assert "| + Lex Simple | 0.700 ± 0.141 (n=2) | 0.79 ± 0.02 |" in text and "| LSTM | 0.000 (n=1) | 0.00 |" in text
     assert "PMI" not in text and sorted(p.name for p in out.iterdir()) == ["runs.jsonl"]
+
+
+def test_the_shipped_plan_loads_and_names_existing_configs(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    plan = _load("plan")
+    cells = plan.load_plan("configs/plans/reproduction.yaml")
+    assert len({c.id for c in cells}) == len(cells) > 10
+    for cell in cells:  # every run's overrides are valid config keys of its config
+        from structseq.config import load_config
+
+        for config, overrides in cell.variants():
+            load_config(config, overrides)
