@@ -353,3 +353,23 @@ def test_the_shipped_plan_loads_and_names_existing_configs(monkeypatch):
 
         for config, overrides in cell.variants():
             load_config(config, overrides)
+
+
+def test_cogs_errors_tells_a_missed_word_from_a_structural_error(tmp_path, capsys):
+    (tmp_path / "data" / "cogs").mkdir(parents=True)
+    (tmp_path / "data" / "cogs" / "train.tsv").write_text(
+        "A hippo ran .\thippo ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
+        "A dog ran .\tdog ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
+        "A dog slept .\tdog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tin_distribution\n")
+    run = tmp_path / "run"
+    (run / "predictions").mkdir(parents=True)
+    (run / "predictions" / "gen.tsv").write_text(
+        "source\treference\thypothesis\tcorrect\tcategory\n"
+        "A hippo slept .\thippo ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\t"
+        "dog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\t0\tc\n"                      # hippo missed
+        "A dog ran .\tdog ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\t"
+        "dog ( x _ 1 ) AND run . theme ( x _ 2 , x _ 1 )\t0\tc\n"                        # structure only
+        "A dog ran .\tdog ( x _ 1 )\tdog ( x _ 1 )\t1\tc\n")
+    _load("cogs_errors").main([str(run), "--data-root", str(tmp_path / "data")])
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row == "| `run` | 3 | 2 | 1 (50.0%) | `hippo` (1; 1) |"

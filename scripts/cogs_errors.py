@@ -1,0 +1,64 @@
+"""What a COGS model gets wrong on `gen`: the share of wrong outputs that miss a content word of the reference
+(a noun, name or verb lemma: a lexical error) against those with every content word right (a structural error),
+and in how many training logical forms the most-missed words occur (COGS's exposure words occur in one).
+
+    python scripts/cogs_errors.py runs/budget/cogs-lstm-256-s1 runs/budget/cogs-lstm-lex-simple-256-s1
+
+Reads each run's `predictions/gen.tsv` (written by `structseq evaluate RUN --split gen` and by reproduce.py) and
+COGS's `train.tsv` under the data root ($STRUCTSEQ_DATA, else ../shared/data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from collections import Counter
+from pathlib import Path
+
+#: logical-form tokens that are structure, not content
+STRUCTURE = {"(", ")", ",", ".", "AND", ";", "*", "x", "_", "agent", "theme", "recipient", "ccomp", "xcomp", "nmod",
+             "in", "on", "beside", "LAMBDA", "e"}
+
+
+def content(lf: str) -> Counter:
+    return Counter(t for t in lf.split() if t not in STRUCTURE and not t.isdigit())
+
+
+def analyse(run: Path, train_freq: Counter, top: int = 5) -> dict:
+    with open(run / "predictions" / "gen.tsv", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
+    wrong = [r for r in rows if r["correct"] != "1"]
+    missing: Counter = Counter()
+    lexical = 0
+    for r in wrong:
+        lost = content(r["reference"]) - content(r["hypothesis"])
+        lexical += bool(lost)
+        missing.update(lost)
+    return {"run": run.name, "n": len(rows), "wrong": len(wrong), "lexical": lexical,
+            "top": [(w, n, train_freq.get(w)) for w, n in missing.most_common(top)]}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--data-root", type=Path, help="default: $STRUCTSEQ_DATA, else ../shared/data")
+    p.add_argument("--top", type=int, default=5, help="most-missed words to list")
+    a = p.parse_args(argv)
+    from structseq.paths import data_root
+
+    train = (a.data_root or data_root()) / "cogs" / "train.tsv"
+    freq: Counter = Counter()
+    for line in open(train, encoding="utf-8"):  # training logical forms holding each content word
+        freq.update(set(content(line.split("\t")[1])))
+    print("| run | gen sentences | wrong | wrong with a content word missed | most missed (times; training examples "
+          "with the word) |")
+    print("|---|---|---|---|---|")
+    for run in a.runs:
+        r = analyse(run, freq, a.top)
+        top = ", ".join(f"`{w}` ({n}; {'-' if f is None else f})" for w, n, f in r["top"])
+        print(f"| `{r['run']}` | {r['n']} | {r['wrong']} | {r['lexical']} ({r['lexical'] / max(r['wrong'], 1):.1%}) "
+              f"| {top} |")
+
+
+if __name__ == "__main__":
+    main()
