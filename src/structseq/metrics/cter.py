@@ -190,13 +190,12 @@ class CTER:
                 f"{len(hyps)} lines is not a positive multiple of the block size {self.block_size}"
             )
         ok = [self.is_correct(c, h) for c, h in zip(compounds, hyps)]
+        return {**self.rates(ok), "n": len(ok), "signature": self.signature}
+
+    def rates(self, ok: Sequence[bool]) -> dict[str, float]:
+        """Instance and aggregate error rates of per-line judgements (consecutive blocks of `block_size`)."""
         blocks = [all(ok[i : i + self.block_size]) for i in range(0, len(ok), self.block_size)]
-        return {
-            "instance": 1 - sum(ok) / len(ok),
-            "aggregate": 1 - sum(blocks) / len(blocks),
-            "n": len(ok),
-            "signature": self.signature,
-        }
+        return {"instance": 1 - sum(ok) / len(ok), "aggregate": 1 - sum(blocks) / len(blocks)}
 
 
 # -- data helpers and validation against human judgements -----------------------------------
@@ -260,7 +259,7 @@ def validate_against_human(root: str | Path | None = None, positive: str = "erro
         raise ValueError(f"positive must be 'error' or 'correct', not {positive!r}")
     cter = CTER.from_data_root(root)
     out: dict = {"positive": positive, "subsets": {}, "published": dict(PUBLISHED_AGREEMENT)}
-    all_auto, all_human = [], []
+    all_auto, all_human = [], []  # subsets hold whole blocks, so their concatenation keeps the blocks aligned
     for subset in SUBSETS:
         compounds = read_compounds(root, subset)
         rows = read_human_eval(root, subset)
@@ -272,6 +271,7 @@ def validate_against_human(root: str | Path | None = None, positive: str = "erro
         all_auto += auto
         all_human += human
     out["overall"] = _agreement(all_auto, all_human, positive)
+    out["cter"] = {"ours": cter.rates(all_auto), "human": cter.rates(all_human)}  # error rates on these outputs
     out["signature"] = cter.signature
     return out
 
