@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import importlib.util
 import itertools
 import json
 import statistics
@@ -32,14 +31,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _reproduce():
-    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "scripts" / "reproduce.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+import reproduce  # noqa: E402  (as reproduce_lexicon.py: its `one()` trains and records a run)
 
 
 @dataclass
@@ -196,7 +190,7 @@ def render(rows: list[dict], plan: str) -> str:
 def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
     from structseq.train.rundir import RunDirError
 
-    rep = _reproduce()
+    rep = reproduce
     by_id = {c.id: c for c in cells}
     unknown = [i for i in ids or [] if i not in by_id]
     if unknown:

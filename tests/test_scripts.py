@@ -280,7 +280,7 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
     import fcntl
 
     plan = _load("plan")
-    rep = _load("reproduce")
+    rep = plan.reproduce
     monkeypatch.chdir(tmp_path)
     for c in ("configs/scan-jump/lstm-lex-simple-256.yaml", "configs/scan-jump/lstm-256.yaml",
               "configs/scan-jump/rdangle-sep-cpu.yaml", "configs/scan-jump/dangle-cpu.yaml"):
@@ -294,8 +294,7 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
             f.write("\n".join(_rec(config, seed, 1.0, {"test": 1.0}, overrides)) + "\n")
         return "ok"
 
-    rep.one = one
-    monkeypatch.setattr(plan, "_reproduce", lambda: rep)
+    monkeypatch.setattr(rep, "one", one)
     path = _plan(tmp_path, PLAN)
     (tmp_path / "r.jsonl").write_text(_rec("configs/scan-jump/lstm-lex-simple-256.yaml", 2, 1.0, {"test": 1})[0] + "\n")
     (tmp_path / "runs" / ".claims").mkdir(parents=True)
