@@ -31,8 +31,9 @@ from pathlib import Path
 
 def run_name(config: str, seed: int, overrides: list[str] = ()) -> str:
     # e.g. -interval4 -max_steps500 -context_window8.0: the key's last part and the whole value (the value may
-    # hold dots, so the key is split off at '=' first)
-    tag = "".join(f"-{k.split('.')[-1]}{v}" for k, _, v in (o.partition("=") for o in overrides))
+    # hold dots, so the key is split off at '=' first); a path (train.init_from) by its last part
+    tag = "".join(f"-{k.split('.')[-1]}{Path(v).name if '/' in v else v}"
+                  for k, _, v in (o.partition("=") for o in overrides))
     return f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
 
 

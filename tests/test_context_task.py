@@ -268,6 +268,34 @@ def test_two_phase_training_with_init_from_and_subwords(tmp_path):
         Trainer(bad, tmp_path / "p3", show_progress=False)
 
 
+@pytest.mark.parametrize("decoder", ["interleave", "alternate"])
+def test_two_phase_from_a_sentence_level_model(tmp_path, decoder, capsys):
+    """Phase one a plain sentence-level model (sequential, no context); phase two a decoder with context
+    attention: each context cross-attention starts as its layer's source cross-attention, everything else
+    by name; doc-nmt's extra encoder blocks have no twin and still fail clearly."""
+    from structseq.train.checkpoint import load_checkpoint
+    from structseq.train.loop import Trainer, train
+
+    layers = {"decoder_layers": 3, "source_layers": [1, 3], "context_layers": [2]}
+    train(_cfg(tmp_path, task={"context_sentences": 0}, model={"decoder": "sequential", **layers}),
+          tmp_path / "p1", show_progress=False)
+    first = load_checkpoint(tmp_path / "p1" / "checkpoints" / "best.pt")["model"]
+    t = Trainer(_cfg(tmp_path, model={"decoder": decoder, **layers}, train={"init_from": str(tmp_path / "p1")}),
+                tmp_path / "p2", show_progress=False)
+    got = t.model.state_dict()
+    twins = [k for k in got if ".context." in k]
+    assert twins and "init_from" in capsys.readouterr().err
+    for k, v in got.items():
+        assert torch.equal(v, first[k.replace(".context.", ".source.")]), k
+    if decoder == "interleave":  # layer 2 reads only the context: its source attention became that
+        assert not any(k.startswith("decoder.layers.1.") and ".source." in k for k in got)
+        assert len(got) == len(first)
+    t.run()
+    bad = _cfg(tmp_path, model={"decoder": "doc-nmt", **layers}, train={"init_from": str(tmp_path / "p1")})
+    with pytest.raises(StructseqError, match="do not fit"):
+        Trainer(bad, tmp_path / "p3", show_progress=False)
+
+
 def test_contrastive_scoring_of_a_run(tmp_path):
     from structseq import api
     from structseq.metrics.contrastive import score_contrastive

@@ -25,6 +25,7 @@ def test_run_names_keep_whole_override_values():
     assert len(names) == 3  # dotted values once all became "-0"
     assert run_name(cfg, 2, ["optim.warmup=120", "model.interval=4"]) == \
         "ctx-commands-alternate-warmup120-interval4-s2"
+    assert run_name(cfg, 1, ["train.init_from=runs/maruf-all/seq-s1"]) == "ctx-commands-alternate-init_fromseq-s1-s1"
 
 
 def test_supertag_table_reads_records_and_run_directories(tmp_path):

@@ -210,8 +210,10 @@ class TrainConfig:
                      pattern=(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda, cuda:N"))
     bf16: bool = _f(False, "bfloat16 autocast on GPUs that support it (parameters and optimiser stay float32)")
     init_from: str | None = _f(None, "initialise every parameter from this checkpoint (a .pt file, or a run directory: "
-                                     "its best, else its last), strictly (same keys and shapes), with its vocabularies "
-                                     "and task state; optimiser and schedule start afresh (two-phase training)")
+                                     "its best, else its last), strictly (same keys and shapes; a context attention "
+                                     "the checkpoint lacks starts as its layer's source attention), with its "
+                                     "vocabularies and task state; optimiser and schedule start afresh (two-phase "
+                                     "training)")
 
 
 @dataclass

@@ -77,6 +77,12 @@ class Autoregressive(nn.Module, abc.ABC):
             out.append(lp)
         return torch.stack(out, 1)
 
+    def pretrained_state(self, state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], list[str]]:
+        """Another model's parameters as this model names them, for phase two of two-phase training
+        (`train.init_from`), and the names that were filled from other names. By default unchanged: the
+        loader then demands the same names and shapes."""
+        return dict(state), []
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 

@@ -107,6 +107,24 @@ class ContextTransformer(Autoregressive):
         self.window = GaussianWindowBias(context_window) if context_window else None
         self.memory_names = tuple(dict.fromkeys(m for layer in decoder.layers for m in layer.memories))
 
+    def pretrained_state(self, state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], list[str]]:
+        """Phase two from a sentence-level model (any variant whose decoder reads only "source", e.g.
+        `sequential` trained with `task.context_sentences=0`): a context cross-attention this model has and the
+        checkpoint lacks starts as the same layer's source cross-attention. Interleave's context layers take
+        over their layer's weights (the parameter count is a plain Transformer's); alternate's context blocks
+        start as copies of the source blocks. Anything else (doc-nmt's encoder blocks) must match as it is."""
+        own = self.state_dict()
+        out, filled = dict(state), []
+        for name in own:
+            source = name.replace(".context.", ".source.")
+            if name not in state and source != name and source in state:
+                out[name] = state[source]
+                filled.append(name)
+        for name in list(out):  # a source attention the model no longer has, taken over by its context twin
+            if name not in own and name.replace(".source.", ".context.") in filled:
+                del out[name]
+        return out, filled
+
     # ------------------------------------------------------------------ encoding
     def context_bias(self, length: int, device) -> Tensor | None:
         """The soft local window's additive (T, T) term of the context self-attention (None when off)."""

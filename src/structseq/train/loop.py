@@ -275,7 +275,12 @@ class Trainer:
         seed_everything(cfg.train.seed)
         self.model = build_model(cfg.model, self.data.vocabs, self.data.train, task=self.task.name).to(self.device)
         if init is not None:
-            load_model_state(self.model, init["model"], init_path)  # strict: same keys and shapes
+            state, filled = self.model.pretrained_state(init["model"])
+            load_model_state(self.model, state, init_path)  # strict: same keys and shapes
+            if filled:
+                print(f"init_from {init_path}: {len(filled)} tensors the checkpoint lacks start as their source "
+                      f"twins ({', '.join(sorted({n.rsplit('.', 2)[0] for n in filled})[:4])}, ...)",
+                      file=sys.stderr)
         # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
         groups = self.model.param_groups() if hasattr(self.model, "param_groups") else self.model.parameters()
         self.optimizer = build_optimizer(cfg.optim, groups)
