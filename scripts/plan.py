@@ -17,7 +17,8 @@ beside the machine's other job), else over the cell's recorded runs (marked *), 
 Paths in the plan (configs, records, run directories) are relative to the working directory, as for
 reproduce.py: run it from the repository root. `--run` goes through the missing runs seed by seed (so a seed's configs complete together) with reproduce.py's
 `one()`: resumable, and safe to start once per core: a run another `--run` has claimed (an flock under
-RUNS/.claims/) is skipped, and the records are re-read before each run.
+RUNS/.claims/) is skipped, and the records are re-read before each run. A run that starts from another plan run's
+checkpoint (`train.init_from`) retrains that run first where this machine lacks it, without recording it again.
 """
 
 from __future__ import annotations
@@ -187,6 +188,32 @@ def render(rows: list[dict], plan: str) -> str:
     return "\n".join(lines)
 
 
+def _start_point(cells: list[Cell], overrides: list[str]) -> str:
+    """A run that starts from another run (`train.init_from=DIR`) needs DIR's final checkpoint, which only the
+    machine that trained it has (runs/ is not committed): retrain DIR first from the plan run that names it, without
+    a second record. '' when the run has no init_from or DIR is complete; an error when no plan run makes DIR."""
+    start = next((o.partition("=")[2] for o in overrides if o.startswith("train.init_from=")), None)
+    if start is None:
+        return ""
+    for cell in cells:
+        for seed in cell.seeds:
+            for config, over, _ in cell.runs_of_seed(seed):
+                if Path(cell.runs) / reproduce.run_name(config, seed, over) == Path(start):
+                    with open(_claims(cell) / f"{Path(start).name}.lock", "a") as lock:
+                        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another --run may be training it: wait
+                        print(f"{cell.id}: {start}: the next run starts from it; training it if unfinished", flush=True)
+                        return reproduce.train_only(config, seed, cell.runs, over)
+    if (Path(start) / "checkpoints" / "last.pt").exists():
+        return ""
+    raise SystemExit(f"train.init_from={start}: no such run here, and no run of the plan makes it")
+
+
+def _claims(cell: Cell) -> Path:
+    claims = Path(cell.runs) / ".claims"
+    claims.mkdir(parents=True, exist_ok=True)
+    return claims
+
+
 def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
     from structseq.train.rundir import RunDirError
 
@@ -205,9 +232,7 @@ def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
                 if dry:
                     print(f"{cell.id}: would run {name}")
                     continue
-                claims = Path(cell.runs) / ".claims"
-                claims.mkdir(parents=True, exist_ok=True)
-                with open(claims / f"{name}.lock", "a") as lock:
+                with open(_claims(cell) / f"{name}.lock", "a") as lock:
                     try:
                         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except OSError:
@@ -216,6 +241,11 @@ def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
                     if _key(config, overrides, seed) in read_records(cells):  # recorded while we waited
                         continue
                     every = cell.curve.get("every", 0) if seed in cell.curve.get("seeds", []) else 0
+                    msg = _start_point(cells, overrides)
+                    if msg:
+                        print(f"{cell.id}: {msg}", flush=True)
+                        if msg.endswith(rep.INTERRUPTED):
+                            return 128 + 15
                     try:
                         msg = rep.one(config, seed, cell.runs, cell.out, overrides, None, every, cell.curve_out)
                     except RunDirError as e:  # trained by a process outside the plan (it holds the run's lock)

@@ -111,15 +111,9 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
     if curve_every and curve_every % cfg.train.valid_every:
         raise ValueError(f"--curve-every {curve_every} is not a multiple of train.valid_every {cfg.train.valid_every}")
     t0 = time.time()
-    summary = {}
     try:
         with _KeepCheckpoints(run_dir, curve_every) if curve_every else _Nothing():
-            if last.exists():
-                step = load_checkpoint(last)["progress"]["step"]
-                if step < cfg.train.max_steps:
-                    summary = api.resume(run_dir, show_progress=False)
-            else:
-                summary = api.train(cfg, run_dir, show_progress=False)
+            summary = _train(cfg, run_dir)
     except DivergedError as e:  # a seed that diverges is a result too: recorded, never averaged in
         rec = {**_record(config, overrides, seed, run_dir, None, time.time() - t0, 0.0, cfg.train.max_steps, None),
                "diverged": {"step": e.step, "loss": str(e.loss)}}
@@ -148,6 +142,33 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
 
 
 INTERRUPTED = "; run the command again to resume"
+
+
+def _train(cfg, run_dir: Path) -> dict:
+    """Train `cfg` into `run_dir`, or resume it there; nothing when its last checkpoint is already final."""
+    from structseq import api
+    from structseq.train.checkpoint import load_checkpoint
+
+    last = run_dir / "checkpoints" / "last.pt"
+    if not last.exists():
+        return api.train(cfg, run_dir, show_progress=False)
+    if load_checkpoint(last)["progress"]["step"] < cfg.train.max_steps:
+        return api.resume(run_dir, show_progress=False)
+    return {}
+
+
+def train_only(config: str, seed: int, runs: str, overrides: list[str]) -> str:
+    """Train (or resume) one run to its last update, and neither evaluate nor record it: for a run whose record
+    exists but whose checkpoint another run starts from (`train.init_from`) and this machine lacks."""
+    from structseq.config import load_config
+
+    cfg = load_config(config, overrides)
+    cfg.train.seed = seed
+    name = run_name(config, seed, overrides)
+    summary = _train(cfg, Path(runs) / name)
+    if summary.get("stopped") == "interrupted":
+        return f"{name}: interrupted at update {summary['steps']}{INTERRUPTED}"
+    return f"{name}: trained"
 
 
 class _Nothing:

@@ -310,6 +310,60 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
     held.close()
 
 
+def test_plan_run_retrains_the_run_another_starts_from_without_recording_it(tmp_path, monkeypatch):
+    """runs/ is not committed: a run with `train.init_from` a plan run's directory first has that run trained
+    (train_only: no record), and an init_from that no plan run makes and that is not here stops the plan."""
+    plan = _load("plan")
+    rep = plan.reproduce
+    monkeypatch.chdir(tmp_path)
+    for c in ("configs/a/base.yaml", "configs/a/tuned.yaml"):
+        (tmp_path / c).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / c).write_text("")
+    base = "runs/" + rep.run_name("configs/a/base.yaml", 1, ["train.max_steps=9"])
+    text = f"""cells:
+  - id: base
+    title: "phase one"
+    configs: [configs/a/base.yaml]
+    seeds: [1]
+    set: ["train.max_steps=9"]
+    out: r.jsonl
+    runs: runs
+  - id: tuned
+    title: "phase two"
+    configs: [configs/a/tuned.yaml]
+    seeds: [1]
+    set: ["train.init_from={base}"]
+    out: r.jsonl
+    runs: runs
+"""
+    calls = []
+
+    def one(config, seed, runs, out, overrides, name, every, curve_out):
+        calls.append(("one", Path(config).stem))
+        with open(out, "a") as f:
+            f.write("\n".join(_rec(config, seed, 1.0, {"test": 1.0}, overrides)) + "\n")
+        return "ok"
+
+    def train_only(config, seed, runs, overrides):
+        calls.append(("train_only", Path(config).stem, runs, tuple(overrides)))
+        return "trained"
+
+    monkeypatch.setattr(rep, "one", one)
+    monkeypatch.setattr(rep, "train_only", train_only)
+    (tmp_path / "r.jsonl").write_text("\n".join(_rec("configs/a/base.yaml", 1, 1.0, {"test": 1}, ["train.max_steps=9"]))
+                                      + "\n")
+    assert plan.main([str(_plan(tmp_path, text)), "--run"]) == 0
+    assert calls == [("train_only", "base", "runs", ("train.max_steps=9",)), ("one", "tuned")]
+    calls.clear()
+    lone = text.replace(f"train.init_from={base}", "train.init_from=runs/elsewhere")
+    (tmp_path / "r.jsonl").write_text("")
+    import pytest
+
+    with pytest.raises(SystemExit, match="train.init_from=runs/elsewhere: no such run here"):
+        plan.main([str(_plan(tmp_path, lone)), "--run", "--cell", "tuned"])
+    assert calls == []
+
+
 def test_results_table_per_category_averages_seeds_per_config(tmp_path, capsys):
     def rec(config, seed, cats, split="gen"):
         return json.dumps({"config": config, "overrides": [], "seed": seed, "split": split, "run_dir": f"r{seed}",
@@ -373,3 +427,18 @@ def test_cogs_errors_tells_a_missed_word_from_a_structural_error(tmp_path, capsy
     _load("cogs_errors").main([str(run), "--data-root", str(tmp_path / "data")])
     row = capsys.readouterr().out.splitlines()[-1]
     assert row == "| `run` | 3 | 2 | 1 (50.0%) | `hippo` (1; 1) |"
+
+
+def test_train_only_trains_then_finds_the_run_final_and_writes_no_record(tmp_path, monkeypatch):
+    from structseq import api
+
+    mod = _load("reproduce")
+    over = ["train.max_steps=2", "train.valid_every=2", "model.hidden_dim=8", "model.embed_dim=8",
+            "optim.batch_size=4"]
+    assert mod.train_only("configs/scan-jump/lstm-256.yaml", 1, str(tmp_path), over) == \
+        f"{mod.run_name('configs/scan-jump/lstm-256.yaml', 1, over)}: trained"
+    (run,) = tmp_path.iterdir()
+    assert (run / "checkpoints" / "last.pt").exists() and not list(tmp_path.glob("*.jsonl"))
+    monkeypatch.setattr(api, "train", None)  # final already: neither trained nor resumed again
+    monkeypatch.setattr(api, "resume", None)
+    assert mod.train_only("configs/scan-jump/lstm-256.yaml", 1, str(tmp_path), over).endswith(": trained")
