@@ -229,3 +229,15 @@ def test_compute_all_is_json_and_consistent():
 def test_score_to_dict():
     s = Score("x", 0.5, "x|a:b", 2, {"k": 1})
     assert s.to_dict() == {"score": 0.5, "signature": "x|a:b", "n": 2, "k": 1}
+
+
+def test_tokenized_output_silences_sacrebleus_detokenize_warning_only(capsys, caplog):
+    """SCAN/COGS outputs are tokens by construction: no 'forgot to detokenize' noise, same score and signature;
+    without `tokenized` (detokenised text, e.g. after subwords) sacrebleu's check stays."""
+    hyps, refs = ["walk left ."] * 101, ["walk left ."] * 101
+    quiet = compute_all(hyps, refs, tokenized=True)
+    said = capsys.readouterr().err + caplog.text
+    assert "detokenize" not in said
+    loud = compute_all(hyps, refs)
+    assert "detokenize" in capsys.readouterr().err + caplog.text
+    assert quiet["bleu"] == loud["bleu"]

@@ -21,6 +21,7 @@ def compute_all(
     compounds: Sequence[str] | None = None,
     cter: CTER | None = None,
     data_root=None,
+    tokenized: bool = False,
 ) -> dict:
     """Exact match, token accuracy, sacrebleu BLEU and NLTK BLEU (one reference per hypothesis),
     each with its signature; with `categories`, exact match and counts per category too.
@@ -29,14 +30,17 @@ def compute_all(
     CoGnition (`cognition=True`): also `cognition_bleu` (the Dangle pipeline's character BLEU, 0-100);
     with `compounds` (one per line, CG-test order) also `cter`: instance and aggregate compound
     translation error rate as fractions, scored by `cter` (default: the released lexicon under
-    `data_root`)."""
+    `data_root`).
+
+    `tokenized`: hypotheses and references are whitespace tokens alike by construction, so sacrebleu's
+    'forgot to detokenize' warning is silenced (`force`; the score and signature are the same)."""
     n = check_parallel(hyps, refs)
     text_refs = [r if isinstance(r, str) else " ".join(r) for r in refs]
     report = {
         "n": n,
         "exact_match": exact_match(hyps, refs).to_dict(),
         "token_accuracy": token_accuracy(hyps, refs).to_dict(),
-        "bleu": bleu(hyps, text_refs, tokenize=bleu_tokenize).to_dict(),
+        "bleu": bleu(hyps, text_refs, tokenize=bleu_tokenize, force=tokenized).to_dict(),
         "nltk_bleu": nltk_corpus_bleu(hyps, [[r] for r in refs]).to_dict(),
     }
     if cognition or compounds is not None:

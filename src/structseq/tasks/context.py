@@ -50,6 +50,10 @@ class ContextSeq2SeqTask(Seq2SeqTask):
     options_class = ContextTaskOptions
     archs = ("context-transformer",)
 
+    @property
+    def tokenized_output(self) -> bool:
+        return self.subword is None  # with subwords, outputs are detokenised text: keep sacrebleu's check
+
     def __init__(self, cfg):
         super().__init__(cfg)
         o = self.options

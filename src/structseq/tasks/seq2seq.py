@@ -18,6 +18,12 @@ class Seq2SeqTask(Task):
     name = "seq2seq"
     valid_metrics = {"loss": "min", "exact_match": "max"}
 
+    @property
+    def tokenized_output(self) -> bool:
+        """Outputs are the data's own whitespace tokens, like its references: BLEU needs no detokenising, and
+        sacrebleu's warning that it looks tokenised is noise (silenced; no score or signature changes)."""
+        return True
+
     # ------------------------------------------------------------------ data
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
         d = self.cfg.data
@@ -113,7 +119,8 @@ class Seq2SeqTask(Task):
         cats = [e.category for e in examples] if any(e.category for e in examples) and not compounds else None
         report = compute_all(hyp_text, ref_text, categories=cats,
                              bleu_tokenize=bleu_tokenize or self.bleu_tokenize(dataset),
-                             cognition=dataset == "cognition", compounds=compounds, data_root=data_root)
+                             cognition=dataset == "cognition", compounds=compounds, data_root=data_root,
+                             tokenized=self.tokenized_output)
         report.update(self.pooled_bleu(examples, hyp_text, dataset=dataset, split=split, data_root=data_root))
         return report
 
