@@ -12,7 +12,10 @@ a cell whose runs cost about the same, for cells with no record yet). The status
 records, so it is generated into RESULTS.md: the cost of a missing run is the median over the recorded runs of
 the same config and overrides (training, evaluation and curve evaluations, wall clock of one core, measured
 beside the machine's other job), else over the cell's recorded runs (marked *), else over the `like` cell's
-(marked *); `?` where there is none.
+(marked *); `?` where there is none. `--probe` prices a config that has no record by timing a short run of it
+(reproduce.py's `probe()`, records in results/plan-probes.jsonl; marked ~ in the table).
+
+    python scripts/plan.py configs/plans/reproduction.yaml --probe --cell dangle-cogs
 
 Paths in the plan (configs, records, run directories) are relative to the working directory, as for
 reproduce.py: run it from the repository root. `--run` goes through the missing runs seed by seed (so a seed's configs complete together) with reproduce.py's
@@ -128,9 +131,21 @@ def read_records(cells: list[Cell]) -> dict[tuple, dict]:
     return {k: {"cost": v["train"] + v["eval"], "diverged": v["diverged"]} for k, v in runs.items()}
 
 
-def status(cells: list[Cell], done: dict[tuple, dict]) -> list[dict]:
+def read_probes(path: str) -> dict[tuple, float]:
+    """(config, sorted overrides) -> the cost in seconds that `--probe` measured (the newest probe wins)."""
+    probes: dict[tuple, float] = {}
+    if Path(path).exists():
+        for line in open(path, encoding="utf-8"):
+            if line.strip():
+                r = json.loads(line)
+                probes[_key(r["config"], r.get("overrides", []), 0)[:2]] = r["cost_s"]
+    return probes
+
+
+def status(cells: list[Cell], done: dict[tuple, dict], probes: dict[tuple, float] | None = None) -> list[dict]:
     """Per cell: runs planned and recorded, seeds finished (every run recorded, none diverged), seeds with a
     diverged run (recorded: a result, not a missing run) and the hours its missing runs cost."""
+    probes = probes or {}
     by_id = {c.id: c for c in cells}
     finished = {k: v["cost"] for k, v in done.items() if not v["diverged"]}  # diverged runs stopped early
 
@@ -143,9 +158,14 @@ def status(cells: list[Cell], done: dict[tuple, dict]) -> list[dict]:
         missing = [r for r in planned if _key(*r) not in done]
         complete = [s for s in cell.seeds if all(_key(*r) in finished for r in cell.runs_of_seed(s))]
         lost = [s for s in cell.seeds if any(done.get(_key(*r), {}).get("diverged") for r in cell.runs_of_seed(s))]
-        hours, rough, unknown = 0.0, False, 0
+        hours, rough, probed, unknown = 0.0, False, False, 0
         for config, overrides, _ in missing:
-            same = [v for (c, o, _), v in finished.items() if (c, o) == _key(config, overrides, 0)[:2]]
+            variant = _key(config, overrides, 0)[:2]
+            same = [v for (c, o, _), v in finished.items() if (c, o) == variant]
+            if not same and variant in probes:
+                hours += probes[variant] / 3600
+                probed = True
+                continue
             pool, similar, seen = same or costs(cell), cell.like, {cell.id}
             while not pool and similar and similar not in seen:  # follow `like` until a cell has records
                 seen.add(similar)
@@ -157,7 +177,7 @@ def status(cells: list[Cell], done: dict[tuple, dict]) -> list[dict]:
                 unknown += 1
         rows.append({"cell": cell, "planned": len(planned), "done": len(planned) - len(missing),
                      "complete": complete, "diverged": lost, "missing": missing,
-                     "hours": None if unknown else hours, "rough": rough and bool(missing)})
+                     "hours": None if unknown else hours, "rough": rough and bool(missing), "probed": probed})
     return rows
 
 
@@ -175,15 +195,16 @@ def render(rows: list[dict], plan: str) -> str:
     for r in rows:
         c = r["cell"]
         need = "-" if not r["missing"] else ("?" if r["hours"] is None else
-                                             f"{r['hours']:.1f}{'*' if r['rough'] else ''}")
+                                             f"{r['hours']:.1f}{'*' if r['rough'] else ''}{'~' if r['probed'] else ''}")
         lost = f" (diverged: {_seeds(r['diverged'])})" if r["diverged"] else ""
         lines.append(f"| {c.title} (`{c.id}`) | {_seeds(c.seeds)} | {_seeds(r['complete'])}{lost} | "
                      f"{r['done']} / {r['planned']} | {need} |")
     todo = [r["cell"].id for r in rows if r["missing"]]
     total = sum(r["hours"] or 0.0 for r in rows if r["missing"])
     lines += ["", f"{len(todo)} of {len(rows)} cells incomplete, about {total:.0f} CPU-hours of one core "
-                  "(`*`: estimated from the cell's other configs or a similar cell; `?`: no recorded run to estimate "
-                  "from, not counted). Fill one (or all, leaving out `--cell`; start it once per core):",
+                  "(`*`: estimated from the cell's other configs or a similar cell; `~`: extrapolated from a short "
+                  "timing run, `--probe`; `?`: no recorded run to estimate from, not counted). Fill one (or all, "
+                  "leaving out `--cell`; start it once per core):",
               "", "```bash", f"python scripts/plan.py {plan} --run --cell {' '.join(todo[:1]) or 'ID'}", "```"]
     return "\n".join(lines)
 
@@ -256,17 +277,53 @@ def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
     return 0
 
 
+def probe(cells: list[Cell], ids: list[str] | None, out: str, steps: tuple[int, int], batches: int) -> int:
+    """`--probe`: for each (config, overrides) of the chosen cells with a missing run and no finished record, time
+    a short run (reproduce.probe) and append its extrapolated cost to `out`; already probed variants are skipped."""
+    by_id = {c.id: c for c in cells}
+    unknown = [i for i in ids or [] if i not in by_id]
+    if unknown:
+        raise SystemExit(f"no cell {', '.join(unknown)}; cells: {', '.join(by_id)}")
+    done, probed = read_records(cells), read_probes(out)
+    finished = {(c, o) for (c, o, _), v in done.items() if not v["diverged"]}
+    for cell in [by_id[i] for i in ids] if ids else cells:
+        for config, overrides in cell.variants():
+            variant = _key(config, overrides, 0)[:2]
+            seeds = [s for s in cell.seeds if _key(config, overrides, s) not in done]
+            if not seeds or variant in finished or variant in probed:
+                continue
+            curve = cell.curve.get("every", 0) if seeds[0] in cell.curve.get("seeds", []) else 0
+            rec = reproduce.probe(config, seeds[0], overrides, steps, batches, curve_every=curve)
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            with open(out, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+            probed[variant] = rec["cost_s"]
+            print(f"{cell.id}: {config} {' '.join(overrides)}: {rec['s_per_update']:.3f} s/update, about "
+                  f"{rec['cost_s'] / 3600:.2f} CPU-hours per run", flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("plan", help="the plan YAML (configs/plans/*.yaml)")
     p.add_argument("--run", action="store_true", help="train and evaluate the missing runs")
     p.add_argument("--cell", nargs="+", help="only these cells (ids); --run takes them in this order")
     p.add_argument("--dry-run", action="store_true", help="with --run: list the runs it would start")
+    p.add_argument("--probe", action="store_true",
+                   help="time a short run of each config of the chosen cells that no record prices, and append the "
+                        "extrapolated cost to --probes (the table then uses it, marked ~)")
+    p.add_argument("--probe-steps", type=int, nargs=2, default=[10, 40], metavar=("S1", "S2"),
+                   help="time the updates between these two (default 10 40)")
+    p.add_argument("--probe-batches", type=int, default=2, help="decoding batches timed per test split (default 2)")
+    p.add_argument("--probes", default="results/plan-probes.jsonl", help="the probes' records")
     a = p.parse_args(argv)
     cells = load_plan(a.plan)
     if a.run:
         return run(cells, a.cell, a.dry_run)
-    rows = [r for r in status(cells, read_records(cells)) if not a.cell or r["cell"].id in a.cell]
+    if a.probe:
+        return probe(cells, a.cell, a.probes, tuple(a.probe_steps), a.probe_batches)
+    rows = [r for r in status(cells, read_records(cells), read_probes(a.probes))
+            if not a.cell or r["cell"].id in a.cell]
     print(render(rows, a.plan))
     return 0
 

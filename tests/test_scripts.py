@@ -261,6 +261,59 @@ def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_p
     assert "| nothing like it recorded (`new`) | 1 | none | 0 / 1 | ? |" in text
 
 
+def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkeypatch):
+    """A probe of the exact (config, overrides) prices its missing runs (marked ~) before any rough estimate; a
+    config with records keeps their median; --probe skips variants already priced."""
+    plan = _load("plan")
+    monkeypatch.chdir(ROOT)
+    path = _plan(tmp_path, PLAN.replace("out: r.jsonl", f"out: {tmp_path / 'r.jsonl'}")
+                 .replace("out: other.jsonl", f"out: {tmp_path / 'o.jsonl'}"))
+    probes = tmp_path / "probes.jsonl"
+    probes.write_text("\n".join(json.dumps({"config": "configs/scan-jump/dangle-cpu.yaml", "overrides": [],
+                                            "cost_s": c}) for c in (900, 1800)) + "\n")  # the newest wins
+    cells = plan.load_plan(str(path))
+    rows = {r["cell"].id: r for r in plan.status(cells, plan.read_records(cells), plan.read_probes(str(probes)))}
+    assert abs(rows["new"]["hours"] - 0.5) < 1e-9 and rows["new"]["probed"] and not rows["new"]["rough"]
+    assert rows["sweep"]["hours"] is None  # other overrides of the sweep: not priced by that probe
+    assert "| nothing like it recorded (`new`) | 1 | none | 0 / 1 | 0.5~ |" in plan.render(list(rows.values()), "p")
+    monkeypatch.setattr(plan.reproduce, "probe", lambda *a, **k: {**dict(zip(("config", "seed", "overrides"), a)),
+                                                                  "s_per_update": 1.0, "cost_s": 60.0})
+    assert plan.probe(cells, ["new", "sweep"], str(probes), (1, 2), 1) == 0
+    added = [json.loads(x) for x in probes.read_text().splitlines()[2:]]  # `new` was priced already
+    assert [(r["config"], r["overrides"]) for r in added] == [
+        ("configs/scan-jump/rdangle-sep-cpu.yaml", ["model.interval=8"]),
+        ("configs/scan-jump/rdangle-sep-cpu.yaml", ["model.interval=1"])]
+
+
+def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp_path):
+    """reproduce.probe on a tiny real run: per-update time from two checkpoints, decoding timed on sampled batches
+    forced to their reference lengths (</s> suppressed), the curve's checkpoints priced as extra decodings."""
+    import random
+
+    import torch
+
+    from structseq import api
+    from structseq.decode.search import decode
+
+    mod = _load("reproduce")
+    config = str(ROOT / "configs/scan-jump/lstm-256.yaml")
+    over = ["train.max_steps=100", "train.valid_every=50", "model.hidden_dim=8", "model.embed_dim=8",
+            "optim.batch_size=4", "decode.batch_size=1000"]
+    rec = mod.probe(config, 1, over, steps=(1, 3), batches=2, curve_every=50)
+    ev = rec["eval"]["test"]
+    assert rec["s_per_update"] > 0 and rec["max_steps"] == 100 and rec["curve_points"] == 1
+    assert ev["forced_length"] and ev["batches"] == -(-ev["examples"] // 1000) and len(ev["timed"]) == 2
+    assert abs(ev["seconds"] - sum(ev["batch_s"]) / 2 * ev["batches"]) < 0.1
+    assert abs(rec["cost_s"] - (rec["s_per_update"] * 100 + 2 * ev["seconds"])) < 0.2
+    api.train(config, tmp_path / "run", overrides=over[2:] + ["train.max_steps=1"], show_progress=False)
+    run = api.load_run(tmp_path / "run")
+    _, _, examples = run.load_split("test")
+    part = random.Random(0).sample(examples, 5)
+    inputs = run.task.decode_inputs(part, run.vocabs)
+    wanted = torch.tensor([len(e.target) + 1 for e in part])
+    assert [len(t) for t in decode(mod._NoEos(run.model), inputs, wanted).tokens] == wanted.tolist()
+
+
 def test_plan_errors_name_the_file_and_cell(tmp_path, monkeypatch):
     import pytest
     from structseq.errors import ConfigError
