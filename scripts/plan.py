@@ -189,6 +189,20 @@ def _seeds(seeds: list[int]) -> str:
     return ", ".join(map(str, seeds))
 
 
+def probe_accuracy(done: dict[tuple, dict], probes: dict[tuple, float]) -> str:
+    """How the probes compared with the runs recorded after them: recorded / probed cost per (config, overrides) that
+    has both (median over its finished seeds); '' when none has."""
+    ratios = []
+    for variant, probed in sorted(probes.items()):
+        costs = [v["cost"] for (c, o, _), v in done.items() if (c, o) == variant and not v["diverged"]]
+        if costs and probed > 0:
+            ratios.append(statistics.median(costs) / probed)
+    if not ratios:
+        return ""
+    return (f"Probes against the runs recorded since: recorded / probed cost {statistics.median(ratios):.2f} (median "
+            f"over {len(ratios)} configs, range {min(ratios):.2f}-{max(ratios):.2f}).")
+
+
 def render(rows: list[dict], plan: str) -> str:
     lines = ["| cell | seeds asked | seeds finished | runs recorded | CPU-hours to fill (1 core) |",
              "|---|---|---|---|---|"]
@@ -322,9 +336,11 @@ def main(argv=None) -> int:
         return run(cells, a.cell, a.dry_run)
     if a.probe:
         return probe(cells, a.cell, a.probes, tuple(a.probe_steps), a.probe_batches)
-    rows = [r for r in status(cells, read_records(cells), read_probes(a.probes))
-            if not a.cell or r["cell"].id in a.cell]
+    done, probes = read_records(cells), read_probes(a.probes)
+    rows = [r for r in status(cells, done, probes) if not a.cell or r["cell"].id in a.cell]
     print(render(rows, a.plan))
+    if probe_accuracy(done, probes):
+        print("\n" + probe_accuracy(done, probes))
     return 0
 
 

@@ -285,6 +285,16 @@ def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkey
         ("configs/scan-jump/rdangle-sep-cpu.yaml", ["model.interval=1"])]
 
 
+def test_plan_reports_how_probes_compared_with_the_runs_recorded_after_them():
+    plan = _load("plan")
+    a, b = ("a.yaml", ()), ("b.yaml", ("x=1",))
+    done = {(*a, 1): {"cost": 100.0, "diverged": False}, (*a, 2): {"cost": 300.0, "diverged": False},
+            (*b, 1): {"cost": 999.0, "diverged": True}}  # a diverged run stopped early: no cost sample
+    assert plan.probe_accuracy(done, {a: 400.0, b: 10.0}) == (
+        "Probes against the runs recorded since: recorded / probed cost 0.50 (median over 1 configs, range 0.50-0.50).")
+    assert plan.probe_accuracy(done, {b: 10.0}) == ""
+
+
 def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp_path):
     """reproduce.probe on a tiny real run: per-update time from two checkpoints, decoding timed on sampled batches
     forced to their reference lengths (</s> suppressed), the curve's checkpoints priced as extra decodings."""
