@@ -18,8 +18,8 @@ beside the machine's other job), else over the cell's recorded runs (marked *), 
     python scripts/plan.py configs/plans/reproduction.yaml --probe --cell dangle-cogs
 
 Paths in the plan (configs, records, run directories) are relative to the working directory, as for
-reproduce.py: run it from the repository root. `--run` goes through the missing runs seed by seed (so a seed's configs complete together) with reproduce.py's
-`one()`: resumable, and safe to start once per core: a run another `--run` has claimed (an flock under
+reproduce.py: run it from the repository root. `--run` goes through the missing runs seed by seed (so a seed's
+configs complete together) with reproduce.py's `one()`: resumable, and safe to start once per core: a run another `--run` has claimed (an flock under
 RUNS/.claims/) is skipped, and the records are re-read before each run. A run that starts from another plan run's
 checkpoint (`train.init_from`) retrains that run first where this machine lacks it, without recording it again.
 """

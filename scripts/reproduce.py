@@ -13,6 +13,9 @@ training writes at every multiple of N updates (N must be a multiple of the conf
 kept as `checkpoints/step{K}.pt`, and after training each one is evaluated on the test splits, one JSON line
 per (run, step, split) in FILE. The curve only observes the run: training is the same as without it (same
 updates, same final model), and no checkpoint is chosen by its test score (the table uses the last one).
+
+`probe()` prices a run without training it: a short run's seconds per update and a few decoding batches,
+extrapolated to the config's budget (`scripts/plan.py --probe`).
 """
 
 from __future__ import annotations
@@ -178,7 +181,8 @@ def probe(config: str, seed: int, overrides: list[str], steps: tuple[int, int] =
     test split. Decoding is timed on `batches` of the split's length-sorted decoding batches, drawn at random, each
     decoded to the length of its references (</s> suppressed, within the config's length limit) as a trained model
     would stop there; the mean batch time times the number of batches. With `curve_every`, each learning-curve
-    checkpoint (every `curve_every` updates below max_steps) costs one more decoding of the test splits. For a plan cell without any record to estimate from."""
+    checkpoint (every `curve_every` updates below max_steps) costs one more decoding of the test splits. Used by
+    `plan.py --probe` for a config without any record to estimate from."""
     import random
     import tempfile
 
