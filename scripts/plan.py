@@ -19,9 +19,10 @@ beside the machine's other job), else over the cell's recorded runs (marked *), 
 
 Paths in the plan (configs, records, run directories) are relative to the working directory, as for
 reproduce.py: run it from the repository root. `--run` goes through the missing runs seed by seed (so a seed's
-configs complete together) with reproduce.py's `one()`: resumable, and safe to start once per core: a run another `--run` has claimed (an flock under
-RUNS/.claims/) is skipped, and the records are re-read before each run. A run that starts from another plan run's
-checkpoint (`train.init_from`) retrains that run first where this machine lacks it, without recording it again.
+configs complete together) with reproduce.py's `one()`: resumable, and safe to start once per core: a run another
+`--run` has claimed (an flock under RUNS/.claims/) is skipped, and the records are re-read before each run. A run
+that starts from another plan run's checkpoint (`train.init_from`) retrains that run first where this machine lacks
+it, without recording it again.
 """
 
 from __future__ import annotations
@@ -249,16 +250,20 @@ def _claims(cell: Cell) -> Path:
     return claims
 
 
-def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
-    from structseq.train.rundir import RunDirError
-
-    rep = reproduce
+def _chosen(cells: list[Cell], ids: list[str] | None) -> list[Cell]:
+    """The cells named by `ids`, in that order (all when None); an unknown id is an error listing the cells."""
     by_id = {c.id: c for c in cells}
     unknown = [i for i in ids or [] if i not in by_id]
     if unknown:
         raise SystemExit(f"no cell {', '.join(unknown)}; cells: {', '.join(by_id)}")
-    chosen = [by_id[i] for i in ids] if ids else cells
-    for cell in chosen:
+    return [by_id[i] for i in ids] if ids else cells
+
+
+def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
+    from structseq.train.rundir import RunDirError
+
+    rep = reproduce
+    for cell in _chosen(cells, ids):
         for seed in cell.seeds:
             for config, overrides, _ in cell.runs_of_seed(seed):
                 if _key(config, overrides, seed) in read_records(cells):
@@ -294,13 +299,9 @@ def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
 def probe(cells: list[Cell], ids: list[str] | None, out: str, steps: tuple[int, int], batches: int) -> int:
     """`--probe`: for each (config, overrides) of the chosen cells with a missing run and no finished record, time
     a short run (reproduce.probe) and append its extrapolated cost to `out`; already probed variants are skipped."""
-    by_id = {c.id: c for c in cells}
-    unknown = [i for i in ids or [] if i not in by_id]
-    if unknown:
-        raise SystemExit(f"no cell {', '.join(unknown)}; cells: {', '.join(by_id)}")
     done, probed = read_records(cells), read_probes(out)
     finished = {(c, o) for (c, o, _), v in done.items() if not v["diverged"]}
-    for cell in [by_id[i] for i in ids] if ids else cells:
+    for cell in _chosen(cells, ids):
         for config, overrides in cell.variants():
             variant = _key(config, overrides, 0)[:2]
             seeds = [s for s in cell.seeds if _key(config, overrides, s) not in done]
@@ -339,8 +340,9 @@ def main(argv=None) -> int:
     done, probes = read_records(cells), read_probes(a.probes)
     rows = [r for r in status(cells, done, probes) if not a.cell or r["cell"].id in a.cell]
     print(render(rows, a.plan))
-    if probe_accuracy(done, probes):
-        print("\n" + probe_accuracy(done, probes))
+    accuracy = probe_accuracy(done, probes)
+    if accuracy:
+        print("\n" + accuracy)
     return 0
 
 
