@@ -1,8 +1,11 @@
 """What a COGS model gets wrong on `gen`: the share of wrong outputs that miss a content word of the reference
 (a noun, name or verb lemma: a lexical error) against those with every content word right (a structural error),
 and in how many training logical forms the most-missed words occur (COGS's exposure words occur in one).
+`--lexicon` adds, for a lexical-translation run, the source words whose row of the trained L puts at least half its
+mass on each most-missed word ("-": none, so only the decoder's own softmax can write it).
 
     python scripts/cogs_errors.py runs/budget/cogs-lstm-256-s1 runs/budget/cogs-lstm-lex-simple-256-s1
+    python scripts/cogs_errors.py runs/budget/cogs-lstm-lex-bayesian-256-s1 --lexicon
 
 Reads each run's `predictions/gen.tsv` (written by `structseq evaluate RUN --split gen` and by reproduce.py) and
 COGS's `train.tsv` under the data root ($STRUCTSEQ_DATA, else ../shared/data).
@@ -38,11 +41,32 @@ def analyse(run: Path, train_freq: Counter, top: int = 5) -> dict:
             "top": [(w, n, train_freq.get(w)) for w, n in missing.most_common(top)]}
 
 
+def translated_from(run: Path, words: list[str], min_prob: float = 0.5) -> dict[str, list[str]] | None:
+    """Per word, the source words whose row of the run's lexicon L gives it >= min_prob; None for a run without one."""
+    from structseq import api
+    from structseq.data.vocab import SPECIALS
+
+    loaded = api.load_run(run, device="cpu")
+    if not hasattr(loaded.model.head, "matrix"):
+        return None
+    L = loaded.model.head.matrix().detach()[:, : len(loaded.tgt_vocab)]
+    out: dict[str, list[str]] = {}
+    for w in words:
+        if w not in loaded.tgt_vocab:
+            out[w] = []
+            continue
+        rows = (L[:, loaded.tgt_vocab.stoi[w]] >= min_prob).nonzero().flatten().tolist()
+        out[w] = [x for x in (loaded.src_vocab.itos[i] for i in rows) if x not in SPECIALS]
+    return out
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--data-root", type=Path, help="default: $STRUCTSEQ_DATA, else ../shared/data")
     p.add_argument("--top", type=int, default=5, help="most-missed words to list")
+    p.add_argument("--lexicon", action="store_true",
+                   help="add the source words each most-missed word is L's translation of (lexical runs)")
     a = p.parse_args(argv)
     from structseq.paths import data_root
 
@@ -51,11 +75,13 @@ def main(argv=None) -> None:
     for line in open(train, encoding="utf-8"):  # training logical forms holding each content word
         freq.update(set(content(line.split("\t")[1])))
     print("| run | gen sentences | wrong | wrong with a content word missed | most missed (times; training examples "
-          "with the word) |")
+          "with the word" + ("; source words L translates to it" if a.lexicon else "") + ") |")
     print("|---|---|---|---|---|")
     for run in a.runs:
         r = analyse(run, freq, a.top)
-        top = ", ".join(f"`{w}` ({n}; {'-' if f is None else f})" for w, n, f in r["top"])
+        sources = translated_from(run, [w for w, _, _ in r["top"]]) if a.lexicon else None
+        top = ", ".join(f"`{w}` ({n}; {'-' if f is None else f}" + (
+            f"; {' '.join(sources[w]) or '-'}" if sources is not None else "") + ")" for w, n, f in r["top"])
         print(f"| `{r['run']}` | {r['n']} | {r['wrong']} | {r['lexical']} ({r['lexical'] / max(r['wrong'], 1):.1%}) "
               f"| {top} |")
 

@@ -492,6 +492,27 @@ def test_cogs_errors_tells_a_missed_word_from_a_structural_error(tmp_path, capsy
     assert row == "| `run` | 3 | 2 | 1 (50.0%) | `hippo` (1; 1) |"
 
 
+def test_cogs_errors_names_the_source_words_the_lexicon_translates_to_a_missed_word(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from structseq import api
+    from structseq.data.vocab import SPECIALS, Vocab
+    from structseq.lexicon.lexicon import Lexicon
+    from structseq.models.heads import LexicalHead, SoftmaxHead
+    from structseq.models.lexical import lexicon_rows
+
+    src, tgt = Vocab([*SPECIALS, "hippo", "ran", "dog"]), Vocab([*SPECIALS, "hippo", "run", "dog", "sleep"])
+    rows = lexicon_rows(Lexicon({"ran": {"run": 2.0}, "dog": {"dog": 1.0, "run": 0.9}}, "t"), src, tgt, tau=0.1)
+    head = LexicalHead(8, len(tgt), rows)
+    monkeypatch.setattr(api, "load_run", lambda run, device: SimpleNamespace(
+        model=SimpleNamespace(head=head), src_vocab=src, tgt_vocab=tgt))
+    found = _load("cogs_errors").translated_from(tmp_path, ["run", "hippo", "sleep", "nowhere"])
+    # dog gives run only 0.27 of its row; hippo copies itself; sleep has no row
+    assert found == {"run": ["ran"], "hippo": ["hippo"], "sleep": [], "nowhere": []}
+    head = SoftmaxHead(8, len(tgt))
+    assert _load("cogs_errors").translated_from(tmp_path, ["run"]) is None
+
+
 def test_train_only_trains_then_finds_the_run_final_and_writes_no_record(tmp_path, monkeypatch):
     from structseq import api
 
