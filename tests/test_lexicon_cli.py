@@ -68,3 +68,19 @@ def test_bad_tsv_line_is_named(tmp_path):
     path.write_text("dax\tRED\nlug BLUE\n")
     res = runner.invoke(app, ["learn", str(path)])
     assert res.exit_code == 2 and f"{path}:2:" in res.output
+
+
+def test_show_reads_the_trained_matrix_of_a_run_directory(tmp_path):
+    from structseq import api
+
+    steps = ["train.max_steps=2", "train.valid_every=2"]
+    api.train("configs/colors/lstm-lex-simple.yaml", tmp_path / "lex", overrides=steps, seed=1)
+    res = runner.invoke(app, ["show", str(tmp_path / "lex"), "--sources", "dax,lug,fep,nosuch", "--plain"])
+    assert res.exit_code == 0, res.output
+    # Simple's rows are fixed (not trained): each primitive is one-hot on its colour; `fep` has no row
+    assert res.stdout == "dax\tRED\t1\nlug\tBLUE\t1\n"
+    assert "mutual exclusivity" in res.stderr and res.stderr.rstrip().endswith(": fep, nosuch")
+
+    api.train("configs/colors/lstm.yaml", tmp_path / "plain", overrides=steps, seed=1)
+    res = runner.invoke(app, ["show", str(tmp_path / "plain")])
+    assert res.exit_code == 2 and "not a lexical-translation run (its output head is SoftmaxHead)" in res.output

@@ -108,6 +108,18 @@ class Run(NamedVocabs):
                 out.append(lp[j, : len(e.target) + 1].cpu().clone())
         return out
 
+    def lexicon(self, min_prob: float = 0.05, *, keep_copies: bool = False):
+        """The trained translation matrix L of a lexical-translation run as a `Lexicon` of its cells >= min_prob
+        (`structseq lexicon show RUN_DIR`); plain copies (x -> x) only with `keep_copies`."""
+        from structseq.models.lexical import rows_to_lexicon
+
+        head = getattr(self.model, "head", None)
+        if not hasattr(head, "matrix"):
+            raise StructseqError(f"{self.run_dir}: not a lexical-translation run (its output head is "
+                                 f"{type(head).__name__}), so it has no lexicon")
+        return rows_to_lexicon(head.matrix().detach().cpu(), self.src_vocab, self.tgt_vocab, min_prob,
+                               method=f"trained L of {self.run_dir.name}", keep_copies=keep_copies)
+
     # ---------------------------------------------------------------- evaluation
     def load_split(self, split: str | None = None, data_root=None) -> tuple[str, str, list[Example]]:
         """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT. An example

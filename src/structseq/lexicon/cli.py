@@ -81,19 +81,37 @@ def learn(
 
 @app.command()
 def show(
-    file: Path = typer.Argument(..., help="A lexicon JSON file."),
+    file: Path = typer.Argument(..., help="A lexicon JSON file, or the run directory of a lexical-translation "
+                                          "model: its trained matrix L."),
     top: int = typer.Option(3, help="Targets shown per source."),
     limit: Optional[int] = typer.Option(None, help="Show at most this many sources."),
     plain: bool = typer.Option(False, "--plain", help="Tab-separated source, target, score lines."),
+    sources: Optional[str] = typer.Option(None, help="Comma-separated source tokens: show only these (a run's "
+                                                     "plain copies x -> x included) and name those without an "
+                                                     "entry."),
+    min_prob: float = typer.Option(0.05, help="A run directory: the least probability of L shown."),
 ) -> None:
     """Print a lexicon as a table."""
     from structseq.lexicon import Lexicon, format_table
 
+    wanted = [s for s in (sources or "").split(",") if s]
     try:
-        lexicon = Lexicon.load(file)
+        if file.is_dir():
+            from structseq.api import load_run
+
+            lexicon = load_run(file, device="cpu").lexicon(min_prob, keep_copies=bool(wanted))
+        else:
+            lexicon = Lexicon.load(file)
     except StructseqError as e:
         _fail(e)
+    if wanted:
+        lexicon = Lexicon({s: lexicon[s] for s in wanted if s in lexicon}, lexicon.method, lexicon.settings)
     sys.stdout.write(format_table(lexicon, top=top, limit=limit, plain=plain))
+    missing = [s for s in wanted if s not in lexicon]
+    if missing:
+        what = (f"no cell of L >= {min_prob:g} (a row spread by mutual exclusivity, or no translation)"
+                if file.is_dir() else "no entry")
+        typer.echo(f"{what}: {', '.join(missing)}", err=plain)
 
 
 @app.command()

@@ -112,15 +112,16 @@ def lexicon_rows(lexicon: Lexicon | None, src_vocab: Vocab, tgt_vocab: Vocab, ta
 
 
 def rows_to_lexicon(matrix: Tensor, src_vocab: Vocab, tgt_vocab: Vocab, min_prob: float = 0.05,
-                    method: str = "L") -> Lexicon:
+                    method: str = "L", keep_copies: bool = False) -> Lexicon:
     """A dense L (e.g. a trained head's) as a `Lexicon` of its cells >= min_prob, for display; special-token
-    rows, plain copies (x -> x) and "no translation" are left out: the table shows what L translates."""
+    rows, "no translation" and (unless `keep_copies`) plain copies x -> x are left out: the table shows what L
+    translates."""
     entries: dict[str, dict[str, float]] = {}
     for x, probs in enumerate(matrix.detach().cpu().tolist()):
         src = src_vocab.itos[x]
         if src in SPECIALS:
             continue
         row = {tgt_vocab.itos[y]: round(p, 3) for y, p in enumerate(probs[: len(tgt_vocab)]) if p >= min_prob}
-        if row and row != {src: 1.0}:
+        if row and (keep_copies or row != {src: 1.0}):
             entries[src] = row
     return Lexicon(entries, method, {"min_prob": min_prob})
