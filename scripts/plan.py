@@ -8,11 +8,11 @@ what filling it costs, and the command that fills it.
 A plan is YAML: `cells:`, a list of `{id, title, configs, seeds, set, sweep, out, runs, curve, like}`
 (`set`: overrides of every run, written as the records spell them, e.g. "optim.lr=2.0e-3"; `sweep`: key -> values,
 one run per value in front of `set`; `curve`: `{every, seeds, out}` as reproduce.py's `--curve-*`; `like`: the id of
-a cell whose runs cost about the same, for cells with no record yet). The status table reads only committed
-records, so it is generated into RESULTS.md: the cost of a missing run is the median over the recorded runs of
-the same config and overrides (training, evaluation and curve evaluations, wall clock of one core, measured
+a cell whose runs cost about the same per update, for cells with no record yet). The status table reads only
+committed records, so it is generated into RESULTS.md: the cost of a missing run is the median over the recorded
+runs of the same config and overrides (training, evaluation and curve evaluations, wall clock of one core, measured
 beside the machine's other job), else over the cell's recorded runs (marked *), else over the `like` cell's
-(marked *); `?` where there is none. `--probe` prices a config that has no record by timing a short run of it
+(marked *), each of these scaled by the ratio of `train.max_steps`; `?` where there is none. `--probe` prices a config that has no record by timing a short run of it
 (reproduce.py's `probe()`, records in results/plan-probes.jsonl; marked ~ in the table).
 
     python scripts/plan.py configs/plans/reproduction.yaml --probe --cell dangle-cogs
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import itertools
 import json
 import statistics
@@ -143,6 +144,24 @@ def read_probes(path: str) -> dict[tuple, float]:
     return probes
 
 
+@functools.lru_cache(maxsize=None)
+def _steps_of(config: str, overrides: tuple) -> int | None:
+    from structseq.config import load_config
+
+    return load_config(config, list(overrides)).train.max_steps
+
+
+def _max_steps(config: str, overrides) -> int | None:
+    """The run's `train.max_steps` (None: trained by epochs)."""
+    return _steps_of(config, tuple(overrides))
+
+
+def _scale(steps: int | None, recorded: int | None) -> float:
+    """Cost factor from a recorded run to one of `steps` updates: a cell priced from another budget's runs
+    (`like`: a 4x longer curve) costs in proportion to its updates."""
+    return steps / recorded if steps and recorded else 1.0
+
+
 def status(cells: list[Cell], done: dict[tuple, dict], probes: dict[tuple, float] | None = None) -> list[dict]:
     """Per cell: runs planned and recorded, seeds finished (every run recorded, none diverged), seeds with a
     diverged run (recorded: a result, not a missing run) and the hours its missing runs cost."""
@@ -150,8 +169,10 @@ def status(cells: list[Cell], done: dict[tuple, dict], probes: dict[tuple, float
     by_id = {c.id: c for c in cells}
     finished = {k: v["cost"] for k, v in done.items() if not v["diverged"]}  # diverged runs stopped early
 
-    def costs(cell: Cell) -> list[float]:
-        return [finished[_key(*r)] for s in cell.seeds for r in cell.runs_of_seed(s) if _key(*r) in finished]
+    def costs(cell: Cell, steps: int | None) -> list[float]:
+        """The cell's recorded costs, each scaled to `steps` updates from its own run's."""
+        return [finished[_key(*r)] * _scale(steps, _max_steps(*r[:2]))
+                for s in cell.seeds for r in cell.runs_of_seed(s) if _key(*r) in finished]
 
     rows = []
     for cell in cells:
@@ -167,10 +188,11 @@ def status(cells: list[Cell], done: dict[tuple, dict], probes: dict[tuple, float
                 hours += probes[variant] / 3600
                 probed = True
                 continue
-            pool, similar, seen = same or costs(cell), cell.like, {cell.id}
+            steps = None if same else _max_steps(config, overrides)
+            pool, similar, seen = same or costs(cell, steps), cell.like, {cell.id}
             while not pool and similar and similar not in seen:  # follow `like` until a cell has records
                 seen.add(similar)
-                pool, similar = costs(by_id[similar]), by_id[similar].like
+                pool, similar = costs(by_id[similar], steps), by_id[similar].like
             rough |= not same
             if pool:
                 hours += statistics.median(pool) / 3600
