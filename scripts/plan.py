@@ -12,8 +12,9 @@ a cell whose runs cost about the same per update, for cells with no record yet).
 committed records, so it is generated into RESULTS.md: the cost of a missing run is the median over the recorded
 runs of the same config and overrides (training, evaluation and curve evaluations, wall clock of one core, measured
 beside the machine's other job), else over the cell's recorded runs (marked *), else over the `like` cell's
-(marked *), each of these scaled by the ratio of `train.max_steps`; `?` where there is none. `--probe` prices a config that has no record by timing a short run of it
-(reproduce.py's `probe()`, records in results/plan-probes.jsonl; marked ~ in the table).
+(marked *), each of these scaled by the ratio of `train.max_steps`; `?` where there is none. `--probe` prices a
+config that has no record by timing a short run of it (reproduce.py's `probe()`, records in
+results/plan-probes.jsonl; marked ~ in the table).
 
     python scripts/plan.py configs/plans/reproduction.yaml --probe --cell dangle-cogs
 

@@ -83,4 +83,4 @@ def test_show_reads_the_trained_matrix_of_a_run_directory(tmp_path):
 
     api.train("configs/colors/lstm.yaml", tmp_path / "plain", overrides=steps, seed=1)
     res = runner.invoke(app, ["show", str(tmp_path / "plain")])
-    assert res.exit_code == 2 and "not a lexical-translation run (its output head is SoftmaxHead)" in res.output
+    assert res.exit_code == 2 and "not a lexical-translation run (its output head: SoftmaxHead)" in res.output

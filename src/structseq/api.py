@@ -115,8 +115,9 @@ class Run(NamedVocabs):
 
         head = getattr(self.model, "head", None)
         if not hasattr(head, "matrix"):
-            raise StructseqError(f"{self.run_dir}: not a lexical-translation run (its output head is "
-                                 f"{type(head).__name__}), so it has no lexicon")
+            kind = "none" if head is None else type(head).__name__
+            raise StructseqError(f"{self.run_dir}: not a lexical-translation run (its output head: {kind}), so it "
+                                 "has no lexicon")
         return rows_to_lexicon(head.matrix().detach().cpu(), self.src_vocab, self.tgt_vocab, min_prob,
                                method=f"trained L of {self.run_dir.name}", keep_copies=keep_copies)
 
