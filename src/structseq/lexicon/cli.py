@@ -91,7 +91,7 @@ def show(
                                                      "entry."),
     min_prob: float = typer.Option(0.05, help="A run directory: the least probability of L shown."),
 ) -> None:
-    """Print a lexicon as a table."""
+    """Print a lexicon (a file, or the trained L of a lexical-translation run) as a table."""
     from structseq.lexicon import Lexicon, format_table
 
     wanted = [s for s in (sources or "").split(",") if s]
