@@ -44,20 +44,13 @@ def analyse(run: Path, train_freq: Counter, top: int = 5) -> dict:
 def translated_from(run: Path, words: list[str], min_prob: float = 0.5) -> dict[str, list[str]] | None:
     """Per word, the source words whose row of the run's lexicon L gives it >= min_prob; None for a run without one."""
     from structseq import api
-    from structseq.data.vocab import SPECIALS
+    from structseq.errors import StructseqError
 
-    loaded = api.load_run(run, device="cpu")
-    if not hasattr(loaded.model.head, "matrix"):
+    try:
+        lexicon = api.load_run(run, device="cpu").lexicon(min_prob, keep_copies=True)
+    except StructseqError:
         return None
-    L = loaded.model.head.matrix().detach()[:, : len(loaded.tgt_vocab)]
-    out: dict[str, list[str]] = {}
-    for w in words:
-        if w not in loaded.tgt_vocab:
-            out[w] = []
-            continue
-        rows = (L[:, loaded.tgt_vocab.stoi[w]] >= min_prob).nonzero().flatten().tolist()
-        out[w] = [x for x in (loaded.src_vocab.itos[i] for i in rows) if x not in SPECIALS]
-    return out
+    return {w: [x for x, row in lexicon.items() if row.get(w, 0.0) >= min_prob] for w in words}
 
 
 def main(argv=None) -> None:

@@ -506,8 +506,12 @@ def test_cogs_errors_names_the_source_words_the_lexicon_translates_to_a_missed_w
     src, tgt = Vocab([*SPECIALS, "hippo", "ran", "dog"]), Vocab([*SPECIALS, "hippo", "run", "dog", "sleep"])
     rows = lexicon_rows(Lexicon({"ran": {"run": 2.0}, "dog": {"dog": 1.0, "run": 0.9}}, "t"), src, tgt, tau=0.1)
     head = LexicalHead(8, len(tgt), rows)
-    monkeypatch.setattr(api, "load_run", lambda run, device: SimpleNamespace(
-        model=SimpleNamespace(head=head), src_vocab=src, tgt_vocab=tgt))
+    def fake_run(run, device):  # a loaded run of this head: Run.lexicon reads only these fields
+        fake = SimpleNamespace(model=SimpleNamespace(head=head), src_vocab=src, tgt_vocab=tgt, run_dir=run)
+        fake.lexicon = lambda *a, **k: api.Run.lexicon(fake, *a, **k)
+        return fake
+
+    monkeypatch.setattr(api, "load_run", fake_run)
     found = _load("cogs_errors").translated_from(tmp_path, ["run", "hippo", "sleep", "nowhere"])
     # dog gives run only 0.27 of its row; hippo copies itself; sleep has no row
     assert found == {"run": ["ran"], "hippo": ["hippo"], "sleep": [], "nowhere": []}
