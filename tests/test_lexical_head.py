@@ -9,13 +9,14 @@ from structseq import api
 from structseq.config import HeadConfig, config_from_dict
 from structseq.data.batching import collate
 from structseq.data.example import Example
+from structseq.data.registry import load_dataset
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.lexicon import Lexicon, learn
 from structseq.models.build import build_head
 from structseq.models.registry import build_model
 from structseq.models.heads import CopyHead, LexicalHead, shared_token_map
-from structseq.models.lexical import LexiconRows, lexicon_rows, rows_to_lexicon
+from structseq.models.lexical import LexiconRows, lexicon_rows, rows_to_lexicon, target_order
 from structseq.train.loop import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "colors"
@@ -55,6 +56,44 @@ def test_hard_rows_ties_identity_fallback_specials_and_mutual_exclusivity():
         assert L[SRC.stoi[tok]][ids(TGT, "X", "Y")].tolist() == [0.5, 0.5]
     no_me = lexicon_rows(lex, SRC, TGT, mutual_exclusivity=False).dense()
     assert no_me[SRC.stoi["d"], len(TGT)] == 1.0  # without it: "no translation", as in the copy mechanism
+
+
+def test_hard_row_ties_follow_the_target_order():
+    """The reference's np.argmax breaks ties by its vocabulary order; ours alphabetically unless given one."""
+    lex = Lexicon({"a": {"A": 2.0, "X": 2.0 + 1e-15, "B": 1.0}, "b": {"A": 1.0, "B": 1.0}}, "hand")
+    row = lambda L, x: L[SRC.stoi[x]][ids(TGT, "A", "B", "X")].tolist()  # noqa: E731
+    alpha = lexicon_rows(lex, SRC, TGT).dense()
+    assert row(alpha, "a") == [0.0, 0.0, 1.0]  # strict argmax: X is 1e-15 higher
+    assert row(alpha, "b") == [1.0, 0.0, 0.0]  # an exact tie: alphabetical
+    ordered = lexicon_rows(lex, SRC, TGT, target_order=["X", "B", "A"]).dense()
+    assert row(ordered, "b") == [0.0, 1.0, 0.0]  # B before A
+    # with an order, 1e-15 of rounding counts as a tie; B, not tied with a's best, ranks first in vain
+    assert row(lexicon_rows(lex, SRC, TGT, target_order=["B", "A", "X"]).dense(), "a") == [1.0, 0.0, 0.0]
+    unranked = lexicon_rows(lex, SRC, TGT, target_order=["Y"]).dense()
+    assert row(unranked, "b") == [1.0, 0.0, 0.0]  # targets missing from the order: alphabetical
+    soft = lexicon_rows(lex, SRC, TGT, tau=1.0, target_order=["X", "B", "A"]).dense()
+    assert torch.allclose(soft, lexicon_rows(lex, SRC, TGT, tau=1.0).dense())  # soft rows have no ties to break
+
+
+def test_target_orders_are_the_references_vocabularies():
+    examples = [Example(("b", "a"), ("B", "A")), Example(("c",), ("X", "A", "A"))]
+    assert target_order(examples, "alphabetical") is None
+    assert target_order(examples, "first_seen") == ["b", "a", "B", "A", "c", "X"]  # source, then target
+    assert target_order(examples, "frequent") == ["A", "B", "X"]  # by count, first seen first among equals
+    with pytest.raises(ConfigError, match="model.head.ties"):
+        target_order(examples, "random")
+
+
+def test_first_seen_ties_give_cogs_pmi_its_frequent_nouns(shared_data):
+    """COGS's PMI ties `girl` with the rare `17` (each occurs only beside `girl`); the reference's order picks
+    `girl`, the alphabetical one `17`."""
+    train = load_dataset("cogs", data_root=shared_data)
+    lex = learn(train, "pmi")
+    src, tgt = Vocab.build(ex.source for ex in train), Vocab.build(ex.target for ex in train)
+    words = ["girl", "table", "house", "boy"]
+    best = lambda L: [tgt.itos[int(L[src.stoi[w], :-1].argmax())] for w in words]  # noqa: E731
+    assert best(lexicon_rows(lex, src, tgt).dense()) == ["17", "backyard", "cobra", "17"]
+    assert best(lexicon_rows(lex, src, tgt, target_order=target_order(train, "first_seen")).dense()) == words
 
 
 def test_soft_rows_are_softmax_of_scores_over_tau():

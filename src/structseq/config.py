@@ -91,6 +91,10 @@ class LexicalHeadConfig(CopyHeadConfig):
                              "from the lexicon) | uniform (trainable, every row uniform)",
                    choices=("frozen", "soft", "learned", "uniform"))
     mutual_exclusivity: bool = _f(True, "rows without entries spread over the targets no row maps to")
+    ties: str = _f("alphabetical", "hard rows' tie rule: alphabetical | first_seen (first in the training pairs, "
+                                   "source then target: the reference's COGS and SCAN order) | frequent (most "
+                                   "frequent target: its Tatoeba order)",
+                   choices=("alphabetical", "first_seen", "frequent"))
 
 
 HEAD_CONFIGS: dict[str, type] = {"softmax": SoftmaxHeadConfig, "copy": CopyHeadConfig, "lexical": LexicalHeadConfig}

@@ -10,8 +10,12 @@ section 3, and their reference code):
    to the source `</s>` can therefore emit `</s>` through the lexicon.
 2. Mutual exclusivity: a row that is still empty is spread uniformly over the output tokens that no
    row maps to (when there are any).
-3. `tau = 0`: each row is one-hot on its highest-scoring target (ties: the alphabetically first, as
-   `Lexicon.best()`); `tau > 0`: softmax(score / tau) over the row's targets. Scores are in the
+3. `tau = 0`: each row is one-hot on its highest-scoring target. Ties go to the alphabetically first (as
+   `Lexicon.best()`) or, given a target order (`model.head.ties`), to the first in it, counting scores
+   equal up to float rounding as tied: the reference code takes `np.argmax` in its vocabulary's order,
+   first seen in the data for COGS and SCAN, most frequent first for Tatoeba. PMI ties often, since
+   every target that occurs only beside x scores PMI's maximum log(|D| / c(x)): COGS's `girl` ties
+   `girl` with the rare `17`. `tau > 0`: softmax(score / tau) over the row's targets. Scores are in the
    lexicon's own units (counts for simple and IBM, log-ratios for PMI, posterior frequencies for the
    Bayesian learner), so the paper's tau = 0.1 on counts is the reference code's 0.2 on 2 x counts.
 4. Rows that are empty even then go to "no translation".
@@ -31,15 +35,19 @@ B x T x S x K per batch. A learned lexicon is the dense matrix (`LexiconRows.den
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from structseq.data.vocab import SPECIALS, Vocab
+from structseq.errors import ConfigError
 from structseq.lexicon.lexicon import Lexicon
 
 EMPTY = Lexicon({}, "empty")
+TIE_RULES = ("alphabetical", "first_seen", "frequent")
 
 
 @dataclass
@@ -69,10 +77,34 @@ class LexiconRows:
         return out.scatter_add(1, self.index, self.weight)
 
 
+def target_order(examples: Iterable, rule: str) -> list[str] | None:
+    """Tokens in the order a hard row's ties are broken by: None for "alphabetical"; "first_seen" reads each
+    training pair source then target (the reference's COGS vocabulary; on SCAN, whose sides share no token,
+    its target vocabulary); "frequent" ranks targets by count, first seen first among equals (its Tatoeba
+    vocabulary, `Counter.most_common`)."""
+    if rule not in TIE_RULES:
+        raise ConfigError(f"'model.head.ties' must be one of {', '.join(TIE_RULES)}, not '{rule}'")
+    if rule == "alphabetical":
+        return None
+    if rule == "frequent":
+        return [t for t, _ in Counter(t for ex in examples for t in ex.target).most_common()]
+    return list(dict.fromkeys(t for ex in examples for t in (*ex.source, *ex.target)))
+
+
+def _argmax(s: Tensor, rank: Tensor | None) -> Tensor:
+    """Index of the row's best score; among scores equal up to float rounding, the lowest rank (else the first)."""
+    if rank is None:
+        return s.argmax()
+    tied = torch.isclose(s, s.max(), rtol=1e-9, atol=1e-12)
+    return torch.where(tied, rank, rank.max() + 1).argmin()
+
+
 def lexicon_rows(lexicon: Lexicon | None, src_vocab: Vocab, tgt_vocab: Vocab, tau: float = 0.0,
-                 mutual_exclusivity: bool = True) -> LexiconRows:
-    """L for `lexicon` over these vocabularies (see the module docstring); None = no entries (copy + ME)."""
+                 mutual_exclusivity: bool = True, target_order: Sequence[str] | None = None) -> LexiconRows:
+    """L for `lexicon` over these vocabularies (see the module docstring); None = no entries (copy + ME).
+    `target_order` breaks hard rows' ties (earlier wins; tokens not in it come last, alphabetically)."""
     lexicon = EMPTY if lexicon is None else lexicon
+    position = {} if target_order is None else {t: i for i, t in enumerate(target_order)}
     scores: list[dict[int, float]] = []
     for x in src_vocab.itos:
         row: dict[int, float] = {}
@@ -99,7 +131,12 @@ def lexicon_rows(lexicon: Lexicon | None, src_vocab: Vocab, tgt_vocab: Vocab, ta
         row = row or {len(tgt_vocab): 0.0}
         ys = torch.tensor(list(row), dtype=torch.long)
         s = torch.tensor(list(row.values()), dtype=torch.float64)
-        p = (s / tau).softmax(0) if tau > 0 else torch.nn.functional.one_hot(s.argmax(), len(s)).double()
+        rank = None
+        if target_order is not None:  # row keys are in the lexicon's order: by score, then alphabetically
+            rank = torch.tensor([position.get(tgt_vocab.itos[y], len(position)) if y < len(tgt_vocab) else 0
+                                 for y in row])
+        best = _argmax(s, rank)
+        p = (s / tau).softmax(0) if tau > 0 else torch.nn.functional.one_hot(best, len(s)).double()
         dists.append((ys[p > 0], p[p > 0].float()))
 
     k = max(1, max(len(ys) for ys, _ in dists))
