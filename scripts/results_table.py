@@ -52,6 +52,7 @@ PAPER_BLEU = {
     ("tatoeba-en-zh", "lstm-lex-pmi"): "24.36 ± 0.09 / 18.46 ± 0.13",
     ("tatoeba-en-zh", "lstm-lex-ibm1"): "25.49 ± 0.42 / 19.62 ± 0.64",
     ("tatoeba-en-zh", "lstm-lex-simple"): "24.35 ± 0.09 / 18.46 ± 0.19",
+    ("tatoeba-en-zh", "lstm-lex-simple-frequent"): "24.35 ± 0.09 / 18.46 ± 0.19",
 }
 
 
