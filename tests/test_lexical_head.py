@@ -16,7 +16,7 @@ from structseq.lexicon import Lexicon, learn
 from structseq.models.build import build_head
 from structseq.models.registry import build_model
 from structseq.models.heads import CopyHead, LexicalHead, shared_token_map
-from structseq.models.lexical import LexiconRows, lexicon_rows, rows_to_lexicon, target_order
+from structseq.models.lexical import LexiconRows, lexicon_rows, rows_to_lexicon, tie_order
 from structseq.train.loop import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "colors"
@@ -75,13 +75,13 @@ def test_hard_row_ties_follow_the_target_order():
     assert torch.allclose(soft, lexicon_rows(lex, SRC, TGT, tau=1.0).dense())  # soft rows have no ties to break
 
 
-def test_target_orders_are_the_references_vocabularies():
+def test_tie_orders_are_the_references_vocabularies():
     examples = [Example(("b", "a"), ("B", "A")), Example(("c",), ("X", "A", "A"))]
-    assert target_order(examples, "alphabetical") is None
-    assert target_order(examples, "first_seen") == ["b", "a", "B", "A", "c", "X"]  # source, then target
-    assert target_order(examples, "frequent") == ["A", "B", "X"]  # by count, first seen first among equals
+    assert tie_order(examples, "alphabetical") is None
+    assert tie_order(examples, "first_seen") == ["b", "a", "B", "A", "c", "X"]  # source, then target
+    assert tie_order(examples, "frequent") == ["A", "B", "X"]  # by count, first seen first among equals
     with pytest.raises(ConfigError, match="model.head.ties"):
-        target_order(examples, "random")
+        tie_order(examples, "random")
 
 
 def test_first_seen_ties_give_cogs_pmi_its_frequent_nouns(shared_data):
@@ -93,7 +93,7 @@ def test_first_seen_ties_give_cogs_pmi_its_frequent_nouns(shared_data):
     words = ["girl", "table", "house", "boy"]
     best = lambda L: [tgt.itos[int(L[src.stoi[w], :-1].argmax())] for w in words]  # noqa: E731
     assert best(lexicon_rows(lex, src, tgt).dense()) == ["17", "backyard", "cobra", "17"]
-    assert best(lexicon_rows(lex, src, tgt, target_order=target_order(train, "first_seen")).dense()) == words
+    assert best(lexicon_rows(lex, src, tgt, target_order=tie_order(train, "first_seen")).dense()) == words
 
 
 def test_soft_rows_are_softmax_of_scores_over_tau():

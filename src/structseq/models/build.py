@@ -23,7 +23,7 @@ from structseq.lexicon import LEARNERS, Lexicon
 from structseq.lexicon import learn as learn_lexicon
 from structseq.models.heads import GATES, INITS, CopyHead, LexicalHead, SoftmaxHead, shared_token_map
 from structseq.models.dangle import AdaptiveKeyEncoder, RDangleSeq2Seq, ValueEncoder
-from structseq.models.lexical import LexiconRows, lexicon_rows, target_order
+from structseq.models.lexical import LexiconRows, lexicon_rows, tie_order
 from structseq.models.lstm import LSTMSeq2Seq
 from structseq.models.transformer import TransformerDecoder, TransformerEncoder, TransformerSeq2Seq
 from structseq.nn.layers import DecoderLayer, EncoderLayer, TokenEmbedding
@@ -67,7 +67,7 @@ def build_lexical_head(cfg: LexicalHeadConfig, d_model: int, src_vocab: Vocab, t
         rows = LexiconRows.uniform(len(src_vocab), len(tgt_vocab))
     else:
         lexicon = resolve_lexicon(cfg, train_examples) if train_examples is not None else None
-        order = target_order(train_examples, cfg.ties) if train_examples is not None else None
+        order = tie_order(train_examples, cfg.ties) if train_examples is not None else None
         rows = lexicon_rows(lexicon, src_vocab, tgt_vocab, cfg.tau, cfg.mutual_exclusivity, order)
     return LexicalHead(d_model, len(tgt_vocab), rows, gate=cfg.gate, learn=cfg.init in ("learned", "uniform"),
                        dropout=cfg.dropout)

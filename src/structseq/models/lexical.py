@@ -77,7 +77,7 @@ class LexiconRows:
         return out.scatter_add(1, self.index, self.weight)
 
 
-def target_order(examples: Iterable, rule: str) -> list[str] | None:
+def tie_order(examples: Iterable, rule: str) -> list[str] | None:
     """Tokens in the order a hard row's ties are broken by: None for "alphabetical"; "first_seen" reads each
     training pair source then target (the reference's COGS vocabulary; on SCAN, whose sides share no token,
     its target vocabulary); "frequent" ranks targets by count, first seen first among equals (its Tatoeba
