@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -492,6 +494,24 @@ def test_cogs_errors_tells_a_missed_word_from_a_structural_error(tmp_path, capsy
     _load("cogs_errors").main([str(run), "--data-root", str(tmp_path / "data")])
     row = capsys.readouterr().out.splitlines()[-1]
     assert row == "| `run` | 3 | 2 | 1 (50.0%) | `hippo` (1; 1) |"
+
+
+def test_cogs_errors_exposure_counts_gen_sentences_that_need_a_word_seen_once(tmp_path, capsys):
+    cogs = tmp_path / "data" / "cogs"
+    cogs.mkdir(parents=True)
+    cogs.joinpath("train.tsv").write_text(
+        "A hippo ran .\thippo ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
+        "A dog ran .\tdog ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
+        "A dog slept .\tdog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tin_distribution\n")
+    cogs.joinpath("gen.tsv").write_text(
+        "A hippo slept .\thippo ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tlexical\n"   # hippo, sleep: once
+        "A dog ran .\tdog ( x _ 1 ) AND run . theme ( x _ 2 , x _ 1 )\tstructural\n"       # dog, run: twice
+        "A cat ran .\tcat ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tstructural\n")      # cat: never
+    _load("cogs_errors").main(["--exposure", "--data-root", str(tmp_path / "data")])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert rows == ["| `lexical` | 1 | 1 (100%) |", "| `structural` | 2 | 1 (50%) |", "| all | 3 | 2 (66.7%) |"]
+    with pytest.raises(SystemExit):  # neither runs nor --exposure
+        _load("cogs_errors").main(["--data-root", str(tmp_path / "data")])
 
 
 def test_cogs_errors_names_the_source_words_the_lexicon_translates_to_a_missed_word(tmp_path, monkeypatch):
