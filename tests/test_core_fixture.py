@@ -11,6 +11,12 @@ from structseq.nn.dropout import torch_masks
 
 EXPECTED = json.loads(FIXTURE.read_text())
 
+#: Attention key biases get a zero gradient in exact arithmetic (a softmax over keys ignores the constant q.b that
+#: a key bias adds to every logit of a query), so what they hold after training is rounding noise that Adam scales
+#: up to lr-sized steps: it differs between CPUs by far more than 1e-4 and changes no output (greedy, beam and
+#: teacher-forced scores are still compared below).
+ROUNDING_ONLY = ("k_proj.bias",)
+
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_same_seed_same_numbers(name):
@@ -24,8 +30,9 @@ def test_same_seed_same_numbers(name):
     want = EXPECTED[name]
     if got["params"] != want["params"]:  # not bit-exact: only another CPU's rounding is acceptable
         assert set(got["param_sums"]) == set(want["param_sums"])
-        for key, (s, n) in want["param_sums"].items():
-            assert got["param_sums"][key] == pytest.approx([s, n], rel=1e-4, abs=1e-5), key
+        off = [key for key, (s, n) in want["param_sums"].items() if not key.endswith(ROUNDING_ONLY)
+               and got["param_sums"][key] != pytest.approx([s, n], rel=1e-4, abs=1e-5)]
+        assert not off, off
     assert got["greedy"] == want["greedy"]
     assert got["beam3"] == want["beam3"]
     assert got["teacher_forced_sum"] == pytest.approx(want["teacher_forced_sum"], rel=1e-6, abs=1e-6)
