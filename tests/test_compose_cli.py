@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from structseq.compose import cli
+from structseq.cli import compose as cli
 from structseq.compose.select import read_degree_tsv
 from test_compose_select import toy_corpus
 from test_compose_uncertainty import FakeRun
@@ -126,7 +126,7 @@ def test_name_split_specs_read_from_the_data_root_option(tmp_path):
     from typer.testing import CliRunner
 
     from structseq.compose import corpus
-    from structseq.compose.cli import app
+    from structseq.cli.compose import app
 
     (tmp_path / "cogs").mkdir()
     (tmp_path / "cogs" / "train.tsv").write_text("zorp blick\tX\tin_distribution\n" * 3)

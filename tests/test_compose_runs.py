@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from structseq.api import load_run, train
 from structseq.compose import MEASURES, read_uncertainty_tsv, score_ensemble
-from structseq.compose import cli
+from structseq.cli import compose as cli
 from structseq.config import Config, TransformerConfig
 
 

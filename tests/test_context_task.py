@@ -379,7 +379,7 @@ def test_backward_perplexity_under_a_reverse_run(tmp_path):
 def test_contrastive_command_scores_the_real_discevalmt_files(tmp_path, shared_data):
     """What a user with an en-fr model runs: every pair of the real files is scored, per phenomenon, with the
     side of the context the split gives (here a toy run whose vocabulary maps most French words to <unk>)."""
-    from structseq.context_cli import contrastive
+    from structseq.cli.context import contrastive
     from structseq.train.loop import train
 
     train(_cfg(tmp_path), tmp_path / "run", show_progress=False)

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from structseq.lexicon import Lexicon
-from structseq.lexicon.cli import app
+from structseq.cli.lexicon import app
 
 runner = CliRunner()
 COLORS = [("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW"), ("lug fep", "BLUE BLUE BLUE"),

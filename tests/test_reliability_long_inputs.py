@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from structseq.compose import cli as compose_cli
+from structseq.cli import compose as compose_cli
 from structseq.compose.degree import NgramDictionary, score_pool
 from structseq.lexicon import learn
 from structseq.lexicon.corpus import MAX_LENGTH, Corpus

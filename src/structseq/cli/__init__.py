@@ -11,16 +11,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from structseq.cli import compose, context, lexicon
+from structseq.cli.options import Checkpoint, DataRoot
 from structseq.errors import StructseqError
 
 app = typer.Typer(help="structseq: structure-aware sequence transduction.", no_args_is_help=True,
                   context_settings={"help_option_names": ["-h", "--help"]}, pretty_exceptions_enable=False)
 data_app = typer.Typer(help="List and inspect the named datasets.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
+app.add_typer(lexicon.app, name="lexicon")
+app.add_typer(compose.app, name="compose")
+app.add_typer(context.app, name="context")
 console = Console()
-
-DataRoot = typer.Option(None, "--data-root", envvar="STRUCTSEQ_DATA",
-                        help="folder with the benchmark data [default: ../shared/data]")
 
 
 @data_app.command("list")
@@ -134,7 +136,7 @@ def evaluate(
     split: Optional[str] = typer.Option(None, "--split", help="split name, file, or NAME:SPLIT of any registered dataset "
                                                       "(e.g. cognition:cg-test) [default: the config's test split]"),
     beam: Optional[int] = typer.Option(None, "--beam", help="beam size [default: config]"),
-    checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="best | last [default: train.eval_checkpoint]"),
+    checkpoint: Optional[str] = Checkpoint,
     bleu_tokenize: Optional[str] = typer.Option(None, "--bleu-tokenize", help="sacrebleu tokenizer (13a, zh, none...)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object with every metric"),
     data_root: Optional[Path] = DataRoot,
@@ -187,7 +189,7 @@ def print_metrics(m: dict) -> None:
 
 @app.command()
 def predict(run_dir: Path, beam: Optional[int] = typer.Option(None, "--beam"),
-            checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="best | last [default: config]")):
+            checkpoint: Optional[str] = Checkpoint):
     """Read input lines on stdin (the task's format: a source; `source<TAB>context` for context-aware models;
     words for a tagger), write one output line each to stdout. Input must be UTF-8; an invalid byte, a reserved
     token (<pad> <s> </s> <unk>) or a line longer than data.max_length is an error naming <stdin>:LINE."""
@@ -209,29 +211,9 @@ def demo(out: Path = typer.Option(Path("runs/demo"), "--out", "-o"), steps: Opti
     run_demo(out, steps=steps)
 
 
-def _mount_optional():
-    """Sub-applications from the capability packages."""
-    import importlib
-
-    for name, module in (("lexicon", "structseq.lexicon.cli"), ("compose", "structseq.compose.cli"),
-                         ("context", "structseq.context_cli")):
-        try:
-            app.add_typer(importlib.import_module(module).app, name=name)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-
-
-_mount_optional()
-
-
 def main() -> None:
     try:
         app()
     except StructseqError as e:
         Console(stderr=True).print(f"[bold red]error:[/] {e}")
         raise SystemExit(2) from None
-
-
-if __name__ == "__main__":
-    main()

@@ -27,6 +27,7 @@ from structseq.compose.select import (
 )
 from structseq.compose.stats import get_tagger, table2_stats
 from structseq.compose.uncertainty import MEASURES, load_ensemble, score_ensemble
+from structseq.cli.options import DataRoot
 from structseq.errors import ConfigError, DataError, StructseqError
 
 app = typer.Typer(
@@ -37,11 +38,10 @@ err = Console(stderr=True)
 
 
 @app.callback()
-def _options(data_root: Annotated[Optional[Path], typer.Option(
-        "--data-root", envvar="STRUCTSEQ_DATA",
-        help="Folder that NAME:SPLIT specs read from [default: ../shared/data]; give it before the command.")] = None
-             ) -> None:
+def _options(data_root: Optional[Path] = DataRoot) -> None:
+    """NAME:SPLIT specs read from --data-root (give it before the command)."""
     use_data_root(data_root)
+
 
 TrainOpt = Annotated[list[Path], typer.Option("--train", help="Training sentences, one per line, or NAME:SPLIT of a registered dataset (repeat to concatenate).")]
 MinCountOpt = Annotated[int, typer.Option(help="A word seen fewer times than this in train is OOV.")]
@@ -294,6 +294,3 @@ def plot(
         err.print(f"degree {r['degree_min']:.3f}-{r['degree_max']:.3f}  n={r['examples']}  {r['a']:.3f} - {r['b']:.3f} = {r['difference']:+.3f}")
     err.print(f"wrote {output}")
 
-
-if __name__ == "__main__":  # `python -m structseq.compose.cli ...` before the app is mounted as `structseq compose`
-    app()

@@ -1,5 +1,5 @@
 """`structseq context ...`: contrastive evaluation, backward perplexity, context use and the attention
-statistics of Wang et al. 2019 (Table 9). A thin layer over `structseq.metrics.contrastive` and the models."""
+statistics of Wang et al. 2019 (Table 9). A thin layer over `structseq.decode.contrastive` and the models."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Optional
 
 import typer
 
+from structseq.cli.options import Checkpoint, DataRoot
+
 app = typer.Typer(help="Context-aware models: contrastive accuracy, backward perplexity, context use, attention "
                        "statistics (Wang et al. 2019).", no_args_is_help=True, add_completion=False)
-DataRoot = typer.Option(None, "--data-root", envvar="STRUCTSEQ_DATA", help="benchmark data folder")
 
 
 def _print(obj: dict) -> None:
@@ -24,7 +25,7 @@ def contrastive(run_dir: Path, split: str, checkpoint: str | None = None, data_r
     """Contrastive accuracy (per phenomenon, ties wrong) of a run on a contrastive split (e.g.
     `discevalmt-anaphora:test-tgtctx`, or a TSV with source, target, context, category and contrast columns)."""
     from structseq.api import load_run
-    from structseq.metrics.contrastive import score_contrastive
+    from structseq.decode.contrastive import score_contrastive
 
     run = load_run(run_dir, checkpoint)
     dataset, name, examples = run.load_split(split, data_root)
@@ -38,7 +39,7 @@ def contrastive(run_dir: Path, split: str, checkpoint: str | None = None, data_r
 
 @app.command("contrastive")
 def contrastive_cmd(run_dir: Path, split: str = typer.Option(..., "--split"),
-                    checkpoint: Optional[str] = typer.Option(None, "--checkpoint"), data_root: Optional[Path] = DataRoot,
+                    checkpoint: Optional[str] = Checkpoint, data_root: Optional[Path] = DataRoot,
                     batch_size: int = typer.Option(32, "--batch-size", help="pairs scored at once"),
                     context_side: Optional[str] = typer.Option(
                         None, "--context-side", help="source or target: which side the split's contexts come from, "
@@ -66,10 +67,10 @@ def _read_predictions(path: Path, columns: tuple[str, ...]) -> list[dict]:
 @app.command("backward-ppl")
 def backward_ppl_cmd(reverse_run: Path, predictions: Path = typer.Argument(..., help="predictions TSV of "
                                                                                        "`structseq evaluate`"),
-                     checkpoint: Optional[str] = typer.Option(None, "--checkpoint")):
+                     checkpoint: Optional[str] = Checkpoint):
     """Perplexity of the sources given the generations under a reverse run (task.reverse: true)."""
     from structseq.api import load_run
-    from structseq.metrics.contrastive import backward_perplexity
+    from structseq.decode.contrastive import backward_perplexity
 
     rows = _read_predictions(predictions, ("source", "hypothesis"))
     run = load_run(reverse_run, checkpoint)
@@ -81,7 +82,7 @@ def backward_ppl_cmd(reverse_run: Path, predictions: Path = typer.Argument(..., 
 def context_use_cmd(predictions: Path, tagger: str = typer.Option(
         "textblob", "--tagger", help="textblob, or MODULE:FUNCTION (token lists -> Penn tag lists)")):
     """Share of the context's nouns found in the reference that the hypothesis also contains."""
-    from structseq.metrics.contrastive import context_use
+    from structseq.decode.contrastive import context_use
 
     rows = _read_predictions(predictions, ("context", "reference", "hypothesis"))
     _print({"predictions": str(predictions), "context_use": context_use(
@@ -126,6 +127,6 @@ def attention_cmd(run_dir: Path, split: str = typer.Option(..., "--split"),
                   layer: Optional[int] = typer.Option(None, "--layer", help="one encoder layer (1-based) "
                                                       "[default: every layer, averaged]"),
                   limit: int = typer.Option(200, "-n", help="examples"),
-                  checkpoint: Optional[str] = typer.Option(None, "--checkpoint"), data_root: Optional[Path] = DataRoot):
+                  checkpoint: Optional[str] = Checkpoint, data_root: Optional[Path] = DataRoot):
     """The paper's Table 9 encoder attention statistics of a sequential run (alpha S->C, C->S, window)."""
     _print(attention_statistics(run_dir, split, window, limit, checkpoint, data_root, layer))

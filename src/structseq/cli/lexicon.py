@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 
+from structseq.cli.options import DataRoot
 from structseq.errors import ConfigError, StructseqError
 
 #: Sources printed by `learn` without -o.
@@ -31,8 +32,7 @@ def learn(
                                             "text, or SRC,TGT parallel files."),
     method: str = typer.Option("simple", "--method", "-m", help="simple, pmi, ibm1, ibm2 or bayesian."),
     split: str = typer.Option("train", help="Split of a named dataset."),
-    data_root: Optional[Path] = typer.Option(None, help="Benchmark data folder (default: $STRUCTSEQ_DATA, "
-                                                        "then ../shared/data)."),
+    data_root: Optional[Path] = DataRoot,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the lexicon JSON here; "
                                                                        "without it, print a table."),
     epsilon: Optional[int] = typer.Option(None, help="simple: drop targets of more than this many sources "
