@@ -34,7 +34,7 @@ def measure(variant: str, ctx_len: int, args) -> dict:
     from structseq.data.vocab import Vocab
     from structseq.decode.search import greedy
     from structseq.models.context import SEP
-    from structseq.models.registry import build_model
+    from structseq.models import build_model
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

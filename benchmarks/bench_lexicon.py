@@ -52,7 +52,7 @@ def _status_kb(field: str) -> int:
 def child(method: str, dataset: str) -> None:
     """Run one learner once in this (fresh) process and print a JSON line."""
     from structseq.data.registry import load_dataset
-    from structseq.lexicon import LEARNERS
+    from structseq.registry import LEARNERS
 
     examples = load_dataset(dataset, split="train")
     base = _status_kb("VmRSS")
@@ -65,7 +65,7 @@ def child(method: str, dataset: str) -> None:
 
 
 def run_learners(repeats: int) -> list[dict]:
-    from structseq.lexicon import LEARNERS
+    from structseq.registry import LEARNERS
 
     rows = []
     for dataset in DATASETS:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))  # the test oracles (tests/oracles)
 CONFIGS = ["configs/scan-jump/lstm-cpu.yaml", "configs/scan-jump/lstm-cpu-short.yaml",
            "configs/scan-around-right/lstm-cpu.yaml", "configs/cogs/lstm-cpu-short.yaml",
            "configs/cogs/lstm-cpu.yaml", "configs/tatoeba-en-zh/lstm-cpu-short.yaml", "configs/scan-jump/lstm.yaml"]
@@ -50,7 +51,7 @@ def _trainer(config: str, out: str, overrides: list[str]):
 
 
 def _use(model, impl: str):
-    from structseq.models.lstm_reference import LSTMSeq2SeqReference
+    from oracles.lstm_reference import LSTMSeq2SeqReference
 
     if impl == "reference":
         model.__class__ = LSTMSeq2SeqReference

@@ -35,7 +35,7 @@ def peak_rss_mb() -> float:
 
 def build(config: str, device, train):
     from structseq.config import load_config
-    from structseq.models.registry import build_model
+    from structseq.models import build_model
     from structseq.tasks import get_task
 
     cfg = load_config(ROOT / config)

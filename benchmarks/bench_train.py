@@ -82,7 +82,7 @@ def _count_flops(trainer) -> tuple[int, int, float]:
     from torch.utils.flop_counter import FlopCounterMode
 
     from structseq.data.vocab import Vocab
-    from structseq.train.optim import label_smoothed_nll
+    from structseq.nn.loss import label_smoothed_nll
 
     p = trainer.progress
     saved = (p.epoch, p.batch_in_epoch)

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from structseq.api import load_run, train
 from structseq.compose import MEASURES, read_uncertainty_tsv, score_ensemble
 from structseq.cli import compose as cli
-from structseq.config import Config, TransformerConfig
+from structseq.config import Config
+from structseq.models.transformer import TransformerConfig
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from structseq.data.example import Example
 from structseq.data.readers import read_tsv
 from structseq.data.registry import datasets
 from structseq.errors import DataError, StructseqError
-from structseq.metrics.contrastive import contrastive_accuracy
+from structseq.decode.contrastive import contrastive_accuracy
 from structseq.tasks import get_task
 
 
@@ -298,7 +298,7 @@ def test_two_phase_from_a_sentence_level_model(tmp_path, decoder, capsys):
 
 def test_contrastive_scoring_of_a_run(tmp_path):
     from structseq import api
-    from structseq.metrics.contrastive import score_contrastive
+    from structseq.decode.contrastive import score_contrastive
 
     from structseq.train.loop import train
 
@@ -316,8 +316,8 @@ VARIANTS = ["sequential", "concatenate", "alternate", "interleave", "doc-nmt"]
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_each_variant_learns_the_training_distribution(variant):
     """A small model fits 32 ctx-commands examples (short contexts) within 150 full-batch updates."""
-    from structseq.models.registry import build_model
-    from structseq.train.optim import label_smoothed_nll
+    from structseq.models import build_model
+    from structseq.nn.loss import label_smoothed_nll
 
     torch.set_num_threads(1)
     train = commands_split("train", size=32, lengths=(8, 20), seed=5)
@@ -353,7 +353,7 @@ def test_contrastive_pairs_from_the_embedded_task():
 
 
 def test_context_use_with_a_pluggable_tagger():
-    from structseq.metrics.contrastive import context_use
+    from structseq.decode.contrastive import context_use
 
     def nouns_are_capitalised(sentences):
         return [["NN" if w[:1].isupper() else "X" for w in s] for s in sentences]
@@ -364,7 +364,7 @@ def test_context_use_with_a_pluggable_tagger():
 
 def test_backward_perplexity_under_a_reverse_run(tmp_path):
     from structseq import api
-    from structseq.metrics.contrastive import backward_perplexity
+    from structseq.decode.contrastive import backward_perplexity
     from structseq.train.loop import train
 
     train(_cfg(tmp_path, task={"reverse": True}), tmp_path / "rev", show_progress=False)

@@ -8,8 +8,8 @@ from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
 from structseq.decode.search import beam_search, max_lengths, sequence_log_prob
 from structseq.errors import ConfigError
-from structseq.models.registry import build_model
-from structseq.models.dangle_reference import batch_copy_log_probs, per_step_log_probs
+from structseq.models import build_model
+from oracles.dangle_reference import batch_copy_log_probs, per_step_log_probs
 from structseq.nn.layers import EncoderLayer
 
 VOCAB = Vocab.build([list("abcdefgh")])

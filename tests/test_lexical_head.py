@@ -6,15 +6,16 @@ import pytest
 import torch
 
 from structseq import api
-from structseq.config import HeadConfig, config_from_dict
+from structseq.config import config_from_dict
+from structseq.models.heads import LexicalHeadConfig as HeadConfig
 from structseq.data.batching import collate
 from structseq.data.example import Example
 from structseq.data.registry import load_dataset
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.lexicon import Lexicon, learn
-from structseq.models.build import build_head
-from structseq.models.registry import build_model
+from structseq.models.heads import build_head
+from structseq.models import build_model
 from structseq.models.heads import CopyHead, LexicalHead, shared_token_map
 from structseq.models.lexical import LexiconRows, lexicon_rows, rows_to_lexicon, tie_order
 from structseq.train.loop import Trainer
@@ -199,15 +200,15 @@ def test_log_probs_stay_finite_where_the_lexicon_gives_no_mass():
 
 
 def test_config_errors_name_the_key(tmp_path):
-    with pytest.raises(ConfigError, match="model.head.init"):
-        build_head(HeadConfig(type="lexical", init="fixed"), 8, SRC, TGT)
+    with pytest.raises(ConfigError, match="model.head.init"):  # choices: checked by the schema, once
+        config_from_dict({"model": {"arch": "lstm", "head": {"type": "lexical", "init": "fixed"}}})
     with pytest.raises(ConfigError, match="model.head.tau"):
         build_head(HeadConfig(type="lexical", init="soft"), 8, SRC, TGT)
     with pytest.raises(ConfigError, match="model.head.tau"):
         build_head(HeadConfig(type="lexical", init="frozen", tau=0.1), 8, SRC, TGT)
     with pytest.raises(ConfigError, match="model.head.gate"):
-        build_head(HeadConfig(type="copy", gate="sigmoid"), 8, SRC, TGT)
-    with pytest.raises(ConfigError, match="neither a lexicon file nor a method"):
+        config_from_dict({"model": {"arch": "lstm", "head": {"type": "copy", "gate": "sigmoid"}}})
+    with pytest.raises(ConfigError, match="neither a lexicon file nor a learner"):
         build_head(HeadConfig(type="lexical", lexicon=str(tmp_path / "missing.json")), 8, SRC, TGT, EXAMPLES)
     with pytest.raises(ConfigError, match="lexicon_settings' must be a mapping"):
         config_from_dict({"model": {"arch": "lstm", "head": {"type": "lexical", "lexicon_settings": 3}}})
@@ -340,7 +341,7 @@ def test_both_gates_see_the_dropped_out_features(gate):
 def test_mutual_exclusivity_is_the_default_of_a_lexical_head_built_from_a_config():
     """A config that does not mention `mutual_exclusivity` gets it: a source word without an entry and
     without a same-string output spreads over the outputs no row maps to (the paper's ME rule)."""
-    from structseq.config import LexicalHeadConfig
+    from structseq.models.heads import LexicalHeadConfig
 
     assert LexicalHeadConfig().mutual_exclusivity is True
     train = [Example(("a",), ("A",)), Example(("b",), ("B",))]

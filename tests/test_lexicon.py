@@ -10,7 +10,8 @@ import pytest
 
 from structseq.data.example import Example
 from structseq.errors import ConfigError, DataError
-from structseq.lexicon import LEARNERS, Lexicon, format_table, learn, lexicon_matrix, plot_lexicon, pmi, simple
+from structseq.registry import LEARNERS
+from structseq.lexicon import Lexicon, format_table, learn, lexicon_matrix, plot_lexicon, pmi, simple
 from structseq.lexicon.corpus import Corpus, as_pairs
 from structseq.paths import data_root
 

@@ -8,9 +8,9 @@ import torch
 
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
-from structseq.models.lstm_reference import LSTMSeq2SeqReference
-from structseq.models.registry import build_model
-from structseq.train.optim import label_smoothed_nll
+from oracles.lstm_reference import LSTMSeq2SeqReference
+from structseq.models import build_model
+from structseq.nn.loss import label_smoothed_nll
 
 VOCAB = Vocab.build([list("abcdefgh")])
 TVOCAB = Vocab.build([list("abxyz")])

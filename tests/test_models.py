@@ -7,7 +7,7 @@ import torch
 
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
-from structseq.models.registry import build_model
+from structseq.models import build_model
 from structseq.models.heads import CopyHead, shared_token_map
 from structseq.nn.attention import MultiheadAttention, RelativePositionBias
 

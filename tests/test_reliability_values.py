@@ -96,9 +96,9 @@ def test_every_limit_is_declared_next_to_its_field():
     import dataclasses
     import typing
 
-    from structseq.config import HEAD_CONFIGS, Config, schemas
+    from structseq.config import Config, schemas
 
-    classes = {*schemas("model").values(), *HEAD_CONFIGS.values()}
+    classes = {*schemas("model").values(), *schemas("head").values()}
     classes |= {typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config) if "choose" not in f.metadata}
     classes = {c for c in classes if c.__module__ == "structseq.config"}  # schemas in other modules: their own tests
     checked_elsewhere = {"arch", "type", "lexicon", "valid_metric"}  # the registries, a learner or file, the task

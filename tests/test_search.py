@@ -163,7 +163,7 @@ def test_context_models_keep_both_memories_in_place():
 
 
 def test_lazy_kv_cache_equals_eager_reordering():
-    from structseq.models.base import map_state
+    from structseq.state import map_state
     from structseq.nn.attention import KVCache
 
     g = torch.Generator().manual_seed(0)
@@ -184,7 +184,7 @@ def test_lazy_kv_cache_equals_eager_reordering():
 def test_kv_cache_appends_in_place_and_never_overwrites_a_branch():
     """Unchanged rows: the next step is written into spare capacity (same buffer); extending the same cache a
     second time (another continuation) copies instead of overwriting the first continuation's step."""
-    from structseq.models.base import map_state
+    from structseq.state import map_state
     from structseq.nn.attention import KVCache
 
     g = torch.Generator().manual_seed(0)
@@ -204,7 +204,7 @@ def test_kv_cache_appends_in_place_and_never_overwrites_a_branch():
 def test_handed_over_caches_recycle_buffers_and_equal_eager_reordering():
     """Owned reorders (beam search's): the gather of step 3 writes into the buffer step 1's gather left behind,
     and every step's logical cache equals eager reordering of a plain tensor; a shrink reuses the larger buffer."""
-    from structseq.models.base import map_state
+    from structseq.state import map_state
     from structseq.nn.attention import KVCache
 
     g = torch.Generator().manual_seed(0)
@@ -224,7 +224,7 @@ def test_handed_over_caches_recycle_buffers_and_equal_eager_reordering():
 def test_beam_search_with_recycled_caches_equals_fresh_buffers(monkeypatch):
     """The same search with buffer recycling switched off (no state handed over) gives the same n-best lists."""
     import structseq.decode.search as search
-    from structseq.models.base import map_state
+    from structseq.state import map_state
 
     model = make(VARIANTS["transformer-pre-relative"]).eval()
     src, _ = batch()

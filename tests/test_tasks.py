@@ -15,8 +15,9 @@ from structseq.data.example import Example
 from structseq.data.registry import datasets
 from structseq.data.vocab import Vocab
 from structseq.decode import search
-from structseq.models.registry import build_model
-from structseq.tasks import TASKS, get_task
+from structseq.models import build_model
+from structseq.registry import TASKS
+from structseq.tasks import get_task
 
 TINY = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 16, "encoder_layers": 1, "decoder_layers": 1,
         "dropout": 0.0}
@@ -47,9 +48,12 @@ def test_bleu_tokenizer_is_declared_by_the_dataset_or_the_config():
 
 
 def test_every_task_is_registered_with_its_options():
+    from structseq.registry import ARCHS
+
     for name, cls in TASKS.items():
         assert cls.name == name
-        assert config_from_dict({"task": name}).task.type == name
+        arch = next(a for a, entry in ARCHS.items() if name in entry.tasks)
+        assert config_from_dict({"task": name, "model": arch}).task.type == name
 
 
 def test_architecture_must_serve_the_task():

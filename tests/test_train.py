@@ -14,7 +14,8 @@ from structseq.data.example import Example
 from structseq.errors import ConfigError, StructseqError
 from structseq.train.checkpoint import load_checkpoint, save_atomic, save_checkpoint
 from structseq.train.loop import Trainer
-from structseq.train.optim import label_smoothed_nll, lr_multiplier
+from structseq.nn.loss import label_smoothed_nll
+from structseq.train.optim import lr_multiplier
 
 
 def toy_tsv(tmp_path, n=60):
@@ -240,7 +241,7 @@ def test_inference_caches_never_outlive_an_update(arch):
     """Derived weights cached for decoding (fused q/k/v, the LSTM loop's arranged weights) are rebuilt after a
     fused optimiser step, which changes parameters in place without bumping their versions."""
     from structseq.data.vocab import Vocab
-    from structseq.models.registry import build_model
+    from structseq.models import build_model
 
     vocab = Vocab.build([list("abcdef")])
     model_cfg = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1,

@@ -12,6 +12,8 @@ import gzip
 import io
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from structseq.errors import DataError
@@ -75,6 +77,21 @@ class CheckedText:
         self.close()
 
 
+_READS: ContextVar[list[Path] | None] = ContextVar("structseq_reads", default=None)
+
+
+@contextmanager
+def recording_reads() -> Iterator[list[Path]]:
+    """Inside this block, each file `open_checked` opens is added (once) to the list it yields: the files a
+    computation read (a training run records their content hashes)."""
+    files: list[Path] = []
+    token = _READS.set(files)
+    try:
+        yield files
+    finally:
+        _READS.reset(token)
+
+
 def open_checked(path: str | Path, newline: str | None = None) -> CheckedText:
     """Open a UTF-8 text file (`.gz` decompressed); missing files and folders are DataErrors."""
     path = Path(path)
@@ -82,6 +99,9 @@ def open_checked(path: str | Path, newline: str | None = None) -> CheckedText:
         raise DataError("is a directory, expected a file", path)
     if not path.is_file():
         raise DataError("file not found", path)
+    reads = _READS.get()
+    if reads is not None and path not in reads:
+        reads.append(path)
     try:
         if path.suffix == ".gz":
             handle = gzip.open(path, "rt", encoding="utf-8", errors="surrogateescape", newline=newline)
@@ -111,3 +131,11 @@ def stdin_lines(stream=None, where: str = "<stdin>") -> Iterator[str]:
     finally:
         if wrapper is not None:
             wrapper.detach()  # leave sys.stdin usable
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line without its line end) of a checked text file (`open_checked`: UTF-8,
+    `.gz` read transparently, problems named by file and line), CRLF tolerated."""
+    with open_checked(path) as f:
+        for n, line in enumerate(f, 1):
+            yield n, line.rstrip("\r\n")

@@ -11,15 +11,15 @@ Penn Treebank tags): it ships its data inside the PyPI wheel, so it works offlin
 from __future__ import annotations
 
 from array import array
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from structseq.data.postag import Tagger, get_tagger, textblob_tagger  # noqa: F401  (compose stats tag with them)
 from structseq.compose.degree import Encoded, NgramDictionary, score_pool
-from structseq.errors import ConfigError, DataError, StructseqError
+from structseq.errors import ConfigError, DataError
 
 #: A POS tagger: token lists in, tag lists of the same lengths out.
-Tagger = Callable[[Sequence[Sequence[str]]], list[list[str]]]
 
 
 def _encode_joint(corpora: Sequence[Sequence[Sequence[str]]]) -> tuple[list[Encoded], int]:
@@ -64,43 +64,6 @@ def novel_ngrams(train: Sequence[Sequence[str]], test: Sequence[Sequence[str]], 
     train_keys, test_keys = _ngram_keys([train_enc, test_enc], radix, n)
     unique_test = np.unique(test_keys)
     return int((~np.isin(unique_test, train_keys)).sum())
-
-
-def textblob_tagger() -> Tagger:
-    """TextBlob's offline English tagger (Penn tags) over pre-tokenised sentences."""
-    try:
-        from textblob.en import parser
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise StructseqError("POS statistics need TextBlob: pip install textblob") from error
-
-    def tag(sentences: Sequence[Sequence[str]]) -> list[list[str]]:
-        return [[pair[1] for pair in parser.find_tags(list(tokens))] if tokens else [] for tokens in sentences]
-
-    return tag
-
-
-TAGGERS: dict[str, Callable[[], Tagger]] = {"textblob": textblob_tagger}
-
-
-def get_tagger(name: str | None) -> Tagger | None:
-    """A tagger by name, or a user's as `MODULE:FUNCTION` (a callable: token lists -> Penn tag lists);
-    None or "none" disables POS statistics."""
-    if name is None or name == "none":
-        return None
-    if ":" in name:
-        import importlib
-
-        module, _, attr = name.partition(":")
-        try:
-            tagger = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as e:
-            raise ConfigError(f"tagger {name!r}: cannot import it ({e})") from None
-        if not callable(tagger):
-            raise ConfigError(f"tagger {name!r} is not callable")
-        return tagger
-    if name not in TAGGERS:
-        raise ConfigError(f"unknown tagger {name!r}; choose one of: none, {', '.join(TAGGERS)}, or MODULE:FUNCTION")
-    return TAGGERS[name]()
 
 
 def _tag(tagger: Tagger, sentences: list[list[str]], what: str) -> list[list[str]]:

@@ -34,7 +34,7 @@ class Batch(dict):
 
     def to(self, device) -> "Batch":
         """The same batch with every tensor on `device` (nested lists/dicts of tensors too)."""
-        from structseq.models.base import map_state
+        from structseq.state import map_state
 
         return Batch(map_state(dict(self), lambda t: t.to(device)), self.index, self.num_tokens)
 

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from structseq.data.example import Example
 from structseq.data.limits import admit
 from structseq.errors import DataError
-from structseq.textio import open_checked
-
-
-def open_text(path: str | Path):
-    """Open a UTF-8 text file, transparently gunzipping `.gz`; a missing file, a folder and a line that is
-    not UTF-8 are DataErrors naming the file (and line); a byte-order mark is dropped."""
-    return open_checked(path)
-
-
-def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line without its line end), CRLF tolerated."""
-    with open_text(path) as f:
-        for n, line in enumerate(f, 1):
-            yield n, line.rstrip("\r\n")
+from structseq.textio import iter_lines, open_checked
 
 
 def _checked(path, n, columns: dict[str, str], required: Sequence[str] = ("source", "target")) -> Example:
@@ -102,7 +89,7 @@ def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Ex
     spec = str(spec)
     if "," in spec and not Path(spec).exists():
         src, tgt, *rest = spec.split(",")
-        with open_text(src) as f:
+        with open_checked(src) as f:
             documents = f.readline().strip() == "<d>"
         if rest and not documents:
             raise DataError(f"'{spec}': a third field (previous sentences of context) needs document files that "
@@ -114,7 +101,7 @@ def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Ex
 
             return read_documents(src, tgt, int(rest[0]) if rest else 2)
         return read_parallel(src, tgt)
-    with open_text(spec) as f:
+    with open_checked(spec) as f:
         first = f.readline()
     if first.startswith("IN: "):
         from structseq.data.scan import read_scan_file

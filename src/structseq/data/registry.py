@@ -8,44 +8,15 @@ Every entry is a `Dataset` with a loader `(split, data_root) -> list[Example]`. 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+from structseq.data.dataset import Dataset
 from structseq.data.example import Example
 from structseq.data.readers import read_file, read_parallel, read_tsv
 from structseq.errors import DataError
 from structseq.paths import data_root as resolve_root
-
-
-@dataclass(frozen=True)
-class Dataset:
-    name: str
-    description: str
-    splits: tuple[str, ...]
-    loader: Callable[[str, Path], list[Example]]
-    source: str  # "generated" (no files needed) or "files"
-    note: str = ""
-    files: dict[str, tuple[str, ...]] = field(default_factory=dict)  # split -> relative paths
-    bleu_tokenize: str = "13a"  # the sacrebleu tokenizer its targets need (zh for Chinese)
-    #: splits whose pairs are pooled as references of equal sources in the report's `pooled_bleu` (the lexicon
-    #: paper's Tatoeba BLEU); the first is the training split that defines its 1-shot items
-    pooled_references: tuple[str, ...] = ()
-    #: sizes known without loading (generated splits), so that listing datasets need not generate them
-    sizes: dict[str, int] = field(default_factory=dict)
-
-    def load(self, split: str, root: Path) -> list[Example]:
-        if split not in self.splits:
-            raise DataError(f"dataset '{self.name}' has no split '{split}'; splits: {', '.join(self.splits)}"
-                            + (f" ({self.note})" if self.note else ""))
-        for rel in self.files.get(split, ()):
-            if not (root / rel).exists():
-                raise DataError(
-                    f"missing file {root / rel} for {self.name}/{split}. Point --data-root or "
-                    f"${'STRUCTSEQ_DATA'} at a folder holding it; provenance and download locations "
-                    f"are in SOURCES.md of the shared data ({self.note or 'see README'})")
-        return self.loader(split, root)
 
 
 def _scan(name: str, split: str, root: Path) -> list[Example]:
@@ -104,12 +75,13 @@ def _build() -> dict[str, Dataset]:
         "tatoeba-en-zh", "Tatoeba English-Chinese, tokenised (Akyürek & Andreas 2021)", ("train", "dev", "test"),
         _tatoeba, "files", note="ekinakyurek/lexical TRANSLATE/",
         files={s: (f"tatoeba_en_zh/{s}.tsv",) for s in ("train", "dev", "test")}, bleu_tokenize="zh",
-        pooled_references=("train", "dev", "test"))
+        pooled_references=("train", "dev", "test"), metrics=("pooled_bleu",))
     table["cognition"] = Dataset(
         "cognition", "CoGnition en-zh compositional MT (Li et al. 2021)", ("valid", "test", "cg-test"), _cognition,
         "files", note="no train set: the 196k-pair training data (yafuly/CoGnition data/train.*) is not in the shared data",
         files={"valid": ("cognition/valid.en", "cognition/valid.zh"), "test": ("cognition/test.en", "cognition/test.zh"),
-               "cg-test": ("cognition/cg-test/cg-test.en", "cognition/cg-test/cg-test.zh")}, bleu_tokenize="zh")
+               "cg-test": ("cognition/cg-test/cg-test.en", "cognition/cg-test/cg-test.zh")}, bleu_tokenize="zh",
+        metrics=("cognition_bleu", "cter"))
     table["react"] = Dataset(
         "react", "ReaCT de-en compositional test sets (Zheng & Lapata 2023)", ("valid", "test", "cg-test"), _react,
         "files", note="no train set: the IWSLT14 training part (mswellhao/Dangle ReaCT_data) is not in the shared data",

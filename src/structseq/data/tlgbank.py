@@ -19,7 +19,7 @@ from pathlib import Path
 
 from structseq.data.categories import CategoryError, parse_category
 from structseq.data.example import Example
-from structseq.data.readers import iter_lines
+from structseq.textio import iter_lines, open_checked
 from structseq.errors import DataError
 
 TLGBANK_LIGHT = "tlgbank_light/maxentdata.txt"
@@ -88,9 +88,7 @@ def sniff(first_line: str) -> str | None:
 
 
 def read_supertag_file(path: str | Path) -> list[Example]:
-    from structseq.data.readers import open_text
-
-    with open_text(path) as f:
+    with open_checked(path) as f:
         first = f.readline()
     return read_auto(path) if sniff(first) == "auto" else read_tagged(path)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -57,6 +57,9 @@ class Vocab:
 
     def to_list(self) -> list[str]:
         return list(self.itos)
+
+
+Vocabs = Mapping[str, "Vocab"]  # vocabularies by name ("src", "tgt", "words", ...), as checkpoints hold them
 
 
 class NamedVocabs:

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 
+from structseq.data.postag import Tagger
 from structseq.errors import ConfigError
 from structseq.metrics.base import Score, signature
 
@@ -96,14 +97,13 @@ def backward_perplexity(reverse_run, sources: Sequence[str], generations: Sequen
                  signature("backward_ppl", reverse=str(reverse_run.run_dir), units="model-tokens+eos", n=n), len(examples))
 
 
-Tagger = Callable[[Sequence[Sequence[str]]], list[list[str]]]
 
 
 def context_use(contexts: Sequence[str], references: Sequence[str], hypotheses: Sequence[str],
                 tagger: str | Tagger = "textblob") -> Score:
     """Share of the context's nouns present in the gold target that the generation also contains
     (lower-cased word types; nouns: Penn tags NN*)."""
-    from structseq.compose.stats import get_tagger
+    from structseq.data.postag import get_tagger
 
     tag = get_tagger(tagger) if isinstance(tagger, str) else tagger
     if tag is None:

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from structseq.data.vocab import Vocab
-from structseq.models.base import map_state
+from structseq.state import map_state
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Lexicon learners of Akyürek & Andreas (2021): token-level source -> target translation rules.
 
-`LEARNERS[name](pairs, **settings) -> Lexicon`; pairs are `Example`s or (source, target) token sequences.
+Each learner registers itself (`@register_learner(NAME)`, `structseq.registry.LEARNERS`):
+`learner(pairs, **settings) -> Lexicon`; pairs are `Example`s or (source, target) token sequences.
 """
 
 from __future__ import annotations
@@ -8,26 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from structseq.errors import ConfigError
+from structseq.registry import LEARNERS
 from structseq.lexicon.bayesian import bayesian
 from structseq.lexicon.ibm import ibm1, ibm2
 from structseq.lexicon.lexicon import Lexicon
 from structseq.lexicon.pmi import pmi
 from structseq.lexicon.simple import simple
 
-LEARNERS: dict[str, Callable[..., Lexicon]] = {
-    "simple": simple,
-    "pmi": pmi,
-    "ibm1": ibm1,
-    "ibm2": ibm2,
-    "bayesian": bayesian,
-}
-
-
 def get_learner(name: str) -> Callable[..., Lexicon]:
     """The learner registered under `name`; an unknown name lists the choices."""
     if name not in LEARNERS:
         raise ConfigError(f"unknown lexicon method '{name}'; choices: {', '.join(LEARNERS)}")
-    return LEARNERS[name]
+    return LEARNERS.get(name)
 
 
 def learn(data: Iterable, method: str = "simple", **settings) -> Lexicon:

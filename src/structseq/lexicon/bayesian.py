@@ -50,6 +50,7 @@ import numpy as np
 from structseq.errors import ConfigError
 from structseq.lexicon.corpus import Corpus, product_index
 from structseq.lexicon.lexicon import Lexicon, from_arrays
+from structseq.registry import register_learner
 
 
 class MHSampler:
@@ -223,6 +224,7 @@ class MHSampler:
         return freq, taken
 
 
+@register_learner("bayesian")
 def bayesian(data: Iterable, alpha: float = 2.0, gamma: float = 0.95, kappa: float = 0.1, burn_in: int = 1000,
              thin: int = 10, samples: int = 100, runs: int = 5, seed: int = 0) -> Lexicon:
     """Posterior entry frequencies of the Frank et al. (2007) lexicon model, pooled over `runs` chains."""

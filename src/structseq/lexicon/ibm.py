@@ -34,6 +34,7 @@ import numpy as np
 from structseq.errors import ConfigError
 from structseq.lexicon.corpus import DENSE_LIMIT, Corpus, count_keys
 from structseq.lexicon.lexicon import Lexicon, from_arrays
+from structseq.registry import register_learner
 
 SYMMETRISATIONS = ("intersect", "union", "forward", "reverse")
 
@@ -225,6 +226,7 @@ def _ibm(data: Iterable, method: str, symmetrisation: str, **opts) -> Lexicon:
                        method, settings)
 
 
+@register_learner("ibm1")
 def ibm1(data: Iterable, iterations: int = 5, symmetrisation: str = "intersect",
          variational_bayes: bool = False, vb_alpha: float = 0.01) -> Lexicon:
     """IBM Model 1 with a NULL word (= `fast_align` without `-d`, the setting behind the paper's numbers)."""
@@ -232,6 +234,7 @@ def ibm1(data: Iterable, iterations: int = 5, symmetrisation: str = "intersect",
                 variational_bayes=variational_bayes, vb_alpha=vb_alpha)
 
 
+@register_learner("ibm2")
 def ibm2(data: Iterable, iterations: int = 5, symmetrisation: str = "intersect", tension: float = 4.0,
          optimize_tension: bool = True, null_prob: float = 0.08, variational_bayes: bool = False,
          vb_alpha: float = 0.01) -> Lexicon:

@@ -14,8 +14,10 @@ import numpy as np
 from structseq.errors import ConfigError
 from structseq.lexicon.corpus import Corpus
 from structseq.lexicon.lexicon import Lexicon, from_arrays
+from structseq.registry import register_learner
 
 
+@register_learner("pmi")
 def pmi(data: Iterable, top_k: int | None = None) -> Lexicon:
     """PMI of every co-occurring pair; `top_k` keeps only each source's k best targets (smaller files)."""
     if top_k is not None and top_k < 1:

@@ -23,10 +23,12 @@ import numpy as np
 from structseq.errors import ConfigError
 from structseq.lexicon.corpus import Corpus
 from structseq.lexicon.lexicon import Lexicon, from_arrays
+from structseq.registry import register_learner
 
 RULES = ("reference", "paper")
 
 
+@register_learner("simple")
 def simple(data: Iterable, epsilon: int = 3, rule: str = "reference") -> Lexicon:
     """High-precision lexicon: sufficient, frequency-capped, necessity-preferring token pairs."""
     if rule not in RULES:

@@ -1,5 +1,6 @@
-"""Model families (one file each), output heads, builders and the architecture registry."""
+"""Model families (one file each, schema and builder beside the model), output heads, and the model
+contract (`structseq.models.base`). Each family registers itself with `@register_arch`."""
 
-from structseq.models.base import Autoregressive, map_state
+from structseq.models.base import Autoregressive, Model, build_model
 
-__all__ = ["Autoregressive", "map_state"]
+__all__ = ["Autoregressive", "Model", "build_model"]

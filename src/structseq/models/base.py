@@ -18,36 +18,53 @@ copies them only when sentences leave the batch, not at every step.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
+
+from structseq.data.vocab import Vocabs
+from structseq.errors import ConfigError
+from structseq.registry import ARCHS
+
 
 State = dict[str, Any]
 Inputs = Mapping[str, Tensor]
 
 
-def map_state(state: Any, fn: Callable[[Tensor], Tensor], owned: bool = False) -> Any:
-    """Apply `fn` (a selection of batch rows, e.g. `lambda t: t.index_select(0, idx)`) to every tensor in a nested
-    state; an object with `map_rows` applies it itself. `owned`: the caller hands `state` over and never reads
-    it again, so its buffers may be reused (beam search; see `KVCache`)."""
-    if hasattr(state, "map_rows"):
-        return state.map_rows(fn, owned)
-    if isinstance(state, Tensor):
-        return fn(state)
-    if isinstance(state, dict):
-        return {k: map_state(v, fn, owned) for k, v in state.items()}
-    if isinstance(state, (list, tuple)):
-        return type(state)(map_state(v, fn, owned) for v in state)
-    return state
+class Model(nn.Module):
+    """The contract every model meets, with its defaults. A builder returns a `Model` (or an `nn.Module`
+    that has what `check_model` asks for):
+
+    - `width`: the model dimension the Noam schedule scales by (`with_width` sets it);
+    - `autoregressive`: emits sequences through `encode` / `init_state` / `step` (`Autoregressive`);
+    - `param_groups()`: optimiser groups, each may carry an `lr_scale` (default: one group, every trainable
+      parameter; a pretrained encoder gets a smaller factor);
+    - `pretrained_state(state)`: another checkpoint's parameters as this model names them, for
+      `train.init_from` (default: unchanged, so the loader demands the same names and shapes).
+    """
+
+    width: int
+    autoregressive: ClassVar[bool] = False
+
+    def param_groups(self) -> list[dict]:
+        return [{"params": [p for p in self.parameters() if p.requires_grad]}]
+
+    def pretrained_state(self, state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], list[str]]:
+        """Another model's parameters as this model names them, and the names that were filled from other
+        names. By default unchanged: the loader then demands the same names and shapes."""
+        return dict(state), []
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
 
 
-class Autoregressive(nn.Module, abc.ABC):
+class Autoregressive(Model, abc.ABC):
     """A model that emits a sequence one token at a time (teacher-forced in training, incremental in search)."""
 
     pad: int = 0
-    width: int  # the model dimension (set by its builder; the Noam schedule scales by it)
+    autoregressive: ClassVar[bool] = True
     sentence_state: frozenset[str] = frozenset()  # state keys equal across a sentence's hypotheses (see above)
 
     @abc.abstractmethod
@@ -77,13 +94,46 @@ class Autoregressive(nn.Module, abc.ABC):
             out.append(lp)
         return torch.stack(out, 1)
 
-    def pretrained_state(self, state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], list[str]]:
-        """Another model's parameters as this model names them, for phase two of two-phase training
-        (`train.init_from`), and the names that were filled from other names. By default unchanged: the
-        loader then demands the same names and shapes."""
-        return dict(state), []
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+def with_width(model: nn.Module, width: int) -> nn.Module:
+    """Record the model dimension that the Noam schedule scales the learning rate by."""
+    model.width = width
+    return model
 
 
+_DEFAULTS = ("param_groups", "pretrained_state")
+_STEPS = ("encode", "init_state", "step")
+
+
+def check_model(model: Any, arch: str) -> nn.Module:
+    """`model` meets the contract of `Model` (see there), or a ConfigError naming the missing piece and the
+    arch; a plain `nn.Module` gets the defaults of `Model` it lacks."""
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"'model.arch': the builder of '{arch}' returned {type(model).__name__}, not an nn.Module")
+    width = getattr(model, "width", None)
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+        raise ConfigError(f"'model.arch': model '{arch}' has no positive integer `width` (its builder sets it with "
+                          "`with_width(model, d_model)`; the Noam schedule scales by it)")
+    if getattr(model, "autoregressive", False):
+        missing = [m for m in _STEPS if not callable(getattr(model, m, None))]
+        if missing:
+            raise ConfigError(f"'model.arch': model '{arch}' says it is autoregressive but lacks "
+                              f"{', '.join(missing)} (see structseq.models.base.Autoregressive)")
+    for name in _DEFAULTS:
+        if not callable(getattr(model, name, None)):
+            setattr(model, name, getattr(Model, name).__get__(model))
+    if not hasattr(model, "autoregressive"):
+        model.autoregressive = False
+    return model
+
+
+def build_model(cfg, vocabs: Vocabs, train_examples: Sequence | None = None, task: str | None = None) -> nn.Module:
+    """The model for `cfg` (a `model` section), checked against the contract. `train_examples`: needed when the
+    model learns something from the data at build time (e.g. a lexical head's lexicon). `task`: checked
+    against the architecture's tasks."""
+    arch = ARCHS.get(cfg.arch)
+    if task is not None and task not in arch.tasks:
+        serving = [name for name, a in ARCHS.items() if task in a.tasks]
+        raise ConfigError(f"'model.arch': '{cfg.arch}' does not serve task '{task}' (it serves "
+                          f"{', '.join(arch.tasks)}); architectures for '{task}': {', '.join(serving)}")
+    return check_model(arch.build(cfg, vocabs, train_examples), cfg.arch)

@@ -36,29 +36,37 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from structseq.config import TransformerConfig, _f
+from structseq.fields import option
+from structseq.data.limits import MAX_CONTEXT_LENGTH, SEP  # SEP: between S and C (sequential)
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
-from structseq.models.base import Autoregressive, Inputs, State
-from structseq.models.transformer import TransformerDecoder, TransformerEncoder
+from structseq.models.base import Autoregressive, Inputs, State, with_width
+from structseq.models.transformer import (TransformerConfig, TransformerDecoder, TransformerEncoder, decoder_and_head,
+                                          embeddings, final_norm, layer_args)
 from structseq.nn.attention import GaussianWindowBias, MultiheadAttention
-from structseq.nn.layers import Residual
+from structseq.nn.layers import EncoderLayer, Residual
+from structseq.registry import register_arch
 
 DECODERS = ("sequential", "concatenate", "alternate", "interleave", "doc-nmt")
-SEP = "<sep>"  # the source-vocabulary token between S and C in the sequential input
 
 
 @dataclass
 class ContextTransformerConfig(TransformerConfig):
-    arch: str = _f("context-transformer", "context-aware Transformer (Wang et al. 2019)")
-    decoder: str = _f("interleave", "how S and C reach the decoder: sequential (one input S <sep> C) | "
-                                    "concatenate | alternate | interleave | doc-nmt (Zhang et al. 2018)")
-    source_layers: list[int] = _f([1, 2, 5, 6], "interleave: 1-based decoder layers attending to the source")
-    context_layers: list[int] = _f([3, 4], "interleave: 1-based decoder layers attending to the context")
-    context_logit_scale: float = _f(1.0, "focused context attention: factor on the context self-attention logits "
-                                         "(1 / temperature; > 1 is peakier; 1 = off)")
-    context_window: float | None = _f(None, "focused context attention: width of a Gaussian soft local window on "
-                                            "the context self-attention (null = off)")
+    arch: str = option("context-transformer", "context-aware Transformer (Wang et al. 2019)")
+    decoder: str = option("interleave", "how S and C reach the decoder: sequential (one input S <sep> C) | "
+                                        "concatenate | alternate | interleave | doc-nmt (Zhang et al. 2018)",
+                          choices=DECODERS)
+    source_layers: list[int] = option([1, 2, 5, 6], "interleave: 1-based decoder layers attending to the source",
+                                      ge=1)
+    context_layers: list[int] = option([3, 4], "interleave: 1-based decoder layers attending to the context", ge=1)
+    context_logit_scale: float = option(1.0, "focused context attention: factor on the context self-attention logits "
+                                             "(1 / temperature; > 1 is peakier; 1 = off)", gt=0)
+    context_window: float | None = option(None, "focused context attention: width of a Gaussian soft local window on "
+                                                "the context self-attention (null = off)", gt=0)
+    max_context_length: int = option(MAX_CONTEXT_LENGTH, "longest context (tokens, after subwords) the model takes: a longer one "
+                                           "is refused naming its line (training: skipped, see data.too_long) "
+                                           "unless task.max_context_tokens trims it; its self-attention needs "
+                                           "memory growing with the square of this length", ge=1)
 
 
 def join_sequential(src: Tensor, ctx: Tensor, sep: int | None, pad: int = Vocab.pad) -> Tensor:
@@ -271,27 +279,20 @@ def decoder_memories(cfg: ContextTransformerConfig) -> list[tuple[str, ...]]:
     return out
 
 
+@register_arch("context-transformer", config=ContextTransformerConfig, tasks=("context-seq2seq",),
+               attention=True)
 def build_context_transformer(cfg: ContextTransformerConfig, vocabs: Mapping[str, Vocab],
                               train_examples: Sequence | None = None) -> ContextTransformer:
-    from structseq.models.build import _decoder_and_head, _embeddings, _final_norm, _layer_args, with_width
-    from structseq.nn.layers import EncoderLayer
-
-    if cfg.decoder not in DECODERS:
-        raise ConfigError(f"'model.decoder': unknown decoder '{cfg.decoder}'; choices: {', '.join(DECODERS)}")
     focused = cfg.context_logit_scale != 1.0 or cfg.context_window
     if cfg.decoder == "sequential" and focused:
         raise ConfigError("'model.context_logit_scale' / 'model.context_window' focus a separate context encoding; "
                           "the sequential decoder has none (one input S <sep> C)")
-    if cfg.context_logit_scale <= 0:
-        raise ConfigError("'model.context_logit_scale' must be > 0")
-    if cfg.context_window is not None and cfg.context_window <= 0:
-        raise ConfigError("'model.context_window' must be > 0 (or null: off)")
     src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
     sep = src_vocab.stoi.get(SEP)  # task context-seq2seq adds it; without it S's own </s> separates S and C
-    src_embed, tgt_embed = _embeddings(cfg, src_vocab, tgt_vocab)
-    encoder = TransformerEncoder(src_embed, [EncoderLayer(**_layer_args(cfg)) for _ in range(cfg.encoder_layers)],
-                                 _final_norm(cfg))
-    decoder, head = _decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples,
+    src_embed, tgt_embed = embeddings(cfg, src_vocab, tgt_vocab)
+    encoder = TransformerEncoder(src_embed, [EncoderLayer(**layer_args(cfg)) for _ in range(cfg.encoder_layers)],
+                                 final_norm(cfg))
+    decoder, head = decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples,
                                       memories=decoder_memories(cfg))
     source_context = [ContextAttention(cfg.d_model, cfg.n_heads, cfg.dropout, cfg.attention_dropout, cfg.norm_first)
                       for _ in range(cfg.encoder_layers)] if cfg.decoder == "doc-nmt" else None

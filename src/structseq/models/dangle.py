@@ -28,9 +28,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from structseq.models.base import Autoregressive, Inputs, State
-from structseq.models.transformer import TransformerDecoder
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from structseq.errors import ConfigError
+from structseq.fields import option
+from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
+from structseq.models.transformer import (TransformerBlocksConfig, TransformerDecoder, decoder_and_head, embeddings,
+                                          final_norm, layer_args)
 from structseq.nn.layers import EncoderLayer, TokenEmbedding
+from structseq.registry import register_arch
 
 Heads = list[dict[str, tuple[Tensor, Tensor]]]  # per decoder layer: {"source": projected (k, v)}, (R, H, S, dh)
 
@@ -231,3 +238,66 @@ class RDangleSeq2Seq(Autoregressive):
                                             cross_kv=cross, past_kv=state["self_kv"], offset=t, need_weights=need)
         log_probs = self.head(x, attn and attn["source"], state["src"])[:, 0]
         return log_probs, {**state, "prefix": prefix, "step": t + 1, "cross_kv": cross, "self_kv": self_kv}
+
+
+# ---------------------------------------------------------------- schemas and builder
+
+@dataclass
+class DangleConfig(TransformerBlocksConfig):
+    """Dangle (Zheng & Lapata 2022) and R-Dangle_shr (Zheng & Lapata 2023): the source is re-encoded from the
+    decoded prefix, one adaptive encoding for keys and values. The key encoder is k0 + k1 + k2 layers."""
+
+    arch: str = option("dangle", "dangle (= rdangle-shr with interval 1) | rdangle-shr | rdangle-sep")
+    positions: str = option("relative", "relative (the papers' setting) | sinusoidal", choices=("sinusoidal", "relative"))
+    interval: int = option(1, "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1)", ge=0)
+    pre_fusion_layers: int = option(0, "k0: source-only key-encoder layers before fusion (computed once per batch)", ge=0)
+    fusion_layers: int = option(2, "k1: layers over [source; target prefix; end marker], bidirectional", ge=0)
+    post_fusion_layers: int = option(2, "k2: layers over the source positions after fusion", ge=0)
+    chunk_points: int = option(0, "training: re-encoding points computed together in one batched pass (bounds "
+                              "memory and padding; 0 = auto, points covering about 8 target steps)", ge=0)
+    recompute_chunks: bool = option(False, "training: recompute each chunk's activations in the backward pass instead "
+                                       "of storing them (peak memory of one chunk, about a third more compute)")
+
+
+@dataclass
+class RDangleSepConfig(DangleConfig):
+    """R-Dangle_sep: values come from a standard encoder run once, keys are re-encoded."""
+
+    arch: str = option("rdangle-sep", "rdangle-sep (values encoded once, keys re-encoded)")
+    encoder_layers: int = option(2, "depth of the value encoder (a standard encoder run once)", ge=1)
+    share_pre_fusion: bool = option(False, "the k0 pre-fusion layers are the value encoder's bottom layers")
+    share_post_fusion: bool = option(False, "the k2 post-fusion layers are the value encoder's top layers "
+                                        "(the paper's best: value 10, k1 2, k2 8, shared)")
+
+
+@register_arch("dangle", config=DangleConfig, attention=True)
+@register_arch("rdangle-shr", config=DangleConfig, attention=True)
+@register_arch("rdangle-sep", config=RDangleSepConfig, attention=True)
+def build_dangle(cfg: DangleConfig, vocabs: Vocabs, train_examples: Sequence | None = None) -> RDangleSeq2Seq:
+    """dangle / rdangle-shr / rdangle-sep. Dangle is rdangle-shr with interval 1 (same modules, same weights)."""
+    src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
+    separate = isinstance(cfg, RDangleSepConfig)
+    if cfg.arch == "dangle" and cfg.interval != 1:
+        raise ConfigError("'model.interval': dangle re-encodes at every step (interval 1); "
+                          "use arch rdangle-shr for other intervals")
+    if cfg.fusion_layers < 1:
+        raise ConfigError("'model.fusion_layers' must be >= 1: without fusion the prefix never reaches the source")
+    args = layer_args(cfg)
+    src_embed, tgt_embed = embeddings(cfg, src_vocab, tgt_vocab)
+    pre = [EncoderLayer(**args) for _ in range(cfg.pre_fusion_layers)]
+    fusion = [EncoderLayer(**args, segment_relative=True) for _ in range(cfg.fusion_layers)]
+    post = [EncoderLayer(**args) for _ in range(cfg.post_fusion_layers)]
+    value_encoder = None
+    if separate:
+        bottom = pre if cfg.share_pre_fusion else []
+        top = post if cfg.share_post_fusion else []
+        own = cfg.encoder_layers - len(bottom) - len(top)
+        if own < 0:
+            raise ConfigError(f"'model.encoder_layers' = {cfg.encoder_layers} is fewer than the value-encoder layers "
+                              f"shared with the key encoder ({len(bottom)} pre-fusion + {len(top)} post-fusion)")
+        value_encoder = ValueEncoder(bottom + [EncoderLayer(**args) for _ in range(own)] + top, final_norm(cfg),
+                                     skip=len(bottom))
+    key_encoder = AdaptiveKeyEncoder(cfg.d_model, pre, fusion, post, final_norm(cfg))
+    decoder, head = decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
+    return with_width(RDangleSeq2Seq(src_embed, key_encoder, value_encoder, decoder, head, cfg.interval,
+                                     cfg.chunk_points, cfg.recompute_chunks), cfg.d_model)

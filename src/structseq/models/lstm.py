@@ -33,14 +33,22 @@ only the combined vector's own mask reaches the feed, a far weaker penalty on th
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from structseq.models.base import Autoregressive, Inputs, State, map_state
+from structseq.data.limits import MAX_LENGTH
+from structseq.fields import option
+from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
+from structseq.models.heads import build_head, head_option
 from structseq.nn.dropout import dropout, dropout_noise
+from structseq.registry import register_arch
+from structseq.state import map_state
 
 
 # ----------------------------------------------------------------------------------------------- step kernels
@@ -415,3 +423,39 @@ class LSTMSeq2Seq(Autoregressive):
         unsort = order.argsort()
         comb, alpha = torch.stack(combs, 1).index_select(0, unsort), torch.stack(alphas, 1).index_select(0, unsort)
         return self.head(comb, alpha, src)
+
+
+# ---------------------------------------------------------------- schema and builder (`arch: lstm`)
+
+@dataclass
+class LSTMConfig:
+    arch: str = option("lstm", "model family")
+    embed_dim: int = option(512, "embedding width", ge=1)
+    hidden_dim: int = option(512, "LSTM width", ge=1)
+    layers: int = option(2, "LSTM depth (encoder and decoder)", ge=1)
+    dropout: float = option(0.4, "dropout on embeddings, between layers and on the combined vector", ge=0, lt=1)
+    combine_feed: bool = option(False, "combined vector from [embedding; previous combined vector; h; context] "
+                                   "(the reference code of Akyürek & Andreas 2021) instead of [embedding; h; context]")
+    feed_dropout: bool = option(False, "drop the fed-back combined vector as the reference code does: the next step's "
+                                   "input [embedding; feed] with p = dropout, and the head's dropout mask on the "
+                                   "combined vector, shared by the head and the feed (its --highdrop)")
+    combine_activation: str = option("none", "nonlinearity on the combined vector: none (the reference code of "
+                                         "Akyürek & Andreas 2021: with combine_feed a linear feedback) or tanh "
+                                         "(Luong et al. 2015's attentional vector, which bounds the feedback)",
+                                 choices=("none", "tanh"))
+    max_length: int = option(MAX_LENGTH, "longest source or target (tokens) the model takes: longer input is "
+                                         "refused naming its line (training: skipped, see data.too_long)", ge=1)
+    head: Any = head_option()
+
+
+@register_arch("lstm", config=LSTMConfig, attention=True)
+def build_lstm(cfg: LSTMConfig, vocabs: Vocabs, train_examples: Sequence | None = None) -> LSTMSeq2Seq:
+    src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
+    head_cfg, high = cfg.head, 0.0
+    if cfg.feed_dropout:  # the head's dropout becomes the model's mask on the combined vector, shared with the feed
+        head_cfg, high = dataclasses.replace(cfg.head, dropout=0.0), cfg.head.dropout
+    head = build_head(head_cfg, cfg.hidden_dim, src_vocab, tgt_vocab, train_examples)
+    return with_width(LSTMSeq2Seq(len(src_vocab), len(tgt_vocab), head, embed_dim=cfg.embed_dim,
+                                  hidden_dim=cfg.hidden_dim, layers=cfg.layers, dropout=cfg.dropout,
+                                  combine_feed=cfg.combine_feed, feed_dropout=cfg.dropout if cfg.feed_dropout else 0.0,
+                                  high_dropout=high, combine_activation=cfg.combine_activation), cfg.hidden_dim)

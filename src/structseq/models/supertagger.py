@@ -1,8 +1,9 @@
-"""Supertaggers: a token classifier and the constructive tree tagger of Kogkalidis & Moortgat (2023).
+"""Supertaggers: a token classifier and the constructive tree tagger of Kogkalidis & Moortgat (2023); their
+config schemas and registered builders.
 
-Both read a sentence with the same encoder (`WordEncoder`: words + a character CNN + BiLSTM, trained from
-scratch; or `PretrainedEncoder`: a local Hugging Face checkpoint with attention pooling over each word's
-subword pieces) and produce word states h (B, W, d).
+Both read a sentence with the same encoder (`structseq.models.supertag_encoders`: words + a character CNN +
+BiLSTM trained from scratch, or a local Hugging Face checkpoint pooling each word's subword pieces) and
+produce word states h (B, W, d).
 
 `SupertagClassifier`: one softmax over the training set's categories per word (cannot produce unseen ones).
 
@@ -18,8 +19,9 @@ along the path b1..bn from the root to k to a fixed seed vector rho0. One step, 
     feed-forward    SwiGLU, residual, RMSNorm
     prediction      logits of fringe node k of word i = ((W_o h_i) * p(k)) E^T (tied with the symbol table)
 
-The next fringe holds the children of every binary symbol. The only Python loop is over depth (and, in
-k-best search, over log2(fringe width) merge rounds); words and nodes are tensor rows.
+The next fringe holds the children of every binary symbol. The only Python loop is over depth; words and
+nodes are tensor rows. The model gives one depth's step, logits and well-formedness mask; the greedy and
+k-best searches over trees that drive them are in `structseq.decode.tree`.
 """
 
 from __future__ import annotations
@@ -31,31 +33,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from structseq.config import _f
-from structseq.data.categories import BLANK, is_binary, is_unary
+from structseq.data.categories import BLANK, MAX_DEPTH, is_binary, is_unary
 from structseq.data.vocab import Vocab
+from structseq.errors import ConfigError
+from structseq.fields import option
+from structseq.models.base import Model
+from structseq.models.supertag_encoders import SupertagEncoderConfig, build_encoder
 from structseq.nn.dropout import Dropout, dropout
+from structseq.nn.norms import RMSNorm
+from structseq.nn.segment import segment_softmax
+from structseq.nn.swiglu import SwiGLU
+from structseq.registry import register_arch
 
 NEG = -1e9  # a forbidden symbol's logit (finite, so that sums of forbidden scores stay comparable)
 
 
 # ---------------------------------------------------------------- configs
-
-@dataclass
-class SupertagEncoderConfig:
-    pretrained: str | None = _f(None, "a local Hugging Face encoder directory (model + tokenizer); null: train "
-                                      "the word + character BiLSTM encoder from scratch")
-    lr_scale: float = _f(0.1, "learning-rate factor of the pretrained encoder's parameters (paper: 1e-5 / 1e-4)")
-    pooling: str = _f("attention", "pooling of a word's subword pieces: attention | first | mean")
-    word_dim: int = _f(128, "word embedding width (from-scratch encoder)")
-    char_dim: int = _f(32, "character embedding width (0: no character component)")
-    char_filters: int = _f(64, "character CNN filters (width-3 convolution, max over the word)")
-    max_chars: int = _f(24, "characters of a word the CNN reads (the first ones)")
-    hidden: int = _f(128, "BiLSTM width per direction")
-    layers: int = _f(2, "BiLSTM layers")
-    word_dropout: float = _f(0.1, "training: a word id replaced by <unk> with this probability (teaches the "
-                                  "unknown-word path)")
-
 
 def _encoder():
     return field(default_factory=SupertagEncoderConfig, metadata={"help": "the sentence encoder"})
@@ -63,114 +56,34 @@ def _encoder():
 
 @dataclass
 class SupertagClassifierConfig:
-    arch: str = _f("supertag-classifier", "supertag-classifier | supertag-tree")
-    d_model: int = _f(256, "word state width d_w")
-    dropout: float = _f(0.2, "dropout on encoder outputs and inside the decoder")
+    arch: str = option("supertag-classifier", "supertag-classifier | supertag-tree")
+    d_model: int = option(256, "word state width d_w", ge=1)
+    dropout: float = option(0.2, "dropout on encoder outputs and inside the decoder", ge=0.0, lt=1.0)
     encoder: SupertagEncoderConfig = _encoder()
 
 
 @dataclass
 class SupertagTreeConfig(SupertagClassifierConfig):
-    arch: str = _f("supertag-tree", "supertag-classifier | supertag-tree")
-    node_dim: int = _f(128, "node (symbol and path) embedding width d_n")
-    node_heads: int = _f(4, "heads of node feedback")
-    state_heads: int = _f(8, "heads of state feedback")
-    max_distance: int = _f(6, "state feedback: words farther apart than this do not attend to each other")
-    node_feedback: bool = _f(True, "node feedback (false: the paper's -nf ablation)")
-    state_feedback: bool = _f(True, "state feedback (false: the paper's -sf ablation)")
-    edge_dropout: float = _f(0.2, "training: dropout on node-feedback attention coefficients")
-    max_depth: int = _f(8, "decoding: deepest tree level (the root is depth 0); deeper nodes are forced to be leaves")
+    arch: str = option("supertag-tree", "supertag-classifier | supertag-tree")
+    node_dim: int = option(128, "node (symbol and path) embedding width d_n", ge=1)
+    node_heads: int = option(4, "heads of node feedback (they divide d_model)", ge=1)
+    state_heads: int = option(8, "heads of state feedback (they divide d_model)", ge=1)
+    max_distance: int = option(6, "state feedback: words farther apart than this do not attend to each other",
+                               ge=0)
+    node_feedback: bool = option(True, "node feedback (false: the paper's -nf ablation)")
+    state_feedback: bool = option(True, "state feedback (false: the paper's -sf ablation)")
+    edge_dropout: float = option(0.2, "training: dropout on node-feedback attention coefficients", ge=0.0, lt=1.0)
+    max_depth: int = option(8, "decoding: deepest tree level (the root is depth 0); deeper nodes are forced to be "
+                               f"leaves (at most {MAX_DEPTH}, the deepest category read)", ge=0, le=MAX_DEPTH)
+
+    def __post_init__(self):
+        for name, on in (("node_heads", self.node_feedback), ("state_heads", self.state_feedback)):
+            heads = getattr(self, name)
+            if on and isinstance(heads, int) and heads > 0 and self.d_model % heads:
+                raise ConfigError(f"'model.{name}' ({heads}) must divide 'model.d_model' ({self.d_model})")
 
 
-# ---------------------------------------------------------------- encoders
-
-class WordEncoder(nn.Module):
-    """Words + character CNN -> BiLSTM -> d_model. Reads batch["words"] (B, W) and batch["chars"] (B, W, C)."""
-
-    def __init__(self, cfg: SupertagEncoderConfig, n_words: int, n_chars: int, d_model: int, dropout: float):
-        super().__init__()
-        self.cfg = cfg
-        self.words = nn.Embedding(n_words, cfg.word_dim, padding_idx=Vocab.pad)
-        width = cfg.word_dim
-        if cfg.char_dim > 0:
-            self.chars = nn.Embedding(n_chars, cfg.char_dim, padding_idx=Vocab.pad)
-            self.conv = nn.Conv1d(cfg.char_dim, cfg.char_filters, 3, padding=1)
-            width += cfg.char_filters
-        self.lstm = nn.LSTM(width, cfg.hidden, cfg.layers, batch_first=True, bidirectional=True,
-                            dropout=dropout if cfg.layers > 1 else 0.0)
-        self.out = nn.Linear(2 * cfg.hidden, d_model)
-        self.drop = Dropout(dropout)
-
-    def forward(self, batch) -> tuple[Tensor, Tensor]:
-        words = batch["words"]
-        B, W = words.shape
-        mask = words.ne(Vocab.pad)
-        if self.training and self.cfg.word_dropout > 0:
-            drop = torch.rand(words.shape, device=words.device) < self.cfg.word_dropout
-            words = words.masked_fill(drop & mask, Vocab.unk)
-        x = [self.words(words)]
-        if self.cfg.char_dim > 0:
-            c = batch["chars"]  # (B, W, C)
-            C = c.shape[2]
-            e = self.chars(c.view(B * W, C)).transpose(1, 2)  # (BW, dc, C)
-            f = self.conv(e).masked_fill(c.view(B * W, 1, C).eq(Vocab.pad), -1e4).amax(-1)
-            x.append(f.clamp_min(-1.0).view(B, W, -1) * mask[..., None])
-        x = self.drop(torch.cat(x, -1))
-        lengths = mask.sum(1).clamp_min(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        h, _ = self.lstm(packed)
-        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=W)
-        return self.drop(self.out(h)) * mask[..., None], mask
-
-
-class PretrainedEncoder(nn.Module):
-    """A local Hugging Face encoder; a word's state pools its pieces. Reads batch["pieces"] (B, P) and
-    batch["piece_word"] (B, P): the word index of each piece, -1 for special tokens and padding."""
-
-    def __init__(self, cfg: SupertagEncoderConfig, d_model: int, dropout: float):
-        super().__init__()
-        from transformers import AutoModel
-
-        self.cfg = cfg
-        self.model = AutoModel.from_pretrained(cfg.pretrained)
-        width = self.model.config.hidden_size
-        self.score = nn.Linear(width, 1)
-        self.out = nn.Linear(width, d_model)
-        self.drop = Dropout(dropout)
-
-    def forward(self, batch) -> tuple[Tensor, Tensor]:
-        pieces, pw = batch["pieces"], batch["piece_word"]
-        hp = self.model(input_ids=pieces, attention_mask=batch["piece_mask"].long()).last_hidden_state  # (B, P, H)
-        W = batch["word_mask"].shape[1]
-        member = pw[:, None, :].eq(torch.arange(W, device=pw.device)[None, :, None])  # (B, W, P)
-        if self.cfg.pooling == "attention":
-            s = self.score(hp)[..., 0][:, None, :].masked_fill(~member, float("-inf"))
-        elif self.cfg.pooling == "mean":
-            s = torch.zeros_like(member, dtype=hp.dtype).masked_fill(~member, float("-inf"))
-        elif self.cfg.pooling == "first":
-            first = member & (member.cumsum(-1) == 1)
-            s = torch.zeros_like(member, dtype=hp.dtype).masked_fill(~first, float("-inf"))
-        else:
-            raise ValueError(f"unknown pooling {self.cfg.pooling!r}; choices: attention, first, mean")
-        mask = member.any(-1)
-        a = torch.softmax(s.masked_fill(~mask[..., None], 0.0), -1) * mask[..., None]
-        return self.drop(self.out(a @ hp)) * mask[..., None], mask
-
-    def lr_scaled(self) -> list[nn.Parameter]:
-        return list(self.model.parameters())
-
-
-def build_encoder(cfg, vocabs) -> nn.Module:
-    e = cfg.encoder
-    if e.pretrained:
-        return PretrainedEncoder(e, cfg.d_model, cfg.dropout)
-    return WordEncoder(e, len(vocabs["words"]), len(vocabs["chars"]), cfg.d_model, cfg.dropout)
-
-
-class _Tagger(nn.Module):
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
+class _Tagger(Model):
     def param_groups(self) -> list[dict]:
         """Parameter groups for the optimiser: a pretrained encoder's weights get `encoder.lr_scale`."""
         scaled = self.encoder.lr_scaled() if hasattr(self.encoder, "lr_scaled") else []
@@ -232,36 +145,6 @@ class PathEmbedding(nn.Module):
             level = torch.cat([level @ w[0].T, level @ w[1].T], 0)
             rows.append(level)
         return torch.cat(rows, 0)
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-class SwiGLU(nn.Module):
-    def __init__(self, dim: int, dropout: float):
-        super().__init__()
-        hidden = int(8 * dim / 3)
-        self.w1, self.w3, self.w2 = nn.Linear(dim, hidden), nn.Linear(dim, hidden), nn.Linear(hidden, dim)
-        self.drop = Dropout(dropout)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.w2(self.drop(F.silu(self.w1(x)) * self.w3(x)))
-
-
-def segment_softmax(scores: Tensor, segment: Tensor, n: int) -> Tensor:
-    """Softmax of scores (E, H) within each segment id (E,) in [0, n)."""
-    idx = segment[:, None].expand_as(scores)
-    top = torch.full((n, scores.shape[1]), float("-inf"), device=scores.device, dtype=scores.dtype)
-    top = top.scatter_reduce(0, idx, scores, "amax", include_self=True)
-    e = (scores - top[segment]).exp()
-    total = torch.zeros_like(top).index_add_(0, segment, e)
-    return e / total[segment]
 
 
 class NodeFeedback(nn.Module):
@@ -393,136 +276,8 @@ class TreeSupertagger(_Tagger):
             prev, start = (w, self.node_embedding(p, s)), start + n
         return torch.cat(out)
 
-    # ------------------------------------------------------------ greedy decoding
-    @torch.no_grad()
-    def greedy(self, h: Tensor, mask: Tensor, max_depth: int | None = None) -> dict[str, Tensor]:
-        """Greedy well-formed trees of every word: nodes as flat rows word (B*W index), pos, sym, score
-        (log-prob, masked softmax), and `repaired` (M,): the unconstrained argmax was ill-formed there."""
-        D = self.cfg.max_depth if max_depth is None else max_depth
-        table = self.paths.table(D)
-        B, W, _ = h.shape
-        word = mask.reshape(-1).nonzero()[:, 0]
-        pos = torch.ones_like(word)
-        blank_slot = torch.zeros_like(word, dtype=torch.bool)
-        rec = {k: [] for k in ("word", "pos", "sym", "score", "repaired")}
-        prev = None
-        for t in range(D + 1):
-            if word.numel() == 0:
-                break
-            h = self.step(h, mask, prev)
-            logits = self.node_logits(h, word, table[pos])
-            ok = self.allowed(blank_slot, t == D)
-            lp = logits.masked_fill(~ok, NEG).log_softmax(-1)
-            score, sym = lp.max(-1)
-            free = logits.clone()
-            free[:, :4] = NEG
-            for k, v in (("word", word), ("pos", pos), ("sym", sym), ("score", score),
-                         ("repaired", free.argmax(-1).ne(sym))):
-                rec[k].append(v)
-            prev = (word, self.node_embedding(table[pos], sym))
-            binary = self.binary[sym]
-            word = word[binary].repeat_interleave(2)
-            parent = pos[binary]
-            pos = torch.stack([2 * parent, 2 * parent + 1], 1).reshape(-1)
-            blank_slot = torch.stack([torch.zeros_like(parent, dtype=torch.bool), self.unary[sym[binary]]], 1).reshape(-1)
-        return {k: torch.cat(v) for k, v in rec.items()}
 
-    # ------------------------------------------------------------ k-best search
-    @torch.no_grad()
-    def beam(self, h: Tensor, mask: Tensor, k: int, max_depth: int | None = None) -> dict[str, Tensor]:
-        """The k best complete well-formed trees of every word (a tree's score: the sum of its nodes'
-        log-probs), expanding the fringe depth by depth and keeping each word's k best partial trees.
-
-        Lanes: the sentence is copied k times; lane j holds every word's j-th best partial tree, and state
-        feedback runs within a lane (so a word sees its neighbours' j-th hypotheses: an approximation that is
-        exact for k = 1, where this is greedy search). Returns pos/sym (B, W, k, n_nodes) with pos 0 for
-        absent nodes, score (B, W, k) sorted (-inf: fewer than k trees exist)."""
-        D = self.cfg.max_depth if max_depth is None else max_depth
-        table = self.paths.table(D)
-        B, W, d = h.shape
-        L = B * k
-        dev = h.device
-        h = h[:, None].expand(B, k, W, d).reshape(L, W, d)
-        lmask = mask[:, None].expand(B, k, W).reshape(L, W)
-        score = torch.full((B, k, W), float("-inf"), device=dev)
-        score[:, 0] = 0.0
-        score = score.masked_fill(~mask[:, None], 0.0)
-        fpos = lmask.reshape(-1, 1).long()  # (L*W, n): fringe positions, 0 = empty slot
-        fblank = torch.zeros_like(fpos, dtype=torch.bool)
-        hist_pos, hist_sym = [], []
-        prev = None
-        for t in range(D + 1):
-            active = fpos.gt(0)
-            if not active.any():
-                break
-            h = self.step(h, lmask, prev)
-            rows, slots = active.nonzero(as_tuple=True)
-            p = fpos[rows, slots]
-            logits = self.node_logits(h, rows, table[p])
-            lp = logits.masked_fill(~self.allowed(fblank[rows, slots], t == D), NEG).log_softmax(-1)
-            lp = lp.masked_fill(lp < NEG / 2, float("-inf"))
-            n, S = fpos.shape[1], lp.shape[1]
-            dense = torch.full((L * W, n, S), float("-inf"), device=dev)
-            dense[..., 0] = torch.where(active, float("-inf"), 0.0)  # an empty slot: symbol 0, score 0
-            dense[rows, slots] = lp
-            a_score, a_sym = kbest_assignments(dense, k)  # (L*W, k), (L*W, k, n)
-            # candidates per word: k source lanes x k assignments
-            cand = (score.permute(0, 2, 1)[..., None] + a_score.view(B, k, W, k).permute(0, 2, 1, 3))  # (B, W, k, k)
-            best, flat = cand.reshape(B, W, k * k).topk(k, -1)  # (B, W, k)
-            src, choice = flat // k, flat % k  # source lane, assignment
-            score = best.permute(0, 2, 1).contiguous()  # (B, k, W)
-            gather = (torch.arange(B, device=dev)[:, None, None] * k + src) * W + torch.arange(W, device=dev)[None, :, None]
-            gather = gather.permute(0, 2, 1).reshape(-1)  # new row (b, lane, w) <- old row
-            choice = choice.permute(0, 2, 1).reshape(-1)
-            sym = a_sym[gather, choice]  # (L*W, n)
-            pos_t = fpos[gather]
-            hist_pos = [x[gather] for x in hist_pos] + [pos_t]
-            hist_sym = [x[gather] for x in hist_sym] + [sym]
-            h = h.reshape(L * W, d)[gather].view(L, W, d)
-            live = pos_t.gt(0)
-            r2, s2 = live.nonzero(as_tuple=True)
-            prev = (r2, self.node_embedding(table[pos_t[r2, s2]], sym[r2, s2]))
-            binary = live & self.binary[sym]
-            child = torch.stack([2 * pos_t, 2 * pos_t + 1], -1).masked_fill(~binary[..., None], 0).reshape(L * W, -1)
-            cblank = torch.stack([torch.zeros_like(binary), binary & self.unary[sym]], -1).reshape(L * W, -1)
-            order = child.eq(0).to(torch.int8).argsort(dim=1, stable=True)  # compact: live children first
-            width = int(child.gt(0).sum(1).max()) if child.numel() else 0
-            fpos, fblank = child.gather(1, order)[:, :max(width, 1)], cblank.gather(1, order)[:, :max(width, 1)]
-        pos = torch.cat(hist_pos, 1).view(B, k, W, -1).permute(0, 2, 1, 3)
-        sym = torch.cat(hist_sym, 1).view(B, k, W, -1).permute(0, 2, 1, 3)
-        return {"pos": pos, "sym": sym, "score": score.permute(0, 2, 1)}
-
-
-def kbest_assignments(lp: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """The k best joint choices of independent slots: lp (R, n, S) log-probs per slot -> scores (R, k) sorted
-    and symbols (R, k, n). Slots are merged pairwise (log2 n rounds), keeping k best combinations each time."""
-    R, n, S = lp.shape
-    kk = min(k, S)
-    s, i = lp.topk(kk, -1)  # (R, n, kk)
-    if kk < k:
-        s = torch.cat([s, s.new_full((R, n, k - kk), float("-inf"))], -1)
-        i = torch.cat([i, i.new_zeros((R, n, k - kk))], -1)
-    sym = i[..., None]  # (R, g, k, size)
-    while s.shape[1] > 1:
-        g = s.shape[1]
-        if g % 2:  # pad with a neutral slot: one choice of score 0
-            pad_s = s.new_full((R, 1, k), float("-inf"))
-            pad_s[..., 0] = 0.0
-            s = torch.cat([s, pad_s], 1)
-            sym = torch.cat([sym, sym.new_zeros((R, 1, k, sym.shape[-1]))], 1)
-            g += 1
-        a, b = s[:, 0::2], s[:, 1::2]  # (R, g/2, k)
-        comb = (a[..., :, None] + b[..., None, :]).reshape(R, g // 2, k * k)
-        best, flat = comb.topk(k, -1)
-        ia, ib = flat // k, flat % k
-        size = sym.shape[-1]
-        sa = sym[:, 0::2].gather(2, ia[..., None].expand(-1, -1, -1, size))
-        sb = sym[:, 1::2].gather(2, ib[..., None].expand(-1, -1, -1, size))
-        s, sym = best, torch.cat([sa, sb], -1)
-    return s[:, 0], sym[:, 0, :, :n]
-
-
-# ---------------------------------------------------------------- builders (registered in models/registry.py)
+# ---------------------------------------------------------------- builders
 
 def _named(vocabs) -> dict[str, Vocab]:
     """The supertagging vocabularies (words, chars, cat, sym); one that is absent (a generic build, e.g. the
@@ -530,9 +285,11 @@ def _named(vocabs) -> dict[str, Vocab]:
     return {name: vocabs.get(name) or Vocab.build([]) for name in ("words", "chars", "cat", "sym")}
 
 
+@register_arch("supertag-classifier", config=SupertagClassifierConfig, tasks=("supertag",))
 def build_supertag_classifier(cfg, vocabs, train_examples=None) -> nn.Module:
     return SupertagClassifier(cfg, _named(vocabs))
 
 
+@register_arch("supertag-tree", config=SupertagTreeConfig, tasks=("supertag",))
 def build_supertag_tree(cfg, vocabs, train_examples=None) -> nn.Module:
     return TreeSupertagger(cfg, _named(vocabs))

@@ -7,12 +7,20 @@ and the cross-attention (k, v) projected once from the encoder output.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from torch import Tensor, nn
 
-from structseq.models.base import Autoregressive, Inputs, State
+from structseq.data.limits import MAX_LENGTH
+from structseq.data.vocab import Vocab
+from structseq.errors import ConfigError
+from structseq.fields import option
+from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
+from structseq.models.heads import LexicalHead, SoftmaxHead, build_head, head_option
 from structseq.nn.layers import DecoderLayer, EncoderLayer, TokenEmbedding
+from structseq.registry import register_arch
 
 
 class TransformerEncoder(nn.Module):
@@ -101,3 +109,82 @@ class TransformerSeq2Seq(Autoregressive):
                                        need_weights=self.head.needs_attention)
         log_probs = self.head(x, attn and attn["source"], state["src"])[:, 0]
         return log_probs, {**state, "self_kv": new_kv}
+
+
+# ---------------------------------------------------------------- schema and builder (`arch: transformer`)
+
+@dataclass
+class TransformerBlocksConfig:
+    """Keys shared by every model built from Transformer blocks."""
+
+    arch: str = option("transformer", "model family (`structseq config --list` names them)")
+    d_model: int = option(512, "model width", ge=1)
+    n_heads: int = option(4, "attention heads", ge=1)
+    ffn_dim: int = option(1024, "feed-forward inner width", ge=1)
+    decoder_layers: int = option(6, "decoder depth", ge=1)
+    dropout: float = option(0.3, "residual and embedding dropout", ge=0, lt=1)
+    attention_dropout: float = option(0.0, "dropout on attention weights", ge=0, lt=1)
+    activation_dropout: float = option(0.0, "dropout after the FFN activation", ge=0, lt=1)
+    norm_first: bool = option(False, "pre-norm (true) or post-norm (false)")
+    positions: str = option("sinusoidal", "sinusoidal (absolute) | relative (Huang et al. 2020 key+query form)",
+                         choices=("sinusoidal", "relative"))
+    max_relative: int = option(16, "relative positions are clipped to +-(max_relative - 1)", ge=1)
+    share_decoder_embeddings: bool = option(False, "tie the target embedding and the output projection")
+    share_all_embeddings: bool = option(False, "also tie source and target embeddings (needs data.share_vocab)")
+    max_length: int = option(MAX_LENGTH, "longest source or target (tokens) the model takes: longer input is "
+                                         "refused naming its line (training: skipped, see data.too_long); "
+                                         "attention needs memory growing with the square of this length", ge=1)
+    head: Any = head_option()
+
+
+@dataclass
+class TransformerConfig(TransformerBlocksConfig):
+    encoder_layers: int = option(6, "encoder depth", ge=1)
+
+
+def layer_args(cfg: TransformerBlocksConfig) -> dict:
+    """The keyword arguments of an EncoderLayer / DecoderLayer for a Transformer-blocks schema."""
+    return dict(d_model=cfg.d_model, n_heads=cfg.n_heads, ffn_dim=cfg.ffn_dim, dropout=cfg.dropout,
+                attention_dropout=cfg.attention_dropout, activation_dropout=cfg.activation_dropout,
+                norm_first=cfg.norm_first, max_relative=cfg.max_relative if cfg.positions == "relative" else None)
+
+
+def embeddings(cfg: TransformerBlocksConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> tuple[TokenEmbedding, TokenEmbedding]:
+    absolute = cfg.positions == "sinusoidal"
+    src_embed = TokenEmbedding(len(src_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
+    tgt_embed = TokenEmbedding(len(tgt_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
+    if cfg.share_all_embeddings:
+        if src_vocab != tgt_vocab:
+            raise ConfigError("'model.share_all_embeddings' needs one shared vocabulary: set data.share_vocab: true")
+        tgt_embed.embed = src_embed.embed
+    return src_embed, tgt_embed
+
+
+def final_norm(cfg: TransformerBlocksConfig) -> nn.Module | None:
+    return nn.LayerNorm(cfg.d_model) if cfg.norm_first else None
+
+
+def decoder_and_head(cfg: TransformerBlocksConfig, tgt_embed: TokenEmbedding, src_vocab: Vocab, tgt_vocab: Vocab,
+                      train_examples: Sequence | None, memories: Sequence[Sequence[str]] | None = None
+                      ) -> tuple[TransformerDecoder, nn.Module]:
+    """`memories`: per decoder layer, the named memories it cross-attends to (default: the source)."""
+    layers = [DecoderLayer(**layer_args(cfg), **({} if memories is None else {"memories": memories[i]}))
+              for i in range(cfg.decoder_layers)]
+    decoder = TransformerDecoder(tgt_embed, layers, final_norm(cfg))
+    head = build_head(cfg.head, cfg.d_model, src_vocab, tgt_vocab, train_examples)
+    if cfg.share_decoder_embeddings or cfg.share_all_embeddings:
+        write = head.write if isinstance(head, LexicalHead) else head
+        assert isinstance(write, SoftmaxHead)
+        write.proj.weight = tgt_embed.embed.weight
+    return decoder, head
+
+
+@register_arch("transformer", config=TransformerConfig, attention=True)
+def build_transformer(cfg: TransformerConfig, vocabs: Vocabs, train_examples: Sequence | None = None
+                      ) -> TransformerSeq2Seq:
+    src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
+    src_embed, tgt_embed = embeddings(cfg, src_vocab, tgt_vocab)
+    encoder = TransformerEncoder(src_embed, [EncoderLayer(**layer_args(cfg)) for _ in range(cfg.encoder_layers)],
+                                 final_norm(cfg))
+    decoder, head = decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
+    return with_width(TransformerSeq2Seq(encoder, decoder, head), cfg.d_model)

@@ -6,15 +6,14 @@ validation, prediction (decoding) and the metrics. The training loop, `api.Run` 
 `predict`) and the CLI only call these methods, so a new kind of problem is a new `Task` subclass in
 `structseq/tasks/`, a model family and a config, never a fork of the loop or the evaluator.
 
-Models are built from the architecture registry (`structseq.models.registry`); `Task.archs`, when set,
-restricts which architectures the task accepts.
+A task registers its name with `@register_task(NAME)` (`structseq.registry`); models declare the tasks they
+serve when they register (`register_arch(..., tasks=...)`), which the config loader checks.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -22,18 +21,11 @@ from torch import nn
 
 from structseq.data.batching import Batch
 from structseq.data.example import Example
-from structseq.data.vocab import Vocab
-
-Vocabs = dict[str, Vocab]
+from structseq.config import TaskOptions
+from structseq.data.vocab import Vocab, Vocabs
+from structseq.metrics.base import MetricInputs
 #: One example's ids, computed once: named lists of ints (e.g. {"src": [...], "tgt": [...]}).
 Encoded = dict[str, Any]
-
-
-@dataclass
-class TaskOptions:
-    """Keys of the `task` config section shared by every task."""
-
-    type: str = "seq2seq"
 
 
 class Task(abc.ABC):
@@ -41,8 +33,8 @@ class Task(abc.ABC):
     options_class: ClassVar[type] = TaskOptions
     #: early-stopping metrics (train.valid_metric) -> "min" or "max"; `validate` returns `valid_<name>`
     valid_metrics: ClassVar[dict[str, str]] = {"loss": "min"}
-    #: architectures this task accepts (None: any registered one)
-    archs: ClassVar[tuple[str, ...] | None] = None
+    #: the registered metrics (`structseq.registry.METRICS`) its evaluation reports; a dataset adds its own
+    metrics: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, cfg):
         self.cfg = cfg  # the whole Config
@@ -110,10 +102,56 @@ class Task(abc.ABC):
         """One output line of `structseq predict`."""
         return " ".join(prediction)
 
-    @abc.abstractmethod
     def evaluate(self, examples: Sequence[Example], predictions: Sequence[Any], *, dataset: str, split: str,
                  data_root=None) -> dict:
-        """Every metric of this task, each with its signature (JSON-able)."""
+        """Every metric this task and the dataset name (`metric_names`), each with its signature stating its
+        scale, after the task's non-score entries (`report_facts`); JSON-able."""
+        from structseq.metrics.report import compute_metrics
+
+        inputs = self.metric_inputs(examples, predictions, dataset=dataset, split=split, data_root=data_root)
+        return {**self.report_facts(inputs), **compute_metrics(self.metric_names(dataset), inputs)}
+
+    def metric_names(self, dataset: str) -> tuple[str, ...]:
+        """The registered metrics of a report: the task's (`metrics`), then the dataset's (`Dataset.metrics`)."""
+        from structseq.data.registry import datasets
+
+        spec = datasets().get(dataset)
+        return tuple(dict.fromkeys((*self.metrics, *(spec.metrics if spec is not None else ()))))
+
+    def bleu_tokenize(self, dataset: str) -> str:
+        """sacrebleu's tokenizer: `data.bleu_tokenize`, else the dataset's declared one, else 13a."""
+        from structseq.data.registry import datasets
+
+        if self.cfg.data.bleu_tokenize:
+            return self.cfg.data.bleu_tokenize
+        spec = datasets().get(dataset)
+        return spec.bleu_tokenize if spec is not None else "13a"
+
+    @property
+    def tokenized_output(self) -> bool:
+        """Outputs are the data's own whitespace tokens, like its references (sacrebleu need not warn)."""
+        return False
+
+    def metric_inputs(self, examples: Sequence[Example], predictions: Sequence[Any], *, dataset: str, split: str,
+                      data_root=None) -> MetricInputs:
+        """What the metrics read: by default the formatted predictions against the targets' text, the sources,
+        the categories (when any example has one), the meta fields every example carries, and the dataset."""
+        from structseq.data.registry import datasets, load_dataset
+
+        spec = datasets().get(dataset)
+        shared = set.intersection(*(set(e.meta) for e in examples)) if examples else set()
+        return MetricInputs(
+            [self.format_prediction(p) for p in predictions], [e.target_text for e in examples],
+            sources=[e.source for e in examples],
+            categories=[e.category for e in examples] if any(e.category for e in examples) else None,
+            meta={k: [e.meta[k] for e in examples] for k in sorted(shared)}, dataset=dataset, split=split,
+            data_root=data_root, dataset_spec=spec,
+            load_split=(lambda name: load_dataset(dataset, name, data_root)) if spec is not None else None,
+            bleu_tokenize=self.bleu_tokenize(dataset), tokenized=self.tokenized_output)
+
+    def report_facts(self, inputs: MetricInputs) -> dict:
+        """What a report holds besides its metrics (default: the number of examples `n`)."""
+        return {"n": inputs.n}
 
     def prediction_rows(self, examples: Sequence[Example], predictions: Sequence[Any]
                         ) -> tuple[list[str], list[list[str]]]:

@@ -41,14 +41,3 @@ def lr_multiplier(cfg: OptimConfig, model_dim: int, max_steps: int):
         return cosine
     raise ConfigError(f"'optim.schedule': unknown schedule '{cfg.schedule}'; "
                       "choices: constant, noam, inverse_sqrt, cosine")
-
-
-def label_smoothed_nll(log_probs: torch.Tensor, target: torch.Tensor, epsilon: float, pad: int = 0):
-    """Summed (loss, nll) over non-pad targets; loss = (1 - eps) nll + eps * mean_v(-log p_v)."""
-    mask = target.ne(pad)
-    nll = -log_probs.gather(-1, target[..., None])[..., 0]
-    nll = nll.masked_fill(~mask, 0.0).sum()
-    if epsilon == 0.0:
-        return nll, nll
-    smooth = -log_probs.mean(-1).masked_fill(~mask, 0.0).sum()
-    return (1 - epsilon) * nll + epsilon * smooth, nll

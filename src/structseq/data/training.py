@@ -1,0 +1,99 @@
+"""The training data of a config: its train and validation examples, length-limited, and the task's
+vocabularies built from them. Training and evaluation both read it here (evaluation needs the training
+frequencies of some metrics), so neither imports the other."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from structseq.data.example import Example
+from structseq.data.limits import LengthLimit, RESERVED, input_limits, length_limit, over_limit
+from structseq.data.registry import dataset_split, holdout, load_dataset
+from structseq.data.vocab import NamedVocabs, Vocabs
+from structseq.errors import ConfigError, StructseqError
+from structseq.textio import recording_reads
+
+
+@dataclass
+class TrainingData(NamedVocabs):
+    train: list[Example]
+    valid: list[Example]
+    vocabs: Vocabs
+    skipped: int = 0  # examples left out for exceeding data.max_length
+    files: list[Path] = field(default_factory=list)  # the data files read (none for generated splits)
+
+
+def load_split(cfg, split: str, data_root=None) -> list[Example]:
+    """A split of the configured dataset, a file (`data.dataset: files`) or NAME:SPLIT of any dataset."""
+    d = cfg.data
+    return load_dataset(d.dataset if d.dataset != "files" else split, split, data_root, columns=d.columns)
+
+
+def _configured_split(cfg, key: str, data_root) -> list[Example]:
+    """`data.train` or `data.valid`; with `data.dataset: files`, one that names no file is a ConfigError."""
+    spec = getattr(cfg.data, key)
+    if cfg.data.dataset == "files" and not (Path(spec).exists() or "," in spec or dataset_split(spec)):
+        held_out = (f"; null holds out data.valid_fraction ({cfg.data.valid_fraction}) of the training data"
+                    if key == "valid" else "")
+        raise ConfigError(f"'data.{key}': '{spec}' is neither a file nor NAME:SPLIT of a registered dataset "
+                          f"(with data.dataset: files, splits are files){held_out}")
+    return load_split(cfg, spec, data_root)
+
+
+def load_training_data(cfg, task, data_root=None) -> TrainingData:
+    """Train/valid examples and the task's vocabularies built from the training split. Examples longer than
+    the limits of `input_limits` (data.max_length, else the model's) are skipped and counted with a warning
+    (`data.too_long: error`: an error naming the line). `task` checks the examples and builds the
+    vocabularies (`Task.check_examples`, `build_vocabs`); `files` lists the data files read."""
+    d = cfg.data
+    with length_limit(**input_limits(cfg), skip=d.too_long == "skip") as limit, recording_reads() as files:
+        train = _within_limit(_configured_split(cfg, "train", data_root), limit, d.train, d.too_long)
+        if d.max_train_examples:
+            train = train[: d.max_train_examples]
+        if d.valid is None:
+            train, valid = holdout(train, d.valid_fraction, cfg.train.seed)
+        else:
+            valid = _within_limit(_configured_split(cfg, "valid", data_root), limit, d.valid, d.too_long)
+    if limit.skipped:
+        context = (f" or with a context longer than {limit.context_key} {limit.max_context}"
+                   if limit.max_context is not None else "")
+        warnings.warn(f"skipped {len(limit.skipped)} examples longer than {limit.length_key} {limit.max_length} "
+                      f"tokens{context} (first: {limit.skipped[0]})", stacklevel=2)
+    if not train:
+        raise StructseqError(f"no training examples in {d.dataset}/{d.train}"
+                             + (f" ({len(limit.skipped)} longer than {limit.length_key})" if limit.skipped else ""))
+    task.check_examples(train, f"{d.dataset}/{d.train}")
+    task.check_examples(valid, f"{d.dataset}/{d.valid or d.train + ' (held out)'}")
+    vocabs = task.build_vocabs(train)
+    _check_vocabs(vocabs, d.min_freq)
+    return TrainingData(train, valid, vocabs, len(limit.skipped), list(files))
+
+
+def _check_vocabs(vocabs: Vocabs, min_freq: int) -> None:
+    """A vocabulary of special symbols only (every token under `data.min_freq`) is an error; with
+    min_freq > 1, a warning says how many tokens each vocabulary kept."""
+    kept = {name: sum(t not in RESERVED for t in v.itos) for name, v in vocabs.items()}
+    empty = [name for name, n in kept.items() if n == 0]
+    if empty:
+        raise ConfigError(f"'data.min_freq' ({min_freq}): the {', '.join(empty)} vocabulary keeps no token (every "
+                          "token of the training data is rarer), so every input would be <unk>; lower it")
+    if min_freq > 1:
+        warnings.warn(f"data.min_freq {min_freq} kept " + ", ".join(f"{n} {name}" for name, n in kept.items())
+                      + " tokens (the rest read as <unk>)", stacklevel=3)
+
+
+def _within_limit(examples: list[Example], limit: LengthLimit, split: str, too_long: str) -> list[Example]:
+    """The limits again for examples no reader admitted line by line (generated splits)."""
+    kept = []
+    for i, e in enumerate(examples):
+        over = over_limit(e, limit)
+        if over is None:
+            kept.append(e)
+        elif too_long == "skip":
+            limit.skipped.append(f"{split}: example {i + 1}")
+        else:
+            name, n, most, key = over
+            raise StructseqError(f"{split}: example {i + 1}: {name} has {n} tokens, more than {key} {most}")
+    return kept

@@ -1,0 +1,230 @@
+"""Registries: each kind of extension registers where it is defined, with a decorator, and the config
+loader, the trainer and the CLI look names up here (they never import the modules that define them).
+
+    from structseq.registry import register_arch
+
+    @register_arch("gru", config=GRUConfig)
+    def build_gru(cfg, vocabs, train_examples=None): ...
+
+The first lookup imports the built-in packages (`BUILTIN`) and every plugin module named in the
+environment variable STRUCTSEQ_PLUGINS (module names or .py files, separated by commas), so that their
+decorators have run. A name registered twice is an error naming both definitions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import pkgutil
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from structseq.errors import ConfigError, StructseqError
+
+T = TypeVar("T")
+
+#: packages whose modules define the built-in models, heads, tasks, metrics and lexicon learners
+BUILTIN = ("structseq.models", "structseq.tasks", "structseq.metrics", "structseq.lexicon")
+PLUGINS_ENV = "STRUCTSEQ_PLUGINS"
+
+_discovered = False
+
+
+class RegistryError(StructseqError):
+    """A name registered twice, or a registration that breaks its kind's contract."""
+
+
+def _where(obj: Any) -> str:
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    return f"{module}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+
+
+class Registry(Generic[T]):
+    """Names of one kind (`model`, `task`, ...) and what each stands for. `key` is the config key that names
+    them, for error messages (e.g. `model.arch`)."""
+
+    def __init__(self, kind: str, key: str):
+        self.kind, self.key = kind, key
+        self._items: dict[str, T] = {}
+
+    def add(self, name: str, item: T) -> T:
+        if not isinstance(name, str) or not name:
+            raise RegistryError(f"a {self.kind} needs a non-empty name, got {name!r}")
+        if name in self._items:
+            raise RegistryError(f"{self.kind} '{name}' is registered twice: by {_where(self._items[name])} and by "
+                                f"{_where(item)}; choose another name")
+        self._items[name] = item
+        return item
+
+    def remove(self, name: str) -> None:
+        """Forget `name` (tests that register a throw-away extension clean up with this)."""
+        self._items.pop(name, None)
+
+    def get(self, name: str) -> T:
+        """The entry for `name`, or a ConfigError naming the config key and the choices."""
+        discover()
+        if name not in self._items:
+            raise ConfigError(f"'{self.key}': unknown {self.kind} '{name}'; choices: {', '.join(sorted(self._items))}"
+                              f" (a plugin module is loaded from ${PLUGINS_ENV})")
+        return self._items[name]
+
+    __getitem__ = get
+
+    def __contains__(self, name: object) -> bool:
+        discover()
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        discover()
+        return iter(list(self._items))
+
+    def __len__(self) -> int:
+        discover()
+        return len(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        discover()
+        return list(self._items.items())
+
+    def names(self) -> list[str]:
+        return list(self)
+
+
+# ---------------------------------------------------------------- the kinds
+
+@dataclass(frozen=True)
+class Arch:
+    """A model family: its `model` schema, its builder `(config, vocabs, train_examples) -> Model`, the
+    tasks whose batches it reads, and whether it hands attention weights to an output head (copy and
+    lexical heads need them)."""
+
+    name: str
+    config: type
+    build: Callable[..., Any]
+    tasks: tuple[str, ...] = ("seq2seq",)
+    attention: bool = False
+
+
+@dataclass(frozen=True)
+class Head:
+    """An output head: its `model.head` schema, its builder `(config, d_model, src_vocab, tgt_vocab,
+    train_examples) -> nn.Module`, and whether it reads the model's attention weights."""
+
+    name: str
+    config: type
+    build: Callable[..., Any]
+    needs_attention: bool = False
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric: `compute(inputs) -> {score, signature, ...} | None` (None: it does not apply to these
+    inputs), the scale of its score (`fraction` in [0, 1] or `percent` in [0, 100]), and whether higher
+    is better (for checkpoint selection)."""
+
+    name: str
+    compute: Callable[..., Any]
+    scale: str = "fraction"
+    higher_is_better: bool = True
+    doc: str = field(default="", compare=False)
+
+
+ARCHS: Registry[Arch] = Registry("model", "model.arch")
+HEADS: Registry[Head] = Registry("head", "model.head.type")
+TASKS: Registry[type] = Registry("task", "task.type")
+METRICS: Registry[Metric] = Registry("metric", "metric")
+LEARNERS: Registry[Callable[..., Any]] = Registry("lexicon learner", "model.head.lexicon")
+
+
+def register_arch(name: str, *, config: type, tasks: tuple[str, ...] = ("seq2seq",), attention: bool = False):
+    """Decorator of a model builder: `arch: NAME` in a config builds with it."""
+    def deco(build):
+        ARCHS.add(name, Arch(name, config, build, tuple(tasks), attention))
+        return build
+    return deco
+
+
+def register_head(name: str, *, config: type, needs_attention: bool = False):
+    """Decorator of a head builder: `model.head.type: NAME` builds with it."""
+    def deco(build):
+        HEADS.add(name, Head(name, config, build, needs_attention))
+        return build
+    return deco
+
+
+def register_task(name: str):
+    """Class decorator of a `Task` subclass: `task: NAME` picks it."""
+    def deco(cls):
+        cls.name = name
+        TASKS.add(name, cls)
+        return cls
+    return deco
+
+
+SCALES = ("fraction", "percent")
+
+
+def register_metric(name: str, *, scale: str = "fraction", higher_is_better: bool = True):
+    """Decorator of a metric function; tasks and datasets name the metrics they report."""
+    if scale not in SCALES:
+        raise RegistryError(f"metric '{name}': scale must be one of {', '.join(SCALES)}, not {scale!r}")
+
+    def deco(fn):
+        METRICS.add(name, Metric(name, fn, scale, higher_is_better, (fn.__doc__ or "").strip()))
+        return fn
+    return deco
+
+
+def register_learner(name: str):
+    """Decorator of a lexicon learner `(pairs, **settings) -> Lexicon`: `model.head.lexicon: NAME`."""
+    def deco(fn):
+        LEARNERS.add(name, fn)
+        return fn
+    return deco
+
+
+# ---------------------------------------------------------------- discovery
+
+def _import_plugin(spec: str) -> None:
+    if spec.endswith(".py"):
+        path = Path(spec).resolve()
+        name = f"structseq_plugin_{path.stem}_{abs(hash(str(path)))}"
+        if name in sys.modules:
+            return
+        if not path.is_file():
+            raise ConfigError(f"${PLUGINS_ENV}: plugin file not found: {spec}")
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return
+    try:
+        importlib.import_module(spec)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"${PLUGINS_ENV}: cannot import plugin module '{spec}' ({e})") from None
+
+
+def discover() -> None:
+    """Import every module of the built-in packages and the plugins, once, so that their registrations run."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    try:
+        for package in BUILTIN:
+            pkg = importlib.import_module(package)
+            for info in pkgutil.iter_modules(pkg.__path__, package + "."):
+                importlib.import_module(info.name)
+        for spec in filter(None, (s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(","))):
+            _import_plugin(spec)
+    except BaseException:
+        _discovered = False
+        raise

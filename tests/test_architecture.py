@@ -1,0 +1,232 @@
+"""The shape of the package: no import cycles (function-level imports counted), rooms of a bounded size, the
+registries and the model contract, and teacher-forced = incremental for every registered autoregressive
+model (not a hand-written list)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import typing
+from pathlib import Path
+
+import pytest
+import torch
+
+from structseq.config import config_from_dict
+from structseq.data.example import Example
+from structseq.errors import ConfigError
+from structseq.models import build_model
+from structseq.registry import ARCHS, TASKS, Registry, RegistryError, register_arch
+from structseq.tasks import get_task
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "structseq"
+MAX_FILE_LINES = 450
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every structseq module `name` imports, at any depth of its code (function-level imports too)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph` (module -> imported modules), or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in graph:
+        if root in state:
+            continue
+        path, stack = [root], [iter(sorted(graph[root]))]
+        state[root] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph.get(nxt, ()))))
+    return None
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_among_structseq_modules():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    # a package's __init__ runs before its submodules: importing `a.b` also imports `a`
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_no_source_file_or_function_too_long():
+    too_long = []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(SRC.parent)
+        if text.count("\n") > MAX_FILE_LINES:
+            too_long.append(f"{rel}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    too_long.append(f"{rel}:{node.lineno} {node.name}: {n} lines")
+    assert not too_long, "split these (one job each):\n" + "\n".join(too_long)
+
+
+# ---------------------------------------------------------------- registries and the model contract
+
+def test_a_name_registered_twice_is_refused_naming_both():
+    reg = Registry("widget", "x.widget")
+    reg.add("a", len)
+    with pytest.raises(RegistryError, match="widget 'a' is registered twice: by builtins.len and by builtins.max"):
+        reg.add("a", max)
+
+
+def test_unknown_names_list_the_choices():
+    with pytest.raises(ConfigError, match="'model.arch': unknown model 'nosuch'; choices: .*transformer"):
+        config_from_dict({"model": "nosuch"})
+
+
+@dataclasses.dataclass
+class _NoAttentionConfig:
+    arch: str = "no-attention-probe"
+    head: typing.Any = None
+
+
+def test_a_head_that_needs_attention_on_a_model_without_it_fails_at_config_time():
+    from structseq.models.heads import head_option
+
+    @dataclasses.dataclass
+    class Cfg:
+        arch: str = "no-attention-probe"
+        head: typing.Any = head_option()
+
+    register_arch("no-attention-probe", config=Cfg)(lambda cfg, vocabs, train=None: None)
+    try:
+        config_from_dict({"model": {"arch": "no-attention-probe"}})  # a softmax head: fine
+        with pytest.raises(ConfigError, match="'model.head.type': a copy head reads attention weights"):
+            config_from_dict({"model": {"arch": "no-attention-probe", "head": {"type": "copy"}}})
+    finally:
+        ARCHS.remove("no-attention-probe")
+
+
+def test_a_builder_that_breaks_the_contract_is_named_at_build_time():
+    register_arch("widthless-probe", config=_NoAttentionConfig)(lambda cfg, vocabs, train=None: torch.nn.Linear(2, 2))
+    try:
+        cfg = config_from_dict({"model": {"arch": "widthless-probe"}})
+        with pytest.raises(ConfigError, match="'widthless-probe' has no positive integer `width`"):
+            build_model(cfg.model, {})
+    finally:
+        ARCHS.remove("widthless-probe")
+
+
+def test_every_model_has_the_contract_defaults():
+    """`train.init_from` calls `pretrained_state` and the optimiser `param_groups` on every model (the
+    supertaggers once lacked the first: an AttributeError at run time)."""
+    for name, arch in ARCHS.items():
+        cfg = config_from_dict({"task": arch.tasks[0], "model": _tiny(arch)})
+        model = build_model(cfg.model, _vocabs(cfg))
+        state, renamed = model.pretrained_state(model.state_dict())
+        assert set(state) == set(model.state_dict()) and renamed == [], name
+        groups = model.param_groups()
+        assert sum(p.numel() for g in groups for p in g["params"]) == sum(
+            p.numel() for p in model.parameters() if p.requires_grad), name
+
+
+# ---------------------------------------------------------------- every registered autoregressive model
+
+_SMALL = {"d_model": 16, "n_heads": 2, "ffn_dim": 32, "embed_dim": 16, "hidden_dim": 16, "node_dim": 16,
+          "word_dim": 16, "hidden": 16}
+
+
+def _tiny(arch) -> dict:
+    """The arch's schema with widths shrunk, depths at most 2 and dropouts 0 (keys it does not have are skipped)."""
+    fields = {f.name: f for f in dataclasses.fields(arch.config)}
+    out = {"arch": arch.name}
+    for key, field in fields.items():
+        default = field.default
+        if key in _SMALL:
+            out[key] = _SMALL[key]
+        elif key.endswith("layers") and isinstance(default, int) and not isinstance(default, bool):
+            out[key] = min(default, 2) if default else default
+        elif "dropout" in key and isinstance(default, float):
+            out[key] = 0.0
+    if out.get("encoder_layers") is not None and "source_layers" in fields:  # interleave: layers within depth
+        out.update(decoder_layers=2, source_layers=[1], context_layers=[2])
+    return out
+
+
+EXAMPLES = [Example.from_text("a b c d", "x y z x y", context="c d e f g"),
+            Example.from_text("b c", "y y z x x y z", context="a a"),
+            Example.from_text("d a a b c", "z", context="g f e")]
+
+
+def _vocabs(cfg):
+    return get_task(cfg).build_vocabs(EXAMPLES)
+
+
+def _autoregressive_archs() -> list[str]:
+    names = []
+    for name, arch in ARCHS.items():
+        cfg = config_from_dict({"task": arch.tasks[0], "model": _tiny(arch)})
+        if getattr(build_model(cfg.model, _vocabs(cfg)), "autoregressive", False):
+            names.append(name)
+    return names
+
+
+def test_the_list_of_autoregressive_archs_is_complete():
+    assert {"transformer", "lstm", "dangle", "rdangle-shr", "rdangle-sep", "context-transformer"} <= set(
+        _autoregressive_archs())
+    assert TASKS.get("seq2seq").name == "seq2seq"
+
+
+@pytest.mark.parametrize("name", _autoregressive_archs())
+def test_teacher_forced_equals_incremental_for_every_registered_arch(name):
+    torch.manual_seed(0)
+    arch = ARCHS.get(name)
+    cfg = config_from_dict({"task": arch.tasks[0], "model": _tiny(arch)})
+    task = get_task(cfg)
+    vocabs = task.build_vocabs(EXAMPLES)
+    model = build_model(cfg.model, vocabs, EXAMPLES).eval()
+    with torch.no_grad():  # relative tables start at zero: randomise them so the test sees them
+        for pname, p in model.named_parameters():
+            if pname.endswith("table"):
+                p.normal_(0, 0.5)
+    batch = task.batch(EXAMPLES, vocabs)
+    full = model(batch)
+    steps = model.incremental_log_probs(batch)
+    mask = batch["tgt_in"].ne(0)
+    assert torch.allclose(full[mask], steps[mask], atol=1e-5), (full - steps)[mask].abs().max()
