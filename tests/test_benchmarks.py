@@ -1,5 +1,5 @@
 """The benchmarks run end to end at toy sizes and write what their report tables read (not timings: those are
-measured quietly by hand, see README "Performance")."""
+measured quietly by hand, see docs/performance.md)."""
 
 import json
 import subprocess
