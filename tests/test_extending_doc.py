@@ -1,40 +1,86 @@
-"""docs/extending.md is executable: its task, model and config train, evaluate and predict through the
-shared loop, evaluator and API unchanged."""
+"""docs/extending.md is executable: its task, model, head and metric, saved as one plugin file outside the
+package, train, evaluate and predict through the unchanged CLI, and no file of the package is edited."""
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
-from structseq import api
-from structseq.config import config_from_dict
-from structseq.models.registry import ARCHS
-from structseq.tasks import TASKS
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "extending.md"
+PACKAGE = ROOT / "src" / "structseq"
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+SENTENCES = ("the cat sat", "elephants wander", "a big giraffe", "dogs bark loudly", "the quiet afternoon",
+             "birds sing", "a tiny mouse squeaks")
 
 
-def test_the_walkthrough_runs(tmp_path, monkeypatch):
-    text = DOC.read_text()
-    code = "\n".join(re.findall(r"```python\n(.*?)```", text, re.S))
-    config = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", text, re.S)[0])
-    monkeypatch.setattr("structseq.tasks.TASKS", dict(TASKS))
-    monkeypatch.setattr("structseq.models.registry.ARCHS", dict(ARCHS))
-    import structseq.tasks as tasks_module
-    import structseq.models.registry as registry
+def _package_state() -> dict[str, float]:
+    return {str(p): p.stat().st_mtime_ns for p in PACKAGE.rglob("*.py")}
 
-    namespace = {}
-    exec(compile(code, str(DOC), "exec"), namespace)  # registers into the (copied) registries
-    assert "word-tag" in tasks_module.TASKS and "word-tagger" in registry.ARCHS
+
+def _cli(args, env, cwd):
+    return subprocess.run([sys.executable, "-m", "structseq.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def walkthrough(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("extending")
+    text = DOC.read_text(encoding="utf-8")
+    plugin = tmp / "wordtag.py"
+    plugin.write_text("\n".join(re.findall(r"```python\n(.*?)```", text, re.S)), encoding="utf-8")
     rows = ["source\ttarget"] + [f"{s}\t{' '.join('long' if len(w) > 4 else 'short' for w in s.split())}"
-                                 for s in ("the cat sat", "elephants wander", "a big giraffe", "dogs bark loudly",
-                                           "the quiet afternoon", "birds sing", "a tiny mouse squeaks")]
-    data = tmp_path / "words.tsv"
-    data.write_text("\n".join(rows) + "\n")
-    config["data"].update(train=str(data), valid=str(data), test=str(data))
+                                 for s in SENTENCES]
+    (tmp / "words.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    config = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", text, re.S)[0])
     config["train"].update(threads=1, log_every=50)
-    api.train(config_from_dict(config), tmp_path / "run", show_progress=False)
-    run = api.load_run(tmp_path / "run")
-    assert run.task.name == "word-tag"
-    assert run.evaluate(str(data))["accuracy"]["score"] == 1.0
-    assert run.predict(["the elephants"]) == ["short long"]
+    (tmp / "wordtag.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    env = {**os.environ, "STRUCTSEQ_PLUGINS": str(plugin), "PYTHONPATH": str(ROOT / "src")}
+    before = _package_state()
+    train = _cli(["train", "wordtag.yaml", "-o", "run", "-q"], env, tmp)
+    assert train.returncode == 0, train.stderr
+    return tmp, env, before
+
+
+def test_the_plugin_trains_evaluates_and_predicts(walkthrough):
+    tmp, env, _ = walkthrough
+    evaluation = _cli(["evaluate", "run", "--split", "words.tsv", "--json"], env, tmp)
+    assert evaluation.returncode == 0, evaluation.stderr
+    report = json.loads(evaluation.stdout)
+    assert report["task"] == "word-tag"
+    assert report["tag_accuracy"]["score"] == 1.0
+    assert report["tag_accuracy"]["signature"].endswith("|scale:fraction")
+    assert report["exact_match"]["score"] == 1.0
+    table = _cli(["evaluate", "run", "--split", "words.tsv"], env, tmp)
+    assert "tag_accuracy" in table.stdout  # the CLI renders a metric it has never heard of
+    predicted = subprocess.run([sys.executable, "-m", "structseq.cli", "predict", "run"], input="the elephants\n",
+                               capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
+    assert predicted.returncode == 0, predicted.stderr
+    assert predicted.stdout.split("\n")[0] == "short long"
+
+
+def test_the_head_and_the_model_contract_are_checked_when_the_config_loads(walkthrough):
+    tmp, env, _ = walkthrough
+    config = yaml.safe_load((tmp / "wordtag.yaml").read_text())
+    config["model"]["head"] = {"type": "copy"}  # reads attention, which the word tagger does not give
+    (tmp / "copy.yaml").write_text(yaml.safe_dump(config))
+    out = _cli(["train", "copy.yaml", "-o", "copy-run"], env, tmp)
+    assert out.returncode != 0
+    assert "'model.head.type': a copy head reads attention weights" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_without_the_plugin_the_names_are_unknown(walkthrough):
+    tmp, env, _ = walkthrough
+    out = _cli(["train", "wordtag.yaml", "-o", "other"], {**env, "STRUCTSEQ_PLUGINS": ""}, tmp)
+    assert out.returncode != 0 and "unknown task 'word-tag'" in out.stderr and "STRUCTSEQ_PLUGINS" in out.stderr
+
+
+def test_no_file_of_the_package_was_edited(walkthrough):
+    _, _, before = walkthrough
+    assert _package_state() == before

@@ -168,15 +168,15 @@ def test_training_steps_do_not_keep_graphs(name, monkeypatch):
     import gc
     import weakref
 
-    from structseq.models import lstm
+    from structseq.nn import step_kernels
 
-    tapes, init = [], lstm._Tape.__init__
+    tapes, init = [], step_kernels.Tape.__init__
 
     def recording_init(self, grads):
         init(self, grads)
         tapes.append(weakref.ref(self))
 
-    monkeypatch.setattr(lstm._Tape, "__init__", recording_init)
+    monkeypatch.setattr(step_kernels.Tape, "__init__", recording_init)
     fast, _ = pair(VARIANTS[name])
     fast.train()
     b, _ = batch()

@@ -17,7 +17,7 @@ from typing import Any
 
 from structseq.errors import ConfigError, DataError
 from structseq.fields import apply_overrides as _apply, build_section, chosen, option
-from structseq.registry import ARCHS, HEADS, TASKS
+from structseq.registry import ARCHS, HEADS, PLUGIN_HINT, TASKS
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
 
@@ -138,6 +138,9 @@ def schemas(kind: str) -> dict[str, type]:
     if kind == "head":
         return {name: h.config for name, h in HEADS.items()}
     raise ConfigError(f"no registry of {kind!r} schemas")
+
+
+schemas.hint = PLUGIN_HINT
 
 
 def apply_overrides(d: dict, overrides: list[str]) -> dict:

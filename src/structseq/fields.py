@@ -140,11 +140,14 @@ Schemas = Callable[[str], Mapping[str, type]]
 
 
 def _chosen_schema(f: dataclasses.Field, value: Any, key: str, schemas: Schemas) -> type:
+    """The schema a `chosen` section's key names; unknown names list the choices (and `schemas.hint`, if any:
+    e.g. how plugins are loaded)."""
     by, kind = f.metadata["choose"]
     table = schemas(kind)
     name = value.get(by, getattr(f.default_factory(), by)) if isinstance(value, dict) else None
     if not isinstance(name, str) or name not in table:
-        raise ConfigError(f"'{key}.{by}': unknown {kind} '{name}'; choices: {', '.join(sorted(table))}")
+        hint = getattr(schemas, "hint", "")
+        raise ConfigError(f"'{key}.{by}': unknown {kind} '{name}'; choices: {', '.join(sorted(table))}{hint}")
     return table[name]
 
 

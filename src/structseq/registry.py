@@ -30,6 +30,8 @@ T = TypeVar("T")
 #: packages whose modules define the built-in models, heads, tasks, metrics and lexicon learners
 BUILTIN = ("structseq.models", "structseq.tasks", "structseq.metrics", "structseq.lexicon")
 PLUGINS_ENV = "STRUCTSEQ_PLUGINS"
+#: the end of an unknown-name error: where names come from besides the built-in packages
+PLUGIN_HINT = f" (plugin modules are loaded from ${PLUGINS_ENV})"
 
 _discovered = False
 
@@ -69,7 +71,7 @@ class Registry(Generic[T]):
         discover()
         if name not in self._items:
             raise ConfigError(f"'{self.key}': unknown {self.kind} '{name}'; choices: {', '.join(sorted(self._items))}"
-                              f" (a plugin module is loaded from ${PLUGINS_ENV})")
+                              + PLUGIN_HINT)
         return self._items[name]
 
     __getitem__ = get

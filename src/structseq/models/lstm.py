@@ -10,14 +10,14 @@ feeding makes the decoder inherently sequential, so training loops over target p
 runs once.
 
 The decoder's parameters are an `nn.LSTM`'s (the state dict is the same as before), but the loop does not
-call it one step at a time (issue 13; `models/lstm_reference.py` keeps that formulation for tests):
+call it one step at a time (`tests/oracles/lstm_reference.py` keeps that formulation for tests; the kernels are in `nn/step_kernels.py`):
 - the parts of layer 1's gates and of the combined vector that depend only on the target embedding
   are computed for all positions in one GEMM before the loop;
 - the attention keys W^T e_j are projected once per batch (`<e_j, W h_t> = <W^T e_j, h_t>`);
 - a step is one GEMM per layer ([input; h] times the layer's two weight matrices side by side), the
   attention, one GEMM for the combined vector and the LSTM cell's pointwise work (one autograd node);
 - in training, the gradients of what all steps share (those weights, the attention keys and memory) are
-  formed once per batch, in one large product over the steps' stashed operands (`_Tape`), instead of
+  formed once per batch, in one large product over the steps' stashed operands (`Tape`), instead of
   being accumulated step by step;
 - rows are sorted by target length and a step runs only on the rows still inside their target (outputs
   at padding positions are zeros; no loss reads them).
@@ -47,185 +47,9 @@ from structseq.fields import option
 from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
 from structseq.models.heads import build_head, head_option
 from structseq.nn.dropout import dropout, dropout_noise
+from structseq.nn.step_kernels import TapedAttention, TapedLinear, lstm_cell
 from structseq.registry import register_arch
 from structseq.state import map_state
-
-
-# ----------------------------------------------------------------------------------------------- step kernels
-
-class _Tape:
-    """Operands that the steps of one forward pass stash (`fwd[i]` in forward, `bwd[i]` in backward) so that
-    the gradient of a tensor every step uses is formed once, by `grads`, after the last step's backward.
-
-    The tape holds detached tensors only and is emptied once the gradients are formed: the autograd nodes
-    hold the tape, so a stashed tensor with a grad_fn would close a reference cycle through C++ nodes that
-    Python's garbage collector cannot see, and every training step's graph would stay alive (a leak of ~25 MB
-    per update at 256 units, fixed with tests/test_lstm_fast.py::test_training_steps_do_not_keep_graphs)."""
-
-    def __init__(self, grads):
-        self.fwd: list[tuple[Tensor, ...]] = []
-        self.bwd: dict[int, tuple[Tensor, ...]] = {}
-        self._grads = grads
-
-    def anchor(self, *shared: Tensor) -> Tensor:
-        """An empty tensor that every taped step takes as input: its backward (computing the gradients of
-        `shared`) runs only after all of theirs."""
-        return _TapeSink.apply(self, *shared)
-
-    def pairs(self) -> list[tuple[tuple[Tensor, ...], tuple[Tensor, ...]]]:
-        return [(f, self.bwd[i]) for i, f in enumerate(self.fwd) if i in self.bwd]
-
-    def grads(self) -> tuple[Tensor | None, ...]:
-        out = self._grads(self)
-        self.fwd, self.bwd = [], {}
-        return out
-
-
-class _TapeSink(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tape: _Tape, *shared: Tensor) -> Tensor:
-        ctx.tape = tape
-        return shared[0].new_empty(0)
-
-    @staticmethod
-    def backward(ctx, _):
-        return (None, *ctx.tape.grads())
-
-
-def _linear_grads(tape: _Tape) -> tuple[Tensor | None]:
-    pairs = tape.pairs()
-    if not pairs:
-        return (None,)
-    x = torch.cat([f[0] for f, _ in pairs])
-    dy = torch.cat([b[0] for _, b in pairs])
-    return (dy.t() @ x,)
-
-
-class _StepLinear(torch.autograd.Function):
-    """pre + x W^T, whose gradient for W the tape forms (one GEMM over all steps)."""
-
-    @staticmethod
-    def forward(ctx, pre: Tensor, x: Tensor, weight: Tensor, anchor: Tensor, tape: _Tape) -> Tensor:
-        ctx.tape, ctx.index, ctx.bias = tape, len(tape.fwd), pre.dim() == 1
-        tape.fwd.append((x.detach(),))
-        ctx.save_for_backward(weight)
-        return torch.addmm(pre, x, weight.t())
-
-    @staticmethod
-    def backward(ctx, dy: Tensor):
-        (weight,) = ctx.saved_tensors
-        ctx.tape.bwd[ctx.index] = (dy,)
-        dpre = dy.sum(0) if ctx.bias else dy
-        return dpre, dy @ weight, None, dy.new_zeros(0), None
-
-
-class _Linear:
-    """x -> pre + x W^T for one weight used at every step (W: (out, in), autograd-tracked)."""
-
-    def __init__(self, weight: Tensor):
-        self.weight = weight
-        self.tape = None
-        if torch.is_grad_enabled() and weight.requires_grad:
-            self.tape = _Tape(_linear_grads)
-            self.anchor, self.detached = self.tape.anchor(weight), weight.detach()
-
-    def __call__(self, pre: Tensor, x: Tensor) -> Tensor:
-        if self.tape is None:
-            return torch.addmm(pre, x, self.weight.t())
-        return _StepLinear.apply(pre, x, self.detached, self.anchor, self.tape)
-
-
-def _attention_grads(tape: _Tape) -> tuple[Tensor | None, Tensor | None]:
-    """d keys = sum_t d score_t (x) h_t, d memory = sum_t alpha_t (x) d context_t, as two batched products."""
-    pairs = tape.pairs()
-    if not pairs:
-        return None, None
-    B = tape.batch
-
-    def stacked(ts: list[Tensor]) -> Tensor:  # steps (n_t, D) -> (B, steps, D), zero rows past n_t
-        return torch.stack([F.pad(t, (0, 0, 0, B - t.shape[0])) for t in ts], 1)
-
-    h, alpha = stacked([f[0] for f, _ in pairs]), stacked([f[1] for f, _ in pairs])
-    d_score, d_context = stacked([b[0] for _, b in pairs]), stacked([b[1] for _, b in pairs])
-    return d_score.transpose(1, 2) @ h, alpha.transpose(1, 2) @ d_context
-
-
-class _StepAttention(torch.autograd.Function):
-    """alpha = softmax(<keys_j, h> + bias_j), context = sum_j alpha_j memory_j; the gradients of the keys and
-    the memory, shared by all steps, are formed by the tape."""
-
-    @staticmethod
-    def forward(ctx, h: Tensor, keys: Tensor, memory: Tensor, bias: Tensor, anchor: Tensor, tape: _Tape):
-        alpha = torch.baddbmm(bias[:, None], h[:, None], keys.transpose(1, 2))[:, 0].softmax(-1)
-        context = torch.bmm(alpha[:, None], memory)[:, 0]
-        ctx.tape, ctx.index = tape, len(tape.fwd)
-        tape.fwd.append((h.detach(), alpha.detach()))
-        ctx.save_for_backward(keys, memory, alpha)
-        return alpha, context
-
-    @staticmethod
-    def backward(ctx, d_alpha: Tensor, d_context: Tensor):
-        keys, memory, alpha = ctx.saved_tensors
-        d_alpha = torch.baddbmm(d_alpha[:, None], d_context[:, None], memory.transpose(1, 2))[:, 0]
-        d_score = alpha * (d_alpha - (d_alpha * alpha).sum(-1, keepdim=True))
-        ctx.tape.bwd[ctx.index] = (d_score, d_context)
-        return torch.bmm(d_score[:, None], keys)[:, 0], None, None, None, d_alpha.new_zeros(0), None
-
-
-class _Attention:
-    """Luong attention of one batch (keys, memory (B, S, H), additive mask bias (B, S)); a step may run on
-    the first n rows."""
-
-    def __init__(self, keys: Tensor, memory: Tensor, bias: Tensor):
-        self.keys, self.memory, self.bias, self.tape = keys, memory, bias, None
-        if torch.is_grad_enabled() and (keys.requires_grad or memory.requires_grad):
-            self.tape = _Tape(_attention_grads)
-            self.tape.batch = keys.shape[0]
-            self.anchor = self.tape.anchor(keys, memory)
-            self.keys, self.memory = keys.detach(), memory.detach()
-
-    def __call__(self, h: Tensor) -> tuple[Tensor, Tensor]:
-        n = h.shape[0]
-        keys, memory, bias = self.keys[:n], self.memory[:n], self.bias[:n]
-        if self.tape is None:
-            alpha = torch.baddbmm(bias[:, None], h[:, None], keys.transpose(1, 2))[:, 0].softmax(-1)
-            return alpha, torch.bmm(alpha[:, None], memory)[:, 0]
-        return _StepAttention.apply(h, keys, memory, bias, self.anchor, self.tape)
-
-
-def _cell_forward(gates: Tensor, c0: Tensor) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
-    """torch's LSTM cell on precomputed gates (B, 4H) in torch's order i, f, g, o: h, c and what backward needs."""
-    H = c0.shape[1]
-    s = gates.sigmoid()
-    g = gates[:, 2 * H:3 * H].tanh()
-    c = torch.addcmul(s[:, H:2 * H] * c0, s[:, :H], g)
-    tc = c.tanh()
-    return s[:, 3 * H:] * tc, c, (s, g, c0, tc)
-
-
-class _LSTMCell(torch.autograd.Function):
-    """The cell as one autograd node."""
-
-    @staticmethod
-    def forward(ctx, gates: Tensor, c0: Tensor) -> tuple[Tensor, Tensor]:
-        h, c, saved = _cell_forward(gates, c0)
-        ctx.save_for_backward(*saved)
-        return h, c
-
-    @staticmethod
-    def backward(ctx, dh: Tensor, dc: Tensor):
-        s, g, c0, tc = ctx.saved_tensors
-        i, f, _, o = s.chunk(4, 1)
-        dc = dc + dh * o * (1 - tc * tc)
-        d_gates = torch.cat([dc * g * i * (1 - i), dc * c0 * f * (1 - f), dc * i * (1 - g * g), dh * tc * o * (1 - o)],
-                            1)
-        return d_gates, dc * f
-
-
-def _lstm_cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
-    if torch.is_grad_enabled() and (gates.requires_grad or c.requires_grad):
-        return _LSTMCell.apply(gates, c)
-    return _cell_forward(gates, c)[:2]
 
 
 # ----------------------------------------------------------------------------------------------- the model
@@ -234,9 +58,9 @@ class _Weights(NamedTuple):
     """The decoder's parameters arranged for the loop (derived from the parameters, autograd-tracked)."""
     emb_gates: Tensor            # (4H, E): the embedding part of layer 1's input weights
     emb_gates_bias: Tensor       # (4H,): layer 1's two biases, summed
-    layers: list[tuple[_Linear, Tensor | None]]  # per layer: [input; h] -> gates, and the summed biases (k > 1)
+    layers: list[tuple[TapedLinear, Tensor | None]]  # per layer: [input; h] -> gates, and the summed biases (k > 1)
     emb_comb: Tensor             # (H, E): the embedding part of `combine`
-    rest_comb: _Linear           # [[feed;] h_t; context] -> combined vector
+    rest_comb: TapedLinear           # [[feed;] h_t; context] -> combined vector
     comb_bias: Tensor
     tables: tuple[Tensor, Tensor] | None = None  # without autograd: _embed's two outputs for every target token
 
@@ -330,10 +154,10 @@ class LSTMSeq2Seq(Autoregressive):
         for k in range(lstm.num_layers):
             w_ih, w_hh = getattr(lstm, f"weight_ih_l{k}"), getattr(lstm, f"weight_hh_l{k}")
             bias = None if k == 0 else getattr(lstm, f"bias_ih_l{k}") + getattr(lstm, f"bias_hh_l{k}")
-            layers.append((_Linear(torch.cat([w_ih[:, E:] if k == 0 else w_ih, w_hh], 1)), bias))
+            layers.append((TapedLinear(torch.cat([w_ih[:, E:] if k == 0 else w_ih, w_hh], 1)), bias))
         w_c = self.combine.weight
         return _Weights(lstm.weight_ih_l0[:, :E], lstm.bias_ih_l0 + lstm.bias_hh_l0, layers,
-                        w_c[:, :E], _Linear(w_c[:, E:]), self.combine.bias)
+                        w_c[:, :E], TapedLinear(w_c[:, E:]), self.combine.bias)
 
     def _noise(self, like: Tensor, B: int) -> _Noise | None:
         """One step's dropout noise, drawn in the per-step formulation's order (embedding, nn.LSTM between its
@@ -348,7 +172,7 @@ class LSTMSeq2Seq(Autoregressive):
         return _Noise(emb, [n for n in between if n is not None], comb, high,
                       _dropout_noise(like, (B, H), self.feed_dropout))
 
-    def _core(self, gates0: Tensor, comb0: Tensor, state: State, w: _Weights, attention: _Attention,
+    def _core(self, gates0: Tensor, comb0: Tensor, state: State, w: _Weights, attention: TapedAttention,
               noise: _Noise | None) -> tuple[Tensor, Tensor, State]:
         """One decoder step given the embedding's parts of layer 1's gates (B, 4H) and of the combined vector
         (B, H): (combined vector (B, H), attention (B, S), new state)."""
@@ -358,7 +182,7 @@ class LSTMSeq2Seq(Autoregressive):
             if k > 0 and noise is not None and noise.between:
                 x = x * noise.between[k - 1]
             gates = linear(gates0 if k == 0 else bias, torch.cat([x, state["h"][k]], 1))
-            x, c = _lstm_cell(gates, state["c"][k])
+            x, c = lstm_cell(gates, state["c"][k])
             hs.append(x)
             cs.append(c)
         alpha, context = attention(x)
@@ -385,7 +209,7 @@ class LSTMSeq2Seq(Autoregressive):
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         w, noise = self._weights(), self._noise(state["feed"], prev.shape[0])
         gates0, comb0 = self._embed(prev, w, noise and noise.emb)
-        attention = _Attention(state["keys"], state["memory"], state["attn_bias"])
+        attention = TapedAttention(state["keys"], state["memory"], state["attn_bias"])
         comb, alpha, state = self._core(gates0, comb0, state, w, attention, noise)
         return self.head(comb[:, None], alpha[:, None], state["src"])[:, 0], state
 
@@ -399,7 +223,7 @@ class LSTMSeq2Seq(Autoregressive):
         lengths, order = tgt_in.ne(self.pad).sum(1).sort(descending=True, stable=True)
         active = (lengths[None, :] > torch.arange(T, device=lengths.device)[:, None]).sum(1).tolist()
         state = map_state(self.init_state(enc), lambda x: x.index_select(0, order))
-        attention = _Attention(state.pop("keys"), state.pop("memory"), state.pop("attn_bias"))
+        attention = TapedAttention(state.pop("keys"), state.pop("memory"), state.pop("attn_bias"))
         emb_noise = None
         if noise and noise[0] is not None and noise[0].emb is not None:
             emb_noise = torch.stack([n.emb for n in noise]).index_select(1, order)
