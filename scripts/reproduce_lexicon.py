@@ -119,14 +119,16 @@ def pooled_bleu(run_dir: Path) -> dict[str, float]:
     """Tatoeba BLEU (x 100) on the full test set and on its 1-shot items, references pooled by source."""
     import csv
 
-    from structseq.data.example import Example
-    from structseq.tasks.seq2seq import Seq2SeqTask
+    from structseq.data.registry import get_dataset, load_dataset
+    from structseq.metrics import MetricInputs, compute_metric
 
     with open(run_dir / "predictions" / "test.tsv", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
-    examples = [Example(tuple(r["source"].split()), tuple(r["reference"].split())) for r in rows]
-    report = Seq2SeqTask.pooled_bleu(examples, [r["hypothesis"] for r in rows], dataset="tatoeba-en-zh",
-                                     split="test")["pooled_bleu"]
+    inputs = MetricInputs([r["hypothesis"] for r in rows], [tuple(r["reference"].split()) for r in rows],
+                          sources=[tuple(r["source"].split()) for r in rows], dataset="tatoeba-en-zh", split="test",
+                          dataset_spec=get_dataset("tatoeba-en-zh"),
+                          load_split=lambda split: load_dataset("tatoeba-en-zh", split))
+    report = compute_metric("pooled_bleu", inputs)
     return {col: 100 * report[col]["score"] for col in ("full", "1-shot")}
 
 

@@ -22,13 +22,25 @@ from pathlib import Path
 ORDER = ["classifier", "tree", "tree-nosf", "tree-nonf", "tree-nosf-nonf"]
 
 
+def percent(value: float, signature: str | None) -> float:
+    """A score as a percent: signatures that state `scale:fraction` hold fractions; records written before
+    signatures stated a scale hold percents."""
+    return 100.0 * value if signature and "|scale:fraction" in signature else value
+
+
 def val(m: dict, key: str) -> float:
-    """A score of an evaluation JSON (current form {score, ...}; records of the first runs held bare numbers and
-    the bins under `bins`)."""
+    """A score of an evaluation JSON as a percent (current form {score, signature, ...}; records of the first
+    runs held bare percents and the bins under `bins`)."""
     if key.startswith("accuracy_") and key not in m:
         return m["bins"][key[len("accuracy_"):]]["accuracy"]
     v = m[key]
-    return v["score"] if isinstance(v, dict) else v
+    return percent(v["score"], v.get("signature", m.get("signature"))) if isinstance(v, dict) else v
+
+
+def curve(m: dict) -> list[dict]:
+    """The multi-tagger curve of an evaluation JSON, its accuracies as percents (the record's signature says
+    whether they were written as fractions)."""
+    return [{**p, "accuracy": percent(p["accuracy"], m.get("signature"))} for p in m["multitag"]]
 
 
 COLS = [("overall", lambda m: val(m, "accuracy"))] + \
@@ -69,8 +81,8 @@ def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
         recs = [r["beam5"] for r in recs.values() if "beam5" in r]
         if not recs:
             continue
-        xs = [statistics.mean(r["multitag"][i]["tags_per_word"] for r in recs) for i in range(len(recs[0]["multitag"]))]
-        ys = [statistics.mean(r["multitag"][i]["accuracy"] for r in recs) for i in range(len(recs[0]["multitag"]))]
+        xs = [statistics.mean(curve(r)[i]["tags_per_word"] for r in recs) for i in range(len(recs[0]["multitag"]))]
+        ys = [statistics.mean(curve(r)[i]["accuracy"] for r in recs) for i in range(len(recs[0]["multitag"]))]
         ax.plot(xs, ys, marker="o", label=f"{c} ({len(recs)} seeds)")
     ax.set_xlabel("categories per word (beta from 1 to 1e-4)")
     ax.set_ylabel("gold category within beta of the best (%)")
@@ -114,7 +126,7 @@ def main() -> None:
         if not recs:
             continue
         print(f"- beta curve, {c} (beam 5; mean over {len(recs)} seed(s)): " + "; ".join(
-            f"beta {p['beta']:g}: {statistics.mean(r['beam5']['multitag'][i]['accuracy'] for r in recs):.2f}% at "
+            f"beta {p['beta']:g}: {statistics.mean(curve(r['beam5'])[i]['accuracy'] for r in recs):.2f}% at "
             f"{statistics.mean(r['beam5']['multitag'][i]['tags_per_word'] for r in recs):.2f}/word"
             for i, p in enumerate(recs[0]["beam5"]["multitag"])))
     if args.plot:

@@ -112,8 +112,8 @@ def supertag_demo(out: Path, seed: int, console: Console, steps: int | None = No
     gold = canonical(UNSEEN)
     preds = run.decode_examples(examples)
     right = sum(h == g == gold for e, p in zip(examples, preds) for g, h in zip(e.target, p.best))
-    console.print(f"supertagger (AB grammar, seed {seed}): word accuracy {m['accuracy']['score']:.2f}%, sentences "
-                  f"{m['sentence_accuracy']['score']:.2f}%; unseen category {gold}: {right} of {m['accuracy_unseen']['n']} "
+    console.print(f"supertagger (AB grammar, seed {seed}): word accuracy {100 * m['accuracy']['score']:.2f}%, sentences "
+                  f"{100 * m['sentence_accuracy']['score']:.2f}%; unseen category {gold}: {right} of {m['accuracy_unseen']['n']} "
                   "built right (seed-sensitive, see RESULTS.md)")
     return {"model": "constructive supertagger", "config": "ab-grammar/tree.yaml", "seed": seed,
             "test_word_accuracy": m["accuracy"]["score"], "unseen_category_right": right,

@@ -154,34 +154,55 @@ def evaluate(
     print_metrics(m)
 
 
+def metric_rows(key: str, value) -> list[tuple[str, float | None, str]]:
+    """The rows (name, score, signature) a report entry renders as, by its shape alone: an entry with a `score`
+    is a row; a mapping of parts that each have a `score` gives rows `key.part` (pooled BLEU's full and
+    1-shot); a mapping with a signature and float leaves gives rows `key_leaf` sharing that signature (CTER's
+    instance and aggregate rates; int leaves are counts); anything else (counts, curves, category tables) none."""
+    if not isinstance(value, dict) or category_columns(value):
+        return []
+    if "score" in value:
+        return [(key, value["score"], value.get("signature", ""))]
+    if value and all(isinstance(v, dict) and "score" in v for v in value.values()):
+        return [(f"{key}.{part}", v["score"], v.get("signature", "")) for part, v in value.items()]
+    if isinstance(value.get("signature"), str):
+        return [(f"{key}_{leaf}", v, value["signature"]) for leaf, v in value.items() if isinstance(v, float)]
+    return []
+
+
+def category_columns(value) -> list[str]:
+    """The score columns of a per-group table entry: `n` maps each group to its count and each column maps
+    the same groups to a score (per-category exact match); [] for any other shape."""
+    n = value.get("n") if isinstance(value, dict) else None
+    if not isinstance(n, dict) or not n:
+        return []
+    return [k for k, v in value.items() if k != "n" and isinstance(v, dict) and v.keys() == n.keys()]
+
+
 def print_metrics(m: dict) -> None:
+    """Every entry of an evaluation report by its shape (`metric_rows`, `category_columns`), whatever metric
+    it is: one table of scores with their signatures, then one table per per-group entry."""
     table = Table(title=f"{m['dataset']}/{m['split']} ({m['n']} examples, beam {m['beam']}, {m['checkpoint']})")
     table.add_column("metric")
     table.add_column("score", justify="right")
     table.add_column("signature", style="dim")
-    def row(key: str, value: dict) -> None:
-        score = "-" if value["score"] is None else f"{value['score']:.4f}"
-        table.add_row(key, score, value.get("signature", ""))
-
-    for key, value in m.items():  # every metric of the task: a score with its signature
-        if isinstance(value, dict) and "score" in value:
-            row(key, value)
-        elif key != "per_category" and isinstance(value, dict) and value and \
-                all(isinstance(v, dict) and "score" in v for v in value.values()):  # e.g. pooled_bleu: full, 1-shot
-            for part, v in value.items():
-                row(f"{key}.{part}", v)
-    if "cter" in m:
-        for level in ("instance", "aggregate"):
-            table.add_row(f"cter_{level}", f"{m['cter'][level]:.4f}", m["cter"]["signature"])
+    for key, value in m.items():
+        for name, score, sig in metric_rows(key, value):
+            table.add_row(name, "-" if score is None else f"{score:.4f}", sig)
     console.print(table)
-    if m.get("per_category"):
-        t = Table(title="exact match per category")
-        t.add_column("category")
+    for key, value in m.items():
+        columns = category_columns(value)
+        if not columns:
+            continue
+        label = key.replace("_", " ")
+        t = Table(title=f"{columns[0].replace('_', ' ')} {label}" if len(columns) == 1 else label)
+        t.add_column(key.removeprefix("per_").replace("_", " "))
         t.add_column("n", justify="right")
-        t.add_column("exact match", justify="right")
-        pc = m["per_category"]
-        for cat, score in pc["exact_match"].items():
-            t.add_row(cat, str(pc["n"][cat]), f"{score:.4f}")
+        for c in columns:
+            t.add_column(c.replace("_", " "), justify="right")
+        for group, n in value["n"].items():
+            t.add_row(str(group), str(n), *("-" if value[c][group] is None else f"{value[c][group]:.4f}"
+                                            for c in columns))
         console.print(t)
     if "predictions" in m:
         console.print(f"predictions: {m['predictions']}")

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Sequence
 
 from sacrebleu.metrics import BLEU
 
-from .base import Score, Sentence, check_parallel, signature, tokens
+from structseq.registry import register_metric
+
+from .base import MetricInputs, Score, Sentence, check_parallel, signature, tokens
 
 #: Settings of `nltk.translate.bleu_score.corpus_bleu` with its defaults, which we reproduce.
 NLTK_MAX_ORDER = 4
@@ -188,3 +190,40 @@ def pooled_bleu(
     for part in out.values():
         part["signature"] = part.get("signature", "nltk_bleu") + "|refs:pooled-by-source"
     return out
+
+
+# ---------------------------------------------------------------- registered metrics
+
+@register_metric("bleu", scale="percent")
+def bleu_metric(inputs: MetricInputs) -> dict:
+    """sacrebleu corpus BLEU (0-100) with the tokenizer `data.bleu_tokenize` or the dataset names."""
+    return bleu(inputs.hypotheses, inputs.ref_text, tokenize=inputs.bleu_tokenize, force=inputs.tokenized).to_dict()
+
+
+@register_metric("nltk_bleu", scale="fraction")
+def nltk_bleu_metric(inputs: MetricInputs) -> dict:
+    """NLTK `corpus_bleu` with its defaults, one reference per output (0-1)."""
+    return nltk_corpus_bleu(inputs.hypotheses, [[r] for r in inputs.references]).to_dict()
+
+
+@register_metric("cognition_bleu", scale="percent")
+def cognition_bleu_metric(inputs: MetricInputs) -> dict:
+    """CoGnition's character BLEU (the Dangle pipeline's, 0-100)."""
+    return cognition_bleu(inputs.hypotheses, inputs.ref_text).to_dict()
+
+
+@register_metric("pooled_bleu", scale="fraction")
+def pooled_bleu_metric(inputs: MetricInputs) -> dict | None:
+    """The lexicon paper's Tatoeba BLEU (full and 1-shot, 0-1): references of equal sources pooled over the
+    splits the dataset names in `pooled_references` (the first is the training split that defines the 1-shot
+    items). None for a dataset that pools none, or a split not its own (a file)."""
+    ds = inputs.dataset_spec
+    pool = tuple(getattr(ds, "pooled_references", ()))
+    if not pool or inputs.split not in ds.splits or inputs.load_split is None:
+        return None
+    if not inputs.sources:
+        raise ValueError("pooled_bleu pools references by source: the inputs need `sources`")
+    other = {s: inputs.load_split(s) for s in pool if s != inputs.split}
+    extra = [(e.source, e.target) for exs in other.values() for e in exs]
+    train = [e.source for e in other[pool[0]]] if pool[0] in other else inputs.sources
+    return pooled_bleu(inputs.sources, inputs.hyp_text, inputs.ref_tokens, extra, train)

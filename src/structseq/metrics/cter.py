@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..paths import data_root
-from .base import signature
+from ..registry import register_metric
+from .base import MetricInputs, check_parallel, signature
 
 LEXICON_FILE = Path("cognition/eval/lexicon.tsv")
 ATOMS_FILE = Path("cognition/eval/atoms.json")
@@ -196,6 +197,19 @@ class CTER:
         """Instance and aggregate error rates of per-line judgements (consecutive blocks of `block_size`)."""
         blocks = [all(ok[i : i + self.block_size]) for i in range(0, len(ok), self.block_size)]
         return {"instance": 1 - sum(ok) / len(ok), "aggregate": 1 - sum(blocks) / len(blocks)}
+
+
+@register_metric("cter", scale="fraction", higher_is_better=False)
+def cter_metric(inputs: MetricInputs) -> dict | None:
+    """CoGnition's compound translation error rate, instance and aggregate (fractions), for outputs whose
+    examples carry their `compound` (CG-test); None otherwise. Scored with `extras["cter"]` when given, else
+    the released lexicon under the data root."""
+    compounds = inputs.meta.get("compound")
+    if compounds is None:
+        return None
+    check_parallel(inputs.hypotheses, compounds, "compounds")
+    scorer = inputs.extras.get("cter") or CTER.from_data_root(inputs.data_root)
+    return scorer.score(compounds, inputs.hyp_text)
 
 
 # -- data helpers and validation against human judgements -----------------------------------

@@ -3,9 +3,20 @@ and any metric broken down by category."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 
-from .base import Score, Sentence, check_parallel, signature, tokens
+from structseq.registry import register_metric
+
+from .base import (
+    MetricInputs,
+    Score,
+    Sentence,
+    check_parallel,
+    signature,
+    tokens,
+    with_scale,
+)
 
 EXACT_MATCH_SIGNATURE = signature("exact_match", tok="space")
 TOKEN_ACCURACY_SIGNATURE = signature("token_accuracy", tok="space", align="position", len="max")
@@ -61,3 +72,31 @@ def per_category(
         idx = groups[c]
         out[c] = float(metric([hyps[i] for i in idx], [refs[i] for i in idx]))
     return out
+
+
+# ---------------------------------------------------------------- registered metrics
+
+@register_metric("exact_match", scale="fraction")
+def exact_match_metric(inputs: MetricInputs) -> dict:
+    """Fraction of outputs equal to their reference, token for token."""
+    return exact_match(inputs.hypotheses, inputs.references).to_dict()
+
+
+@register_metric("token_accuracy", scale="fraction")
+def token_accuracy_metric(inputs: MetricInputs) -> dict:
+    """Position-wise token accuracy, micro-averaged (see `token_accuracy`)."""
+    return token_accuracy(inputs.hypotheses, inputs.references).to_dict()
+
+
+@register_metric("per_category", scale="fraction")
+def per_category_metric(inputs: MetricInputs) -> dict | None:
+    """Exact match and the number of examples per category (e.g. COGS generalisation types); None without
+    categories. `metric` is the exact-match signature."""
+    if inputs.categories is None:
+        return None
+    check_parallel(inputs.hypotheses, inputs.categories, "categories")
+    scores = per_category(exact_match, inputs.hypotheses, inputs.references, inputs.categories)
+    counts = Counter(inputs.categories)
+    metric = with_scale(EXACT_MATCH_SIGNATURE, "fraction")
+    return {"metric": metric, "exact_match": {str(c): s for c, s in scores.items()},
+            "n": {str(c): counts[c] for c in scores}, "signature": f"per_category|{metric}"}

@@ -10,7 +10,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from structseq import __version__
-from structseq.metrics.base import check_parallel, signature
+from structseq.metrics.base import MetricInputs, check_parallel, signature
+from structseq.registry import register_metric
 
 BINS = (("frequent", 100, math.inf), ("uncommon", 10, 100), ("rare", 1, 10), ("unseen", 0, 1))
 DEFAULT_BETAS = (1.0, 0.1, 0.01, 0.001, 0.0001)
@@ -40,8 +41,9 @@ def supertag_scores(gold: Sequence[Sequence[str]], kbest: Sequence[Sequence[KBes
     """Every supertagging score of a corpus. `gold`: categories per sentence (canonical strings); `kbest`:
     per sentence, per word, the k-best list; `train_counts`: training frequency of each category;
     `repaired`: per word, whether the decoder's unconstrained choice was ill-formed (tree taggers).
-    Scores (`accuracy`, `sentence_accuracy`, `accuracy_<bin>`, `oracle_accuracy`) are {score (%), signature, n,
-    correct}; `n` of a bin is its number of gold words."""
+    Scores (`accuracy`, `sentence_accuracy`, `accuracy_<bin>`, `oracle_accuracy`) are {score (a fraction),
+    signature, n, correct}; `n` of a bin is its number of gold words. The multi-tagger curve's `accuracy` is a
+    fraction too. (Records written before signatures stated `scale:fraction` hold percents.)"""
     n_sent = check_parallel(kbest, gold)
     bins = {name: [0, 0] for name, _, _ in BINS}  # name -> [correct, total]
     correct = total = sent_ok = oracle = 0
@@ -67,9 +69,9 @@ def supertag_scores(gold: Sequence[Sequence[str]], kbest: Sequence[Sequence[KBes
                 curve[beta][0] += any(c == cat for c, _ in kept)
                 curve[beta][1] += len(kept)
         sent_ok += all_ok
-    pct = lambda a, n: 100.0 * a / n if n else 0.0  # noqa: E731
+    pct = lambda a, n: a / n if n else 0.0
     sig = signature("supertag", acc="whole-category", bins="100+/10-99/1-9/0", freq=train_name, beam=beam,
-                    max_tags=max_tags, version=__version__)
+                    max_tags=max_tags, version=__version__, scale="fraction")
     def score(value: float, n: int, right: int) -> dict:  # what `structseq evaluate` prints: score + signature
         return {"score": value, "signature": sig, "n": n, "correct": right}
 
@@ -87,3 +89,46 @@ def supertag_scores(gold: Sequence[Sequence[str]], kbest: Sequence[Sequence[KBes
         out["multitag"] = [{"beta": b, "accuracy": pct(k, total), "tags_per_word": n / max(total, 1)}
                            for b, (k, n) in curve.items()]
     return out
+
+
+# ---------------------------------------------------------------- registered metrics
+
+#: what a supertagging report holds beside its scores (counts, the multi-tagger curve, the shared signature)
+FACTS = ("unseen_predicted", "unseen_predicted_correct", "signature", "ill_formed_repaired", "multitag")
+
+
+def supertag_tally(inputs: MetricInputs) -> dict | None:
+    """`supertag_scores` of the inputs, computed once: `references` are the gold categories per sentence and
+    `extras` holds `kbest` (per sentence, per word, the k-best list) and `train_counts`, optionally `betas`,
+    `max_tags`, `beam`, `repaired` and `train_name`. None when the inputs are not a tagger's (no `kbest`)."""
+    x = inputs.extras
+    if "kbest" not in x:
+        return None
+    return inputs.memo("supertag", lambda: supertag_scores(
+        [list(g) for g in inputs.ref_tokens], x["kbest"], x["train_counts"], betas=x.get("betas", DEFAULT_BETAS),
+        max_tags=x.get("max_tags", 50), beam=x.get("beam", 1), repaired=x.get("repaired"),
+        train_name=x.get("train_name", "train")))
+
+
+def supertag_facts(inputs: MetricInputs) -> dict:
+    """The report's non-score entries of a tagger (FACTS), {} for other inputs."""
+    tally = supertag_tally(inputs)
+    return {k: tally[k] for k in FACTS if k in tally} if tally is not None else {}
+
+
+def _register(name: str, doc: str) -> None:
+    def compute(inputs: MetricInputs) -> dict | None:
+        tally = supertag_tally(inputs)
+        return None if tally is None else tally.get(name)
+
+    compute.__name__ = compute.__qualname__ = f"{name}_metric"
+    compute.__doc__ = doc
+    register_metric(name, scale="fraction")(compute)
+
+
+_register("accuracy", "Supertagging: whole-category word accuracy (a fraction).")
+_register("sentence_accuracy", "Supertagging: share of sentences whose every category is right.")
+for _bin, _lo, _hi in BINS:
+    _register(f"accuracy_{_bin}", f"Supertagging: word accuracy on the gold categories of training frequency "
+              f"{_lo}{'+' if _hi == math.inf else '' if _hi == _lo + 1 else f'-{_hi - 1}'} ({_bin}).")
+_register("oracle_accuracy", "Supertagging: share of words whose gold category is in the k-best list (beam > 1).")

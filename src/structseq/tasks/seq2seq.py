@@ -11,12 +11,17 @@ from structseq.data.batching import Batch, encode_source, pad_sequences, target_
 from structseq.data.example import Example
 from structseq.data.vocab import Vocab
 from structseq.errors import DataError
+from structseq.metrics.base import MetricInputs
+from structseq.nn.loss import label_smoothed_nll
+from structseq.progress import progress
+from structseq.registry import register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
 
 
+@register_task("seq2seq")
 class Seq2SeqTask(Task):
-    name = "seq2seq"
     valid_metrics = {"loss": "min", "exact_match": "max"}
+    metrics = ("exact_match", "token_accuracy", "bleu", "nltk_bleu", "per_category")
 
     @property
     def tokenized_output(self) -> bool:
@@ -51,8 +56,6 @@ class Seq2SeqTask(Task):
 
     # ------------------------------------------------------------------ training
     def loss(self, model: nn.Module, batch: Batch, label_smoothing: float):
-        from structseq.train.optim import label_smoothed_nll
-
         loss, nll = label_smoothed_nll(model(batch), batch["tgt_out"], label_smoothing)
         return loss, nll, batch.num_tokens
 
@@ -98,46 +101,11 @@ class Seq2SeqTask(Task):
         return out  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ evaluation
-    def bleu_tokenize(self, dataset: str) -> str:
-        """The configured sacrebleu tokenizer, else the dataset's declared one, else 13a."""
-        from structseq.data.registry import datasets
-
-        if self.cfg.data.bleu_tokenize:
-            return self.cfg.data.bleu_tokenize
-        ds = datasets().get(dataset)
-        return ds.bleu_tokenize if ds is not None else "13a"
-
-    def evaluate(self, examples, predictions, *, dataset: str, split: str, data_root=None,
-                 bleu_tokenize: str | None = None) -> dict:
-        from structseq.metrics import compute_all
-
-        hyp_text = [" ".join(h) for h in predictions]
-        ref_text = [e.target_text for e in examples]
-        compounds = [e.meta["compound"] for e in examples] if examples and all("compound" in e.meta for e in examples) \
-            else None
-        # a CoGnition compound is a label of 5 lines, not a category worth a per-category table
-        cats = [e.category for e in examples] if any(e.category for e in examples) and not compounds else None
-        report = compute_all(hyp_text, ref_text, categories=cats,
-                             bleu_tokenize=bleu_tokenize or self.bleu_tokenize(dataset),
-                             cognition=dataset == "cognition", compounds=compounds, data_root=data_root,
-                             tokenized=self.tokenized_output)
-        report.update(self.pooled_bleu(examples, hyp_text, dataset=dataset, split=split, data_root=data_root))
-        return report
-
-    @staticmethod
-    def pooled_bleu(examples, hyp_text: list[str], *, dataset: str, split: str, data_root=None) -> dict:
-        """`pooled_bleu` (full and 1-shot) for datasets that declare `pooled_references` (Tatoeba), else {}."""
-        from structseq.data.registry import datasets, load_dataset
-        from structseq.metrics import pooled_bleu
-
-        ds = datasets().get(dataset)
-        if ds is None or not ds.pooled_references or split not in ds.splits:
-            return {}
-        other = {s: load_dataset(dataset, s, data_root) for s in ds.pooled_references if s != split}
-        extra = [(e.source, e.target) for exs in other.values() for e in exs]
-        train = other.get(ds.pooled_references[0], examples)
-        return {"pooled_bleu": pooled_bleu([e.source for e in examples], hyp_text, [e.target for e in examples],
-                                           extra, [e.source for e in train])}
+    def metric_inputs(self, examples, predictions, *, dataset: str, split: str, data_root=None) -> MetricInputs:
+        inputs = super().metric_inputs(examples, predictions, dataset=dataset, split=split, data_root=data_root)
+        if "compound" in inputs.meta:  # a CoGnition compound labels 5 lines: not a category worth a table
+            inputs.categories = None
+        return inputs
 
     def prediction_rows(self, examples, predictions):
         rows = []
@@ -145,13 +113,3 @@ class Seq2SeqTask(Task):
             hyp = " ".join(h)
             rows.append([e.source_text, e.target_text, hyp, str(int(hyp == e.target_text)), e.category or ""])
         return ["source", "reference", "hypothesis", "correct", "category"], rows
-
-
-def progress(items, label: str, enabled: bool):
-    """`items`, with a transient progress bar when enabled."""
-    if not enabled:
-        yield from items
-        return
-    from rich.progress import track
-
-    yield from track(items, description=label, transient=True)
