@@ -100,7 +100,8 @@ def test_metrics_are_truncated_to_the_checkpoint_step(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     (None, r"config\.yaml: missing"),
-    (b"train: [\n", r"config\.yaml: not valid YAML"),
+    (b"train: [\n", r"config\.yaml:2: not valid YAML"),
+    (b"train: {seed: 1}\ntrain: {seed: 2}\n", r"config\.yaml:2: duplicate key 'train' \(first given on line 1\)"),
     (b"\xff\xfe", r"config\.yaml:1: not UTF-8 \(byte 0xff\)"),
     (b"- a\n- b\n", r"config\.yaml: not a run's config \(expected a mapping"),
 ])

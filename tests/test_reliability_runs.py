@@ -277,7 +277,7 @@ def copy_run(trained, tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     (None, r"config.yaml: missing; is .* a training run directory"),
-    (b"train: [\n", r"config.yaml: not valid YAML"),
+    (b"train: [\n", r"config.yaml:2: not valid YAML"),
     (b"\xff\xfe", r"config.yaml:1: not UTF-8"),
     (b"- 1\n", r"config.yaml: not a run's config"),
     (b"train: {eval_checkpoint: [1]}\n", r"config.yaml: 'train.eval_checkpoint' must be best or last"),

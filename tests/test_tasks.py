@@ -99,7 +99,7 @@ def test_two_data_parallel_processes_reach_the_parameters_of_one(tmp_path):
 
 def test_device_auto_is_cpu_here_and_bad_devices_are_config_errors(tmp_path):
     from structseq.errors import ConfigError
-    from structseq.train.loop import resolve_device
+    from structseq.train.device import resolve_device
 
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ConfigError, match="train.device"):

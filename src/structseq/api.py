@@ -26,10 +26,12 @@ from structseq.data.example import Example
 from structseq.data.registry import dataset_split, load_dataset
 from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.errors import ConfigError, StructseqError
-from structseq.models.registry import build_model
+from structseq.models import build_model
 from structseq.tasks import Task, get_task
 from structseq.train import loop
-from structseq.train.checkpoint import load_checkpoint
+from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, load_model_state, resolve_checkpoint
+from structseq.train.device import resolve_device
+from structseq.train.rundir import RunDirError, check_directory, read_run_config
 
 
 def train(config: str | Path | Config, out_dir: str | Path, *, overrides: list[str] = (), seed: int | None = None,
@@ -156,7 +158,8 @@ class Run(NamedVocabs):
         `split` is a split of the training dataset, a file, or `NAME:SPLIT` of any registered dataset (e.g.
         `cognition:cg-test`). For seq2seq: exact match, token accuracy, BLEU with its signature, per-category
         exact match; CoGnition splits also get character BLEU and, on cg-test, the compound error rate."""
-        from structseq.config import _bleu_tokenizers, check_value
+        from structseq.config import _bleu_tokenizers
+        from structseq.fields import check_value
 
         _check_beam(beam)
         check_value(bleu_tokenize, {"choices": _bleu_tokenizers}, "--bleu-tokenize")
@@ -197,7 +200,7 @@ class Run(NamedVocabs):
 
 
 def _check_beam(beam: int | None) -> None:
-    from structseq.config import check_value
+    from structseq.fields import check_value
 
     if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int)):
         raise ConfigError(f"'--beam' must be an integer, got {beam!r}")
@@ -215,10 +218,7 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
 
     A missing or garbage config.yaml (when it names the default checkpoint), a corrupt checkpoint or one
     of the wrong layout, format or shapes is an error naming the file; a corrupt `best.pt` is never
-    replaced by another checkpoint."""
-    from structseq.train.checkpoint import RUN_KEYS, load_model_state
-    from structseq.train.rundir import RunDirError, check_directory, read_run_config
-
+    replaced by another checkpoint (`structseq.train.checkpoint.resolve_checkpoint`, as `train.init_from`)."""
     run_dir = Path(run_dir)
     check_directory(run_dir)
     if not run_dir.exists():
@@ -230,13 +230,7 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
         if checkpoint not in ("best", "last"):
             raise RunDirError(f"{run_dir / 'config.yaml'}: 'train.eval_checkpoint' must be best or last, got "
                               f"{checkpoint!r}")
-    if not isinstance(checkpoint, str) or not checkpoint or "/" in checkpoint or checkpoint.startswith("."):
-        raise StructseqError(f"--checkpoint: {checkpoint!r} is not a checkpoint name (best, last, ...)")
-    path = run_dir / "checkpoints" / f"{checkpoint}.pt"
-    if not path.exists() and checkpoint == "best":
-        checkpoint, path = "last", run_dir / "checkpoints" / "last.pt"
-    if not path.exists():
-        raise StructseqError(f"no checkpoint in {run_dir} (looked for {path}); is this a training run directory?")
+    checkpoint, path = resolve_checkpoint(run_dir, checkpoint)
     ckpt = load_checkpoint(path, RUN_KEYS)
     try:
         cfg = config_from_dict(dict(ckpt["config"]), saved=True)
@@ -251,5 +245,5 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
         raise StructseqError(f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: "
                              f"{e})") from None
     load_model_state(model, ckpt["model"], path)
-    model.to(loop.resolve_device(device)).eval()
+    model.to(resolve_device(device)).eval()
     return Run(run_dir, cfg, model, vocabs, checkpoint, task)

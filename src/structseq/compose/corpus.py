@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from structseq.data.registry import dataset_split, load_dataset
 from structseq.errors import DataError
+from structseq.paths import data_root
 from structseq.textio import CheckedText, open_checked
 
 
@@ -18,16 +20,6 @@ def _open_text(path: Path) -> CheckedText:
 def _is_tsv(path: Path) -> bool:
     name = path.name[:-3] if path.name.endswith(".gz") else path.name
     return name.endswith(".tsv")
-
-
-def _dataset_split(spec: str) -> tuple[str, str] | None:
-    """`NAME:SPLIT` of a registered dataset (e.g. `cogs:gen`, `react:cg-test`), else None."""
-    if ":" not in spec or Path(spec).exists():
-        return None
-    from structseq.data.registry import datasets
-
-    name, _, split = spec.partition(":")
-    return (name, split) if name in datasets() else None
 
 
 #: where `NAME:SPLIT` specs are read from (`structseq compose --data-root`); None: the default data root
@@ -47,11 +39,8 @@ def read_sentences(path: str | os.PathLike, column: int | None = None, side: str
     its source or target side. Whitespace is the tokeniser everywhere in `compose`, so tabs in plain
     text become spaces.
     """
-    dataset = _dataset_split(str(path))
+    dataset = dataset_split(str(path))  # NAME:SPLIT of a registered dataset (e.g. cogs:gen, react:cg-test)
     if dataset is not None:
-        from structseq.data.registry import load_dataset
-        from structseq.paths import data_root
-
         if side not in ("source", "target"):
             raise DataError(f"side must be source or target, got {side!r}")
         examples = load_dataset(dataset[0], dataset[1], data_root(DATA_ROOT))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from structseq.errors import StructseqError
+from structseq.errors import ConfigError, StructseqError
 
 
 def save_atomic(obj: dict, path: str | Path) -> None:
@@ -125,3 +125,35 @@ def load_model_state(model: torch.nn.Module, state: Mapping, path: str | Path) -
         detail = " ".join(str(e).split())
         raise StructseqError(f"{path}: the parameters do not fit the model its config builds "
                              f"({detail[:400]})") from None
+
+
+def resolve_checkpoint(run_dir: str | Path, name: str = "best") -> tuple[str, Path]:
+    """`(name, path)` of the checkpoint `name` (best, last, ...) of a run directory: `checkpoints/{name}.pt`.
+
+    The one rule for every reader of a run (`load_run`, `--checkpoint`, `train.init_from`): `best` falls back
+    to `last` only when the run has no best.pt (no validation ran); an existing best.pt is always the one
+    returned, so a corrupt one is an error when it is loaded, never silently replaced by another checkpoint.
+    A name that is not a plain file name, or no checkpoint, is a StructseqError naming the run directory."""
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise StructseqError(f"--checkpoint: {name!r} is not a checkpoint name (best, last, ...)")
+    run_dir = Path(run_dir)
+    path = run_dir / "checkpoints" / f"{name}.pt"
+    if not path.exists() and name == "best":
+        name, path = "last", run_dir / "checkpoints" / "last.pt"
+    if not path.exists():
+        raise StructseqError(f"no checkpoint in {run_dir} (looked for {path}); is this a training run directory?")
+    return name, path
+
+
+def init_checkpoint(spec: str | Path) -> Path:
+    """`train.init_from`: a checkpoint file, or a run directory (its checkpoint by `resolve_checkpoint`:
+    best, else last when no validation ran)."""
+    path = Path(spec)
+    if path.is_dir():
+        try:
+            return resolve_checkpoint(path, "best")[1]
+        except StructseqError as e:
+            raise ConfigError(f"'train.init_from': {e}") from None
+    if not path.is_file():
+        raise ConfigError(f"'train.init_from': no checkpoint at {spec}")
+    return path

@@ -20,151 +20,42 @@ checkpoint's step. Each checkpoint records why the run stopped (`progress["stopp
 early_stopping, interrupted; None while it runs), and resuming a finished run changes nothing. SIGTERM
 (schedulers, `timeout`) is handled like Ctrl-C: finish the update, save, stop (the CLI exits 128 + signal).
 Under DDP only rank 0 locks and writes.
+
+This module holds the Trainer; its pieces live beside it: `rng` (seeding, the saved RNG state), `device`
+(`train.device`), `resume` (when a run is finished, what `--resume` may change, the checks of a resumed
+checkpoint), `checkpoint` (the file format, best/last resolution, `train.init_from`), `progress` (the bar).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import random
 import signal
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from structseq.config import Config, apply_overrides, config_from_dict
+from structseq.config import Config, config_from_dict
 from structseq.data.batching import Batch, make_batches
-from structseq.data.example import Example
-from structseq.data.limits import length_limit
-from structseq.data.registry import holdout, load_dataset
-from structseq.data.vocab import NamedVocabs, Vocab
+from structseq.data.training import load_training_data
+from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError, DivergedError, StructseqError
-from structseq.models.registry import build_model
-from structseq.tasks import Task, get_task
-from structseq.tasks.base import Vocabs
+from structseq.models.base import build_model
+from structseq.tasks import get_task
 from structseq.train import distributed, rundir
-from structseq.train.checkpoint import RESUME_KEYS, RUN_KEYS, load_checkpoint, load_model_state, save_checkpoint
+from structseq.train.checkpoint import (RESUME_KEYS, RUN_KEYS, init_checkpoint, load_checkpoint, load_model_state,
+                                        save_checkpoint)
+from structseq.train.device import resolve_device
 from structseq.train.optim import build_optimizer, lr_multiplier
-
-
-@dataclass
-class TrainingData(NamedVocabs):
-    train: list[Example]
-    valid: list[Example]
-    vocabs: Vocabs
-    skipped: int = 0  # examples left out for exceeding data.max_length
-
-
-def load_split(cfg: Config, split: str, data_root=None) -> list[Example]:
-    """A split of the configured dataset, a file (`data.dataset: files`) or NAME:SPLIT of any dataset."""
-    d = cfg.data
-    return load_dataset(d.dataset if d.dataset != "files" else split, split, data_root, columns=d.columns)
-
-
-def load_training_data(cfg: Config, task: Task | None = None, data_root=None) -> TrainingData:
-    """Train/valid examples and the task's vocabularies built from the training split. Examples longer than
-    `data.max_length` are skipped and counted with a warning (`data.too_long: error`: an error naming the
-    line)."""
-    task = task or get_task(cfg)
-    d = cfg.data
-    with length_limit(d.max_length, skip=d.too_long == "skip") as limit:
-        train = _within_limit(load_split(cfg, d.train, data_root), d.max_length, limit.skipped, d.train, d.too_long)
-        if d.max_train_examples:
-            train = train[: d.max_train_examples]
-        if d.valid is None:
-            train, valid = holdout(train, d.valid_fraction, cfg.train.seed)
-        else:
-            valid = _within_limit(load_split(cfg, d.valid, data_root), d.max_length, limit.skipped, d.valid,
-                                  d.too_long)
-    if limit.skipped:
-        warnings.warn(f"skipped {len(limit.skipped)} examples longer than data.max_length {d.max_length} tokens "
-                      f"(first: {limit.skipped[0]})", stacklevel=2)
-    if not train:
-        raise StructseqError(f"no training examples in {d.dataset}/{d.train}"
-                             + (f" ({len(limit.skipped)} longer than data.max_length)" if limit.skipped else ""))
-    task.check_examples(train, f"{d.dataset}/{d.train}")
-    task.check_examples(valid, f"{d.dataset}/{d.valid or d.train + ' (held out)'}")
-    return TrainingData(train, valid, task.build_vocabs(train), len(limit.skipped))
-
-
-def _within_limit(examples: list[Example], max_length: int | None, skipped: list[str], split: str,
-                  too_long: str) -> list[Example]:
-    """The limit again for examples no reader admitted line by line (generated splits)."""
-    if max_length is None:
-        return examples
-    kept = []
-    for i, e in enumerate(examples):
-        n = max(len(e.source), len(e.target))
-        if n <= max_length:
-            kept.append(e)
-        elif too_long == "skip":
-            skipped.append(f"{split}: example {i + 1}")
-        else:
-            raise StructseqError(f"{split}: example {i + 1} has {n} tokens, more than data.max_length {max_length}")
-    return kept
-
-
-def _describe_mismatch(name: str, saved: Vocab, built: Vocab) -> str:
-    name = {"src": "source", "tgt": "target"}.get(name, name)
-    missing = [t for t in built.itos if t not in saved][:5]
-    extra = [t for t in saved.itos if t not in built][:5]
-    return (f"the checkpoint's {name} vocabulary ({len(saved)} tokens) does not match the data "
-            f"({len(built)} tokens; new in data: {missing}, only in checkpoint: {extra}). "
-            "Was the run trained on another dataset or config?")
-
-
-def resolve_device(name: str) -> torch.device:
-    """`train.device`: auto (CUDA when available) | cpu | cuda | cuda:N."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"'train.device': unknown device '{name}'; choices: auto, cpu, cuda, cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"'train.device' is '{name}' but no CUDA device is available; use auto or cpu")
-    if device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"'train.device': unsupported device '{name}'; choices: auto, cpu, cuda, cuda:N")
-    return device
-
-
-def rng_state() -> dict:
-    """Every RNG a run may draw from, as plain types and tensors (weights-only loadable)."""
-    np_state = np.random.get_state()
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                       "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])}}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    if "python" in state:
-        version, internal, gauss = state["python"]
-        random.setstate((version, tuple(internal), gauss))
-    if "numpy" in state:
-        n = state["numpy"]
-        np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
-                             n["cached_gaussian"]))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
+from structseq.train.progress import ProgressBar
+from structseq.train.resume import check_vocabs, file_identity, finished, finished_summary, plan_resume
+from structseq.train.rng import rng_state, seed_everything, set_rng_state
 
 
 @dataclass
@@ -184,56 +75,14 @@ class Progress:
     train_seconds: float = 0.0
 
 
-def finished(progress: Mapping, max_steps: int) -> str | None:
-    """Why the run whose checkpoint holds `progress` is finished (early_stopping, max_steps), or None when
-    it may continue (interrupted or killed before its budget)."""
-    if progress.get("stopped") == "early_stopping":
-        return "early_stopping"
-    if progress.get("step", 0) >= max_steps:
-        return "max_steps"
-    return None
-
-
-#: the config keys `--resume` may change (`--resume RUN --set train.max_steps=N` extends a run)
-RESUME_OVERRIDES = ("train.max_steps",)
-
-
-def resume_changes(cfg: Config, overrides: Sequence[str]) -> dict[str, tuple]:
-    """The changes `overrides` make to a resumed run's config, `{key: (old, new)}`: only a larger
-    `train.max_steps`; anything else is a ConfigError saying what `--resume` accepts."""
-    flat: dict = {}
-
-    def walk(node: dict, prefix: str) -> None:
-        for k, v in node.items():
-            if isinstance(v, dict) and v:
-                walk(v, f"{prefix}{k}.")
-            else:
-                flat[f"{prefix}{k}"] = v
-
-    walk(apply_overrides({}, list(overrides)), "")
-    for key in flat:
-        if key not in RESUME_OVERRIDES:
-            raise ConfigError(f"--resume continues a run with its saved config, so '{key}' cannot be changed; "
-                              "the one change allowed is a larger budget: --set train.max_steps=N")
-    if not flat:
-        return {}
-    new = config_from_dict(apply_overrides(cfg.to_dict(), list(overrides)), saved=True).train.max_steps
-    old = cfg.train.max_steps
-    if new < old:
-        raise ConfigError(f"'train.max_steps': --resume can only extend a run's budget ({old}), not cut it to {new}")
-    return {"train.max_steps": (old, new)} if new != old else {}
-
-
-def _stat(path: Path) -> tuple:
-    st = os.stat(path)
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
 class Trainer:
+    """One training run: the task, its data, the model and optimiser, built (or restored for `--resume`)
+    from a config; `run()` trains."""
+
     def __init__(self, cfg: Config, out_dir: str | Path, *, data_root=None, resume: bool = False,
                  show_progress: bool = True, on_update: Callable[[int], None] | None = None,
                  config_changes: Mapping[str, tuple] | None = None):
-        """`config_changes` (`{key: (old, new)}`, see `resume_changes`): what a resumed run changed in its
+        """`config_changes` (`{key: (old, new)}`, see `structseq.train.resume.resume_changes`): what a resumed run changed in its
         config, recorded in the run's config history when the run starts."""
         self.cfg, self.out = cfg, Path(out_dir)
         self.show_progress, self.on_update = show_progress, on_update
@@ -252,35 +101,15 @@ class Trainer:
             raise ConfigError(f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
                               f"'{self.task.name}'; choices: {', '.join(self.task.valid_metrics)}")
         self.data = load_training_data(cfg, self.task, data_root)
-        ckpt = None
         self._last = self.out / "checkpoints" / "last.pt"
-        if resume:
-            ckpt = load_checkpoint(self._last, {**RUN_KEYS, **RESUME_KEYS})
-            self._loaded = _stat(self._last)
-            if ckpt.get("task"):  # what the task learned (e.g. subwords) is restored, never relearned
-                self.task.load_state_dict(ckpt["task"])
-                self.data.vocabs = self.task.build_vocabs(self.data.train)
-            for name, built in self.data.vocabs.items():
-                saved = Vocab(ckpt["vocab"][name])
-                if saved != built:
-                    raise StructseqError(_describe_mismatch(name, saved, built))
-        elif (self.out / "checkpoints" / "last.pt").exists():
+        ckpt = self._load_last() if resume else None
+        if not resume and self._last.exists():
             raise StructseqError(f"{self.out} already holds a run; use --resume to continue it or another --out")
-        init = None
-        if cfg.train.init_from and not resume:  # phase two: another run's parameters, vocabularies, task state
-            init_path = init_checkpoint(cfg.train.init_from)
-            init = load_checkpoint(init_path, RUN_KEYS)
-            self.task.load_state_dict(init.get("task") or {})
-            self.data.vocabs = {name: Vocab(tokens) for name, tokens in init["vocab"].items()}
+        init = self._load_init() if cfg.train.init_from and not resume else None
         seed_everything(cfg.train.seed)
         self.model = build_model(cfg.model, self.data.vocabs, self.data.train, task=self.task.name).to(self.device)
         if init is not None:
-            state, filled = self.model.pretrained_state(init["model"])
-            load_model_state(self.model, state, init_path)  # strict: same keys and shapes
-            if filled:
-                print(f"init_from {init_path}: {len(filled)} tensors the checkpoint lacks start as their source "
-                      f"twins ({', '.join(sorted({n.rsplit('.', 2)[0] for n in filled})[:4])}, ...)",
-                      file=sys.stderr)
+            self._init_parameters(*init)
         # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
         groups = self.model.param_groups() if hasattr(self.model, "param_groups") else self.model.parameters()
         self.optimizer = build_optimizer(cfg.optim, groups)
@@ -290,16 +119,48 @@ class Trainer:
         self._lengths = [self.task.length(e) for e in self._encoded]
         self._epoch_cache: tuple[int, list[list[int]]] | None = None
         if ckpt is not None:
-            load_model_state(self.model, ckpt["model"], self._last)
-            try:
-                self.optimizer.load_state_dict(ckpt["optimizer"])
-                known = {f for f in Progress.__dataclass_fields__}
-                self.progress = Progress(**{k: v for k, v in ckpt["progress"].items() if k in known})
-                set_rng_state(ckpt["rng"])
-            except (ValueError, KeyError, TypeError, RuntimeError) as e:
-                raise StructseqError(f"{self._last}: the optimiser, progress or RNG state does not fit this run "
-                                     f"({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
+            self._restore(ckpt)
         self.ddp_model = self.dist.wrap(self.model)
+
+    # ------------------------------------------------------------ starting points
+    def _load_last(self) -> dict:
+        """The checkpoint a resumed run continues from. What the task learned (e.g. subwords) is restored,
+        never relearned; the vocabularies built from the data must be the checkpoint's."""
+        ckpt = load_checkpoint(self._last, {**RUN_KEYS, **RESUME_KEYS})
+        self._loaded = file_identity(self._last)
+        if ckpt.get("task"):
+            self.task.load_state_dict(ckpt["task"])
+            self.data.vocabs = self.task.build_vocabs(self.data.train)
+        check_vocabs(ckpt["vocab"], self.data.vocabs)
+        return ckpt
+
+    def _load_init(self) -> tuple[Path, dict]:
+        """`train.init_from` (phase two): another run's checkpoint, whose vocabularies and task state this
+        run takes; its parameters go into the model once it is built (`_init_parameters`)."""
+        path = init_checkpoint(self.cfg.train.init_from)
+        init = load_checkpoint(path, RUN_KEYS)
+        self.task.load_state_dict(init.get("task") or {})
+        self.data.vocabs = {name: Vocab(tokens) for name, tokens in init["vocab"].items()}
+        return path, init
+
+    def _init_parameters(self, path: Path, init: dict) -> None:
+        state, filled = self.model.pretrained_state(init["model"])
+        load_model_state(self.model, state, path)  # strict: same keys and shapes
+        if filled:
+            print(f"init_from {path}: {len(filled)} tensors the checkpoint lacks start as their source "
+                  f"twins ({', '.join(sorted({n.rsplit('.', 2)[0] for n in filled})[:4])}, ...)", file=sys.stderr)
+
+    def _restore(self, ckpt: dict) -> None:
+        """A resumed run's parameters, optimiser state, progress and RNG state."""
+        load_model_state(self.model, ckpt["model"], self._last)
+        try:
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            known = {f for f in Progress.__dataclass_fields__}
+            self.progress = Progress(**{k: v for k, v in ckpt["progress"].items() if k in known})
+            set_rng_state(ckpt["rng"])
+        except (ValueError, KeyError, TypeError, RuntimeError) as e:
+            raise StructseqError(f"{self._last}: the optimiser, progress or RNG state does not fit this run "
+                                 f"({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
 
     # ------------------------------------------------------------ data
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
@@ -412,9 +273,7 @@ class Trainer:
         try:
             reason = finished(vars(self.progress), self.cfg.train.max_steps) if self.resume else None
             if reason is not None:
-                p = self.progress
-                return {"steps": p.step, "stopped": "already_finished", "reason": reason, "best": p.best,
-                        "history": p.history}
+                return finished_summary(vars(self.progress), reason)
             return self._run()
         finally:
             if lock is not None:
@@ -432,7 +291,7 @@ class Trainer:
                     rundir.prepare_new(self.out)
                     rundir.write_config(self.out, self.cfg.to_dict())
                 else:
-                    if not self._last.exists() or _stat(self._last) != self._loaded:
+                    if not self._last.exists() or file_identity(self._last) != self._loaded:
                         raise rundir.RunDirError(f"{self._last} changed after this run loaded it (another run "
                                                  "resumed it meanwhile?); start --resume again")
                     if finished(vars(self.progress), self.cfg.train.max_steps) is None:
@@ -457,7 +316,7 @@ class Trainer:
         self._stop = False
         p.stopped = None
         log = open(self.out / "metrics.jsonl", "a") if self.dist.is_main else None
-        bar = _ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
+        bar = ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
         t_log, tok_log, loss_log, n_log = time.perf_counter(), 0, 0.0, 0
         stopped = "max_steps"
         previous_handlers = self._install_interrupt_handler()
@@ -551,45 +410,6 @@ class Trainer:
         return stop
 
 
-class _ProgressBar:
-    """A rich progress bar with loss, lr and throughput; silent when disabled or not a terminal."""
-
-    def __init__(self, total: int, done: int, enabled: bool):
-        self.bar = None
-        if enabled and sys.stderr.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                TextColumn("{task.fields[info]}"), transient=False)
-            self.task = self.bar.add_task("train", total=total, completed=done, info="")
-            self.bar.start()
-        elif enabled:
-            self.last_print = 0.0
-
-    def update(self, step: int, rec: dict) -> None:
-        info = f"loss {rec['loss']:.3f} lr {rec['lr']:.2e} {rec['tokens_per_s']:.0f} tok/s"
-        if self.bar is not None:
-            self.bar.update(self.task, completed=step, info=info)
-        elif hasattr(self, "last_print") and time.perf_counter() - self.last_print > 10:
-            print(f"step {step}: {info}", file=sys.stderr, flush=True)
-            self.last_print = time.perf_counter()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-def init_checkpoint(spec: str) -> Path:
-    """`train.init_from`: a checkpoint file, or a run directory (its best checkpoint, else its last)."""
-    path = Path(spec)
-    if path.is_dir():
-        best, last = path / "checkpoints" / "best.pt", path / "checkpoints" / "last.pt"
-        path = best if best.exists() else last
-    if not path.is_file():
-        raise ConfigError(f"'train.init_from': no checkpoint at {spec}")
-    return path
-
-
 def train(cfg: Config | dict, out_dir: str | Path, **kwargs) -> dict:
     """Train a model from a config; see `Trainer` for keyword arguments."""
     if isinstance(cfg, dict):
@@ -601,23 +421,7 @@ def resume(out_dir: str | Path, *, overrides: Sequence[str] = (), **kwargs) -> d
     """Continue the run in `out_dir` from its last checkpoint, with its saved config; `overrides` may only
     extend `train.max_steps` (see `resume_changes`). A finished run is left unchanged: the summary's
     `stopped` is `already_finished` and `reason` says why."""
-    out = Path(out_dir)
-    rundir.check_directory(out)
-    path = out / "checkpoints" / "last.pt"
-    if not path.exists():
-        raise rundir.RunDirError(f"{out}: nothing to resume (no {path}); is this a training run directory?")
-    ckpt = load_checkpoint(path, {**RUN_KEYS, **RESUME_KEYS})
-    try:
-        cfg = config_from_dict(dict(ckpt["config"]), saved=True)
-    except ConfigError as e:
-        raise ConfigError(f"{path}: the checkpoint's config: {e}") from None
-    changes = resume_changes(cfg, overrides)
-    if changes:
-        cfg.train.max_steps = changes["train.max_steps"][1]
-    progress = ckpt["progress"]
-    reason = finished(progress, cfg.train.max_steps)
-    if reason is not None:
-        return {"steps": progress.get("step"), "stopped": "already_finished", "reason": reason,
-                "best": progress.get("best"), "history": progress.get("history", [])}
-    del ckpt
-    return Trainer(cfg, out, resume=True, config_changes=changes, **kwargs).run()
+    cfg, changes, done = plan_resume(out_dir, overrides)
+    if done is not None:
+        return done
+    return Trainer(cfg, Path(out_dir), resume=True, config_changes=changes, **kwargs).run()

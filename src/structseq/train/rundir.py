@@ -22,7 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from structseq.errors import StructseqError
+from structseq.errors import ConfigError, DataError, StructseqError
+from structseq.textio import read_text
+from structseq.yamlio import load_yaml
 
 try:
     import fcntl
@@ -185,21 +187,16 @@ def record_config_change(run_dir: str | Path, step: int, changes: dict[str, tupl
 
 
 def read_run_config(run_dir: str | Path) -> dict:
-    """The run's config.yaml as a mapping; missing, not UTF-8, not YAML or not a mapping is an error
-    naming the file."""
-    from structseq.errors import DataError
-    from structseq.textio import read_text
-
+    """The run's config.yaml as a mapping, read as strictly as a config file (`structseq.yamlio`: a key given
+    twice is an error); missing, not UTF-8, not YAML or not a mapping is an error naming the file."""
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
         raise RunDirError(f"{path}: missing; is {run_dir} a training run directory? (pass --checkpoint "
                           "best|last to load its checkpoint anyway)")
     try:
-        raw = yaml.safe_load(read_text(path))
-    except DataError as e:
+        raw = load_yaml(read_text(path), path)
+    except (DataError, ConfigError) as e:
         raise RunDirError(str(e)) from None
-    except yaml.YAMLError as e:
-        raise RunDirError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
     if not isinstance(raw, dict):
         raise RunDirError(f"{path}: not a run's config (expected a mapping of sections, found "
                           f"{type(raw).__name__})")
