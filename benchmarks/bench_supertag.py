@@ -77,7 +77,7 @@ def bench_decode(task, vocabs, model, dev, beam: int, device) -> dict:
 
 def bench_message_passing(device, rounds: int = 50) -> dict:
     """Node feedback's segment softmax + weighted scatter: dense/segment torch ops vs torch_geometric."""
-    from structseq.models.supertagger import segment_softmax
+    from structseq.nn.segment import segment_softmax
 
     n_words, n_nodes, heads, d = 16 * 22, 16 * 22 * 2, 4, 256  # a batch of 16 sentences at depth 2
     g = torch.Generator().manual_seed(0)

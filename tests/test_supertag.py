@@ -13,12 +13,20 @@ import torch
 
 from structseq.config import config_from_dict
 from structseq.data.ab_grammar import UNSEEN, splits
-from structseq.data.categories import (BLANK, canonical, depth, from_nodes, nodes, parse_category, print_category,
-                                       well_formed)
-from structseq.data.example import Example
-from structseq.data.tlgbank import read_auto, read_tagged, read_supertag_file
+from structseq.data.categories import (
+    BLANK,
+    canonical,
+    depth,
+    from_nodes,
+    nodes,
+    parse_category,
+    print_category,
+    well_formed,
+)
+from structseq.data.tlgbank import read_auto, read_supertag_file, read_tagged
+from structseq.decode.tree import greedy_trees, kbest_trees
 from structseq.metrics.supertag import multitag, supertag_scores
-from structseq.models.registry import build_model
+from structseq.models import build_model
 from structseq.paths import data_root
 from structseq.tasks import get_task
 
@@ -164,17 +172,17 @@ def test_depth_batched_decoding_equals_each_sentence_and_word_alone():
     ex = train[:6]
     h, mask = _states(model, task, vocabs, ex)
     W = h.shape[1]
-    batched = _trees(model.greedy(h, mask), W)
+    batched = _trees(greedy_trees(model, h, mask), W)
     for b in range(len(ex)):  # each sentence alone (state feedback couples its words)
         n = int(mask[b].sum())
-        alone = _trees(model.greedy(h[b: b + 1, :n], mask[b: b + 1, :n]), n)
+        alone = _trees(greedy_trees(model, h[b: b + 1, :n], mask[b: b + 1, :n]), n)
         assert alone[0] == batched[b]
     _, _, nosf, _ = _tiny(state_feedback=False)
     h, mask = _states(nosf, task, vocabs, ex)
-    batched = _trees(nosf.greedy(h, mask), W)
+    batched = _trees(greedy_trees(nosf, h, mask), W)
     for b in range(2):
         for w in range(int(mask[b].sum())):  # without state feedback: each word alone
-            alone = _trees(nosf.greedy(h[b: b + 1, w: w + 1], mask[b: b + 1, w: w + 1]), 1)
+            alone = _trees(greedy_trees(nosf, h[b: b + 1, w: w + 1], mask[b: b + 1, w: w + 1]), 1)
             assert alone[0][0] == batched[b][w]
 
 
@@ -222,8 +230,8 @@ def test_beam_one_equals_greedy_and_kbest_trees_are_well_formed_and_sorted():
     ex = train[:8]
     greedy = task.predict(model, ex, vocabs, beam=1)
     h, mask = _states(model, task, vocabs, ex)
-    b1 = model.beam(h, mask, 1)
-    g = model.greedy(h, mask)
+    b1 = kbest_trees(model, h, mask, 1)
+    g = greedy_trees(model, h, mask)
     W = h.shape[1]
     gt = _trees(g, W)
     for b in range(len(ex)):
@@ -255,14 +263,14 @@ def test_scores_bins_oracle_and_multitag():
     gold = [["n", "np", "s", "x"]]
     kbest = [[[("n", -0.1)], [("s", -0.5), ("np", -0.9)], [("s", -0.01)], [("np", -2.0), ("x", -3.0)]]]
     r = supertag_scores(gold, kbest, counts, betas=(1.0, 0.1), beam=2, repaired=[[False, True, False, False]])
-    assert r["accuracy"]["score"] == 50.0 and r["sentence_accuracy"]["score"] == 0.0 and r["accuracy"]["n"] == 4
-    assert r["accuracy_frequent"] == {"score": 100.0, "correct": 1, "n": 1, "signature": r["signature"]}
+    assert r["accuracy"]["score"] == 0.5 and r["sentence_accuracy"]["score"] == 0.0 and r["accuracy"]["n"] == 4
+    assert r["accuracy_frequent"] == {"score": 1.0, "correct": 1, "n": 1, "signature": r["signature"]}
     assert r["accuracy_uncommon"]["correct"] == 0 and r["accuracy_rare"]["correct"] == 1
-    assert r["accuracy_unseen"]["n"] == 1 and r["oracle_accuracy"]["score"] == 100.0
+    assert r["accuracy_unseen"]["n"] == 1 and r["oracle_accuracy"]["score"] == 1.0
     assert r["ill_formed_repaired"] == 1 and r["signature"].startswith("supertag|")
     curve = {c["beta"]: c for c in r["multitag"]}
-    assert curve[1.0]["tags_per_word"] == 1.0 and curve[1.0]["accuracy"] == 50.0
-    assert curve[0.1]["accuracy"] == 100.0 and curve[0.1]["tags_per_word"] == 1.5  # within e^-1 > 0.1 kept
+    assert curve[1.0]["tags_per_word"] == 1.0 and curve[1.0]["accuracy"] == 0.5
+    assert curve[0.1]["accuracy"] == 1.0 and curve[0.1]["tags_per_word"] == 1.5  # within e^-1 > 0.1 kept
     assert multitag([("a", math.log(0.5)), ("b", math.log(0.04))], 0.1) == [("a", math.log(0.5))]
 
 
@@ -302,7 +310,7 @@ def test_learns_a_synthetic_ab_grammar_with_an_unseen_category():
     unseen = canonical(UNSEEN)
     n_unseen = sum(c == unseen for e in data["test"] for c in e.target)
     right = sum(h == g == unseen for e, p in zip(data["test"], pred) for g, h in zip(e.target, p.best))
-    assert r["accuracy"]["score"] > 98.0 and n_unseen > 20 and right >= 0.9 * n_unseen
+    assert r["accuracy"]["score"] > 0.98 and n_unseen > 20 and right >= 0.9 * n_unseen
 
 
 def test_cli_api_train_evaluate_predict(tmp_path):

@@ -12,6 +12,8 @@ verbatim (`print_category(parse_category(s)) == s` for canonical strings):
   associate to the left when parsing (`S\\NP/NP` = `(S\\NP)/NP`).
 
 Positions: the root is 1 and the children of k are 2k (left) and 2k+1 (right); depth t holds 2^t .. 2^(t+1)-1.
+A category deeper than `MAX_DEPTH` is refused when parsed (a CategoryError; readers make it a DataError naming
+the file and line), so that positions stay small integers and the tree supertagger's tables stay small.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ _GRAIL_UNARY = {"dia": "<>", "box": "[]"}
 _GRAIL_NAME = {v: k for k, v in {**_GRAIL_BINARY, **_GRAIL_UNARY}.items()}
 _MODED = re.compile(r"^(/|\\|\*|<>|\[\])(\w+)$")  # a Grail connective with its mode: '/0', '<>1'
 _GRAIL_START = re.compile(r"^(dr|dl|p|dia|box)\(")
+
+#: The deepest category accepted (the root is depth 0): node positions reach 2^(MAX_DEPTH+1) - 1 and the tree
+#: supertagger's path table holds 2^(max_depth+1) rows (`model.max_depth` is bounded by it too). The deepest
+#: category of TLGbank light has depth 7.
+MAX_DEPTH = 16
 
 
 class CategoryError(ValueError):
@@ -58,8 +65,13 @@ def parse_category(text: str) -> Tree:
             tree, end = _parse_grail(text, 0)
             if end != len(text):
                 raise CategoryError(f"{text!r}: trailing text at {end}")
-            return tree
-        return _parse_ccg(text)
+        else:
+            tree = _parse_ccg(text)
+        d = depth(tree)
+        if d > MAX_DEPTH:
+            raise CategoryError(f"{text[:40]!r}...: a category of depth {d}, deeper than the limit of {MAX_DEPTH} "
+                                "(structseq.data.categories.MAX_DEPTH)")
+        return tree
     except RecursionError:
         raise CategoryError(f"{text[:40]!r}...: nested too deeply") from None
 

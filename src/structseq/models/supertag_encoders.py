@@ -53,7 +53,8 @@ def pretrained_folder(path: str) -> Path:
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist (moved or deleted?)"
         raise ConfigError(f"'{_KEY}': the encoder folder {str(path)!r} {what}; give a local folder holding the "
-                          "model and its tokenizer (as save_pretrained writes them): nothing is downloaded")
+                          "model and its tokenizer (as save_pretrained writes them): nothing is downloaded (a hub "
+                          "name such as camembert-base is not fetched)")
     return folder
 
 

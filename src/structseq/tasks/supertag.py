@@ -23,24 +23,40 @@ import numpy as np
 import torch
 from torch import nn
 
-from structseq.config import _f
+from structseq.config import TaskOptions
 from structseq.data.batching import Batch, pad_sequences
-from structseq.data.categories import CategoryError, canonical, from_nodes, is_binary, nodes, parse_category, \
-    print_category
+from structseq.data.categories import (
+    CategoryError,
+    canonical,
+    from_nodes,
+    is_binary,
+    nodes,
+    parse_category,
+    print_category,
+)
 from structseq.data.example import Example
+from structseq.data.training import load_training_data
 from structseq.data.vocab import Vocab
+from structseq.decode.tree import greedy_trees, kbest_trees
 from structseq.errors import DataError
-from structseq.tasks.base import Encoded, Task, TaskOptions, Vocabs
+from structseq.fields import option
+from structseq.metrics.base import MetricInputs
+from structseq.models.supertag_encoders import load_pretrained, max_pieces
+from structseq.nn.loss import label_smoothed_nll
+from structseq.progress import progress
+from structseq.registry import register_task
+from structseq.tasks.base import Encoded, Task, Vocabs
 
 
 @dataclass
 class SupertagOptions(TaskOptions):
-    type: str = _f("supertag", "task")
-    beta: float = _f(0.0, "predict output: every category within a factor beta of the best, written "
-                          "word|cat1|p1|cat2|p2... (0: the single best, word|cat); needs decode.beam > 1 for more "
-                          "than one category")
-    betas: list[float] = _f([1.0, 0.1, 0.01, 0.001, 0.0001], "evaluate: the multi-tagger curve's betas (with beam > 1)")
-    max_tags: int = _f(50, "multi-tagging: at most this many categories per word")
+    type: str = option("supertag", "task")
+    beta: float = option(0.0, "predict output: every category within a factor beta of the best, written "
+                              "word|cat1|p1|cat2|p2... (0: the single best, word|cat); needs decode.beam > 1 for "
+                              "more than one category", ge=0.0, le=1.0)
+    betas: list[float] = option([1.0, 0.1, 0.01, 0.001, 0.0001], "evaluate: the multi-tagger curve's betas (with "
+                                "beam > 1), each in (0, 1]", gt=0.0, le=1.0)
+    max_tags: int = option(50, "multi-tagging: at most this many categories per word", ge=1)
 
 
 @dataclass
@@ -64,15 +80,17 @@ def _canonical(cat: str) -> str:
         return cat
 
 
+@register_task("supertag")
 class SupertagTask(Task):
-    name = "supertag"
     options_class = SupertagOptions
     valid_metrics = {"loss": "min", "accuracy": "max"}
-    archs = ("supertag-classifier", "supertag-tree")
+    metrics = ("accuracy", "sentence_accuracy", "accuracy_frequent", "accuracy_uncommon", "accuracy_rare",
+               "accuracy_unseen", "oracle_accuracy")
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self._tokenizer = None
+        self._max_pieces = 0
         self._train_counts: Counter | None = None
 
     @property
@@ -91,27 +109,37 @@ class SupertagTask(Task):
                 "sym": Vocab(sym)}
 
     def check_examples(self, examples: Sequence[Example], where: str) -> None:
+        """Every example has one category per word, each a category (at most `MAX_DEPTH` deep)."""
         for i, e in enumerate(examples):
             if not e.source or len(e.target) != len(e.source):
                 raise DataError(f"example {i + 1} has {len(e.source)} words but {len(e.target)} categories", where)
+            for c in e.target:
+                try:
+                    parse_category(c)
+                except CategoryError as err:
+                    raise DataError(f"example {i + 1}: bad category: {err}", where) from None
 
     @property
     def tokenizer(self):
+        """The pretrained encoder's tokenizer (local files only; a missing folder is a ConfigError)."""
         if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(self.cfg.model.encoder.pretrained)
+            path = self.cfg.model.encoder.pretrained
+            self._tokenizer = load_pretrained(path, "tokenizer")
+            self._max_pieces = max_pieces(path, self._tokenizer)
         return self._tokenizer
 
     def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
+        """Ids of one sentence. With a pretrained encoder, a sentence of more subword pieces than the encoder has
+        positions is a DataError (never truncated: no word is dropped silently); `batch` names its number."""
         out: Encoded = {"n": len(example.source)}
         enc = self.cfg.model.encoder
         if enc.pretrained:
             tok = self.tokenizer(list(example.source), is_split_into_words=True, truncation=False)
-            limit = getattr(self.tokenizer, "model_max_length", 10 ** 9)
-            if len(tok["input_ids"]) > limit:
-                raise DataError(f"a sentence of {len(example.source)} words is {len(tok['input_ids'])} pieces, over "
-                                f"the encoder's {limit}: split it (no evaluation data is dropped silently)")
+            if len(tok["input_ids"]) > self._max_pieces:
+                start = " ".join(example.source[:6])
+                raise DataError(f"the sentence '{start} ...' of {len(example.source)} words is "
+                                f"{len(tok['input_ids'])} subword pieces, more than the {self._max_pieces} positions "
+                                f"of the encoder {enc.pretrained}: split it (nothing is truncated)")
             out["pieces"] = tok["input_ids"]
             out["piece_word"] = [-1 if w is None else w for w in tok.word_ids()]
         else:
@@ -123,6 +151,18 @@ class SupertagTask(Task):
             out["nodes"] = [(w, k, sym.stoi.get(s, Vocab.pad))  # an unseen symbol is not scored
                             for w, c in enumerate(example.target) for k, s in nodes(parse_category(c))]
         return out
+
+    def batch(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
+        """`Task.batch`; a sentence that cannot be encoded is a DataError naming its number (1-based: the input
+        line of `structseq predict`)."""
+        index = range(len(examples)) if index is None else index
+        items = []
+        for i, e in zip(index, examples):
+            try:
+                items.append(self.encode(e, vocabs))
+            except DataError as err:
+                raise DataError(f"sentence {i + 1}: {err}") from None
+        return self.collate(items, index)
 
     def length(self, encoded: Encoded) -> int:
         return len(encoded["pieces"]) if "pieces" in encoded else encoded["n"]
@@ -156,8 +196,6 @@ class SupertagTask(Task):
 
     # ------------------------------------------------------------------ training
     def loss(self, model: nn.Module, batch: Batch, label_smoothing: float):
-        from structseq.train.optim import label_smoothed_nll
-
         # the arch, not the model object, says which targets: the loop may pass a DistributedDataParallel wrapper
         target = batch["node_sym"] if self.is_tree else batch["cat"]
         loss, nll = label_smoothed_nll(model(batch), target, label_smoothing)
@@ -170,7 +208,8 @@ class SupertagTask(Task):
         device = next(model.parameters()).device
         bs = self.cfg.decode.batch_size
         for start in range(0, len(examples), bs):
-            b = self.to_device(self.batch(examples[start: start + bs], vocabs), device)
+            chunk = examples[start: start + bs]
+            b = self.to_device(self.batch(chunk, vocabs, range(start, start + len(chunk))), device)
             _, nll, n = self.loss(model, b, 0.0)
             total, words = total + float(nll), words + n
         preds = self.predict(model, examples, vocabs, beam=1)
@@ -181,8 +220,6 @@ class SupertagTask(Task):
     @torch.no_grad()
     def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
                 show_progress: bool = False) -> list[Tagged]:
-        from structseq.tasks.seq2seq import progress
-
         d = self.cfg.decode
         k = max(1, d.beam if beam is None else beam)
         device = next(model.parameters()).device
@@ -193,7 +230,7 @@ class SupertagTask(Task):
         chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
         for chunk in progress(chunks, "tag", show_progress):
             exs = [Example(examples[i].source) for i in chunk]
-            batch = self.to_device(self.batch(exs, vocabs), device)
+            batch = self.to_device(self.batch(exs, vocabs, chunk), device)
             tagged = (self._tree_kbest if self.is_tree else self._classifier_kbest)(model, batch, k, vocabs)
             for i, (kb, rep) in zip(chunk, tagged):
                 out[i] = Tagged(examples[i].source, kb, rep)
@@ -214,7 +251,7 @@ class SupertagTask(Task):
         lens = mask.sum(1).tolist()
         itos = vocabs["sym"].itos
         if k == 1:
-            r = {name: v.cpu().numpy() for name, v in model.greedy(h, mask).items()}
+            r = {name: v.cpu().numpy() for name, v in greedy_trees(model, h, mask).items()}
             order = np.argsort(r["word"], kind="stable")
             groups = np.split(order, np.flatnonzero(np.diff(r["word"][order])) + 1)
             per_word = {}
@@ -226,7 +263,7 @@ class SupertagTask(Task):
                                                   if tree is not None else [], bool(r["repaired"][g].any()))
             return [([per_word[b * W + w][0] for w in range(n)], [per_word[b * W + w][1] for w in range(n)])
                     for b, n in enumerate(lens)]
-        r = {name: v.cpu().numpy() for name, v in model.beam(h, mask, k).items()}
+        r = {name: v.cpu().numpy() for name, v in kbest_trees(model, h, mask, k).items()}
         out = []
         for b, n in enumerate(lens):
             words = []
@@ -264,23 +301,28 @@ class SupertagTask(Task):
     def train_counts(self, data_root=None) -> Counter:
         """Training frequency of each category (the training split as the config defines it)."""
         if self._train_counts is None:
-            from structseq.train.loop import load_training_data
-
             train = load_training_data(self.cfg, self, data_root).train
             self._train_counts = Counter(_canonical(c) for e in train for c in e.target)
         return self._train_counts
 
-    def evaluate(self, examples, predictions, *, dataset: str, split: str, data_root=None) -> dict:
-        from structseq.metrics.supertag import supertag_scores
-
+    def metric_inputs(self, examples, predictions, *, dataset: str, split: str, data_root=None) -> MetricInputs:
+        """Gold categories against the best ones, with the k-best lists and the training counts as `extras`."""
         d = self.cfg.data
-        beam = max((len(kb) for p in predictions for kb in p.kbest), default=1)
-        tree = self.is_tree
-        return supertag_scores([[_canonical(c) for c in e.target] for e in examples],
-                               [p.kbest for p in predictions], self.train_counts(data_root),
-                               betas=self.options.betas, max_tags=self.options.max_tags, beam=beam,
-                               repaired=[p.repaired for p in predictions] if tree else None,
-                               train_name=f"{d.dataset}/{d.train}")
+        return MetricInputs(
+            [p.best for p in predictions], [[_canonical(c) for c in e.target] for e in examples],
+            sources=[e.source for e in examples], dataset=dataset, split=split, data_root=data_root,
+            extras={"kbest": [p.kbest for p in predictions], "train_counts": self.train_counts(data_root),
+                    "betas": self.options.betas, "max_tags": self.options.max_tags,
+                    "beam": max((len(kb) for p in predictions for kb in p.kbest), default=1),
+                    "repaired": [p.repaired for p in predictions] if self.is_tree else None,
+                    "train_name": f"{d.dataset}/{d.train}"})
+
+    def report_facts(self, inputs: MetricInputs) -> dict:
+        """Unseen categories predicted (and right), ill-formed choices repaired, the multi-tagger curve and the
+        signature the scores share."""
+        from structseq.metrics.supertag import supertag_facts
+
+        return supertag_facts(inputs)
 
     def prediction_rows(self, examples, predictions):
         rows = []
