@@ -92,6 +92,63 @@ class AdaptiveKeyEncoder(nn.Module):
         return self.final_norm(h) if self.final_norm is not None else h
 
 
+# ---------------------------------------------------------------- re-encoding points and chunks (shared with
+# models/rdangle_pretrained.py: any R-Dangle training path is the same loop over groups of points)
+
+def reencoding_points(length: int, interval: int) -> list[int]:
+    """Re-encoding steps (0-based) for a target of `length` decoder inputs: 0, o, 2o, ... (interval 0: only 0)."""
+    return list(range(0, length, interval)) if interval else [0]
+
+
+def is_reencoding_point(step: int, interval: int) -> bool:
+    return step % interval == 0 if interval else step == 0
+
+
+def auto_chunk_points(interval: int, length: int, steps: int) -> int:
+    """Points per chunk covering about `steps` target steps (interval 0: the one point)."""
+    return -(-steps // (interval or length))
+
+
+def run_chunks(chunk, args: tuple, lengths: Tensor, interval: int, size: int, recompute: bool) -> list[Tensor]:
+    """`chunk(*args, group)` for consecutive groups of `size` re-encoding points of a batch whose sentences have
+    `lengths` decoder inputs (a loop over groups of points, never over time steps); with `recompute`, each
+    chunk's activations are recomputed in the backward pass instead of stored."""
+    pts = torch.tensor(reencoding_points(int(lengths.max()), interval), device=lengths.device)
+    outputs = []
+    for first in range(0, len(pts), size):
+        group = pts[first:first + size]
+        if recompute and torch.is_grad_enabled():
+            outputs.append(checkpoint(chunk, *args, group, use_reentrant=False))
+        else:
+            outputs.append(chunk(*args, group))
+    return outputs
+
+
+def live_rows(group: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """The rows of a chunk worth computing, point-major: (point index in `group`, sentence) for every point that
+    lies within its sentence's `lengths` decoder inputs."""
+    return (group[:, None] < lengths[None, :]).nonzero(as_tuple=True)
+
+
+def step_owners(group: Tensor, point_of: Tensor, sent_of: Tensor, batch: int, n: int, interval: int
+                ) -> tuple[Tensor, Tensor, Tensor]:
+    """For the n steps of a chunk (from its first point on): the row that owns step t of sentence b, (n, B),
+    the steps (n,) and a mask (B, n, 1) of the (b, t) that have a row (output (b, t) comes from the row of
+    sentence b and of the point that owns step t)."""
+    row_of = torch.full((len(group), batch), -1, dtype=torch.long, device=group.device)
+    row_of[point_of, sent_of] = torch.arange(len(sent_of), device=group.device)
+    steps = torch.arange(n, device=group.device)  # relative to the chunk's first point
+    rows = row_of[torch.div(steps, interval, rounding_mode="floor")]  # (n, B)
+    return rows.clamp_min(0), steps, rows.ge(0).T[..., None]
+
+
+def gather_owned(x: Tensor, owners: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+    """Per-row outputs x (R, n, ...) of a chunk as (B, n, ...): each step from the row that owns it (zero where
+    none does); `owners` from `step_owners`."""
+    rows, steps, keep = owners
+    return x[rows, steps[:, None]].transpose(0, 1) * keep
+
+
 class RDangleSeq2Seq(Autoregressive):
     sentence_state = frozenset({"src", "src_pad", "src_states", "values"})  # cross_kv follows the prefix
 
@@ -114,10 +171,10 @@ class RDangleSeq2Seq(Autoregressive):
 
     def points(self, length: int) -> list[int]:
         """Re-encoding steps (0-based) for a target of `length` decoder inputs."""
-        return list(range(0, length, self.interval)) if self.interval else [0]
+        return reencoding_points(length, self.interval)
 
     def is_point(self, step: int) -> bool:
-        return step % self.interval == 0 if self.interval else step == 0
+        return is_reencoding_point(step, self.interval)
 
     # ------------------------------------------------------------------ source-only work, once per batch
 
@@ -174,15 +231,9 @@ class RDangleSeq2Seq(Autoregressive):
         enc = self.encode(batch)
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
-        pts = torch.tensor(self.points(int(lengths.max())), device=src.device)
-        size = self.chunk_points or -(-self.AUTO_CHUNK_STEPS // (self.interval or T))  # auto: about 8 steps
-        outputs = []
-        for first in range(0, len(pts), size):  # a loop over groups of points, not over time steps
-            group = pts[first:first + size]
-            if self.recompute_chunks and torch.is_grad_enabled():
-                outputs.append(checkpoint(self._chunk, enc, tgt_in, lengths, group, use_reentrant=False))
-            else:
-                outputs.append(self._chunk(enc, tgt_in, lengths, group))
+        outputs = run_chunks(self._chunk, (enc, tgt_in, lengths), lengths, self.interval,
+                             self.chunk_points or auto_chunk_points(self.interval, T, self.AUTO_CHUNK_STEPS),
+                             self.recompute_chunks)
         done = sum(out.shape[1] for out in outputs)
         if done < T:  # trailing all-padding columns
             x = enc["src_states"].new_zeros(B, T - done, self.decoder.embed.embed.embedding_dim)
@@ -194,8 +245,7 @@ class RDangleSeq2Seq(Autoregressive):
         """Log-probs (B, n, V) of the steps owned by the consecutive re-encoding points `group`."""
         B, T = tgt_in.shape
         o = self.interval or T
-        live = group[:, None] < lengths[None, :]  # (c, B): rows worth computing
-        point_of, sent_of = live.nonzero(as_tuple=True)  # rows, point-major
+        point_of, sent_of = live_rows(group, lengths)
         row_points, pad = group[point_of], enc["src_pad"].index_select(0, sent_of)
         seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of)
         keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
@@ -205,15 +255,10 @@ class RDangleSeq2Seq(Autoregressive):
                                   cross_kv=self.cross_kv(keys, enc, sent_of), need_weights=self.head.needs_attention,
                                   keep_last=end - first)
         attn = attn and attn["source"]
-        # output (b, t) comes from the row of sentence b and the point that owns step t
-        row_of = torch.full((len(group), B), -1, dtype=torch.long, device=tgt_in.device)
-        row_of[point_of, sent_of] = torch.arange(len(sent_of), device=tgt_in.device)
-        steps = torch.arange(end - first, device=tgt_in.device)  # relative to `first`
-        rows = row_of[torch.div(steps, o, rounding_mode="floor")]  # (n, B)
-        keep = rows.ge(0).T[..., None]  # (B, n, 1)
-        x = x[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep  # (B, n, D)
+        owners = step_owners(group, point_of, sent_of, B, end - first, o)
+        x = gather_owned(x, owners)
         if attn is not None:
-            attn = attn[rows.clamp_min(0), steps[:, None]].transpose(0, 1) * keep
+            attn = gather_owned(attn, owners)
         return self.head(x, attn, enc["src"])
 
     # ------------------------------------------------------------------ incremental decoding
