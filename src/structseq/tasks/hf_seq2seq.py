@@ -1,0 +1,157 @@
+"""`task: hf-seq2seq`: sequence to sequence with a pretrained checkpoint's own tokenizer, end to end.
+
+The archs `hf-seq2seq` and `rdangle-pretrained` serve this task. It is `Seq2SeqTask` with another tokenisation,
+so training (`train/loop.py`), search (`decode/search.py`) and evaluation (`api.Run.evaluate`) stay the ones
+every other model uses; what changes:
+
+- ids are the tokenizer's (`model.pretrained`'s AutoTokenizer, local files only), not structseq `Vocab`s built
+  from the data. A source is the example's text as the tokenizer encodes it (its special tokens included, e.g.
+  `<s> ... </s>` for BART), a target is `tokenizer(text_target=...)` ending with eos; `tgt_in` is the decoder
+  start then the target shifted right (Hugging Face's `shift_tokens_right`), padding is the tokenizer's pad;
+- predictions are decoded by the tokenizer (special tokens skipped) before any metric, so exact match, BLEU
+  (with its signature), COGS categories and CTER read the original strings; a prediction is the decoded text's
+  whitespace tokens, like a reference (`Example.target`), so `format_prediction` gives the text back;
+- decoding lengths (`decode.max_len_a * |x| + b`) count the source's tokenizer pieces;
+- a checkpoint's `vocab` holds one record, `tokenizer`: structseq's four special names, then the tokenizer's
+  pieces in id order (the loader wants `Vocab`s; the model never reads it); its `task` state holds the base
+  folder's path and content hash (`structseq.models.hf_checkpoint.base_digest`), and loading a run (evaluate,
+  predict, resume, init_from) refuses a base folder whose hash changed, naming both hashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from structseq.data.batching import Batch, pad_sequences
+from structseq.data.example import Example
+from structseq.data.vocab import SPECIALS, Vocab
+from structseq.errors import ConfigError, DataError, StructseqError
+from structseq.models.hf_checkpoint import base_digest, checkpoint_folder, load_config, load_tokenizer, special_ids
+from structseq.nn.loss import label_smoothed_nll
+from structseq.progress import progress
+from structseq.registry import register_task
+from structseq.tasks.base import Encoded, Vocabs
+from structseq.tasks.seq2seq import Seq2SeqTask
+
+
+def tokenizer_record(tokenizer) -> Vocab:
+    """A `Vocab` recording the tokenizer's pieces (structseq's specials first, then the pieces in id order)."""
+    pieces = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    return Vocab(list(SPECIALS) + [p for p, _ in pieces if p not in SPECIALS])
+
+
+@register_task("hf-seq2seq")
+class HFSeq2SeqTask(Seq2SeqTask):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self._tokenizer = self._ids = self._digest = self._limit = None
+
+    # ------------------------------------------------------------------ the checkpoint
+    @property
+    def folder(self) -> str:
+        path = getattr(self.cfg.model, "pretrained", None)
+        if not path:
+            raise ConfigError("'model.pretrained' is required: task hf-seq2seq tokenizes with a local Hugging Face "
+                              "checkpoint's tokenizer (arch hf-seq2seq or rdangle-pretrained)")
+        return path
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.folder)
+        return self._tokenizer
+
+    @property
+    def ids(self):
+        if self._ids is None:
+            self._ids = special_ids(self.folder)
+        return self._ids
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = base_digest(checkpoint_folder(self.folder))
+        return self._digest
+
+    def state_dict(self) -> dict:
+        return {"pretrained": str(self.folder), "base_sha256": self.digest}
+
+    def load_state_dict(self, state: dict) -> None:
+        """A run's base folder must be the one it was trained on (same content hash)."""
+        saved = (state or {}).get("base_sha256")
+        if saved is None:
+            return
+        now = base_digest(checkpoint_folder(self.folder))
+        if now != saved:
+            raise StructseqError(f"the base checkpoint folder {self.folder} changed since this run was trained: its "
+                                 f"content hash is now {now}, the run was trained on {saved}; restore the folder "
+                                 "the run was trained on (or train again)")
+        self._digest = saved
+
+    # ------------------------------------------------------------------ data
+    def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
+        _ = self.digest  # fingerprint the base folder as training starts
+        return {"tokenizer": tokenizer_record(self.tokenizer)}
+
+    def _pieces(self, text: str, target: bool = False) -> list[int]:
+        ids = self.tokenizer(text_target=text)["input_ids"] if target else self.tokenizer(text)["input_ids"]
+        if target and (not ids or ids[-1] != self.ids.eos):
+            ids = [*ids, self.ids.eos]
+        if self._limit is None:
+            self._limit = getattr(load_config(self.folder), "max_position_embeddings", None) or 0
+        if self._limit and len(ids) > self._limit:
+            side = "target" if target else "source"
+            raise DataError(f"{side} {text[:60]!r}... has {len(ids)} tokenizer pieces, more than the model's "
+                            f"{self._limit} positions; lower data.max_length")
+        return ids
+
+    def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
+        return {"src": self._pieces(example.source_text), "tgt": self._pieces(example.target_text, target=True)}
+
+    def length(self, encoded: Encoded) -> int:
+        return max(len(encoded["src"]), len(encoded["tgt"]))
+
+    def collate(self, items: Sequence[Encoded], index: Sequence[int]) -> Batch:
+        pad, start = self.ids.pad, self.ids.start
+        tgt = [it["tgt"] for it in items]
+        return Batch({"src": pad_sequences([it["src"] for it in items], pad),
+                      "tgt_in": pad_sequences([[start, *t[:-1]] for t in tgt], pad),
+                      "tgt_out": pad_sequences(tgt, pad)}, index, sum(len(t) for t in tgt))
+
+    # ------------------------------------------------------------------ training
+    def loss(self, model: nn.Module, batch: Batch, label_smoothing: float):
+        loss, nll = label_smoothed_nll(model(batch), batch["tgt_out"], label_smoothing, pad=self.ids.pad)
+        return loss, nll, batch.num_tokens
+
+    # ------------------------------------------------------------------ prediction
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
+        return Batch({"src": pad_sequences([self._pieces(e.source_text) for e in examples], self.ids.pad)})
+
+    def detokenize(self, ids: Sequence[int]) -> list[str]:
+        """Output ids as the text's whitespace tokens (special tokens skipped)."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False).split()
+
+    @torch.no_grad()
+    def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
+                show_progress: bool = False) -> list[list[str]]:
+        """Greedy (beam 1) or beam search (structseq's search with the checkpoint's ids), detokenized."""
+        from structseq.decode.search import beam_search, max_lengths
+
+        d, ids = self.cfg.decode, self.ids
+        beam = d.beam if beam is None else beam
+        device = next(model.parameters()).device
+        order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
+        out: list[list[str] | None] = [None] * len(examples)
+        chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
+        for chunk in progress(chunks, "decode", show_progress):
+            inputs = self.to_device(self.decode_inputs([examples[i] for i in chunk], vocabs), device)
+            max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=ids.pad)
+            # bos=pad: search bans only padding; the model's first step reads the decoder start itself
+            hyp = beam_search(model, inputs, max(beam, 1), max_len, d.len_penalty if beam > 1 else 0.0,
+                              eos=ids.eos, bos=ids.pad, pad=ids.pad)
+            for i, toks in zip(chunk, hyp.tokens):
+                out[i] = self.detokenize(toks)
+        return out  # type: ignore[return-value]
