@@ -49,8 +49,14 @@ from structseq.errors import ConfigError, DivergedError, StructseqError
 from structseq.models.base import build_model
 from structseq.tasks import get_task
 from structseq.train import distributed, rundir
-from structseq.train.checkpoint import (RESUME_KEYS, RUN_KEYS, init_checkpoint, load_checkpoint, load_model_state,
-                                        save_checkpoint)
+from structseq.train.checkpoint import (
+    RESUME_KEYS,
+    RUN_KEYS,
+    init_checkpoint,
+    load_checkpoint,
+    load_model_state,
+    save_checkpoint,
+)
 from structseq.train.device import resolve_device
 from structseq.train.optim import build_optimizer, lr_multiplier
 from structseq.train.progress import ProgressBar
@@ -82,8 +88,8 @@ class Trainer:
     def __init__(self, cfg: Config, out_dir: str | Path, *, data_root=None, resume: bool = False,
                  show_progress: bool = True, on_update: Callable[[int], None] | None = None,
                  config_changes: Mapping[str, tuple] | None = None):
-        """`config_changes` (`{key: (old, new)}`, see `structseq.train.resume.resume_changes`): what a resumed run changed in its
-        config, recorded in the run's config history when the run starts."""
+        """`config_changes` (`{key: (old, new)}`, see `structseq.train.resume.resume_changes`): what a resumed
+        run changed in its config, recorded in the run's config history when the run starts."""
         self.cfg, self.out = cfg, Path(out_dir)
         self.show_progress, self.on_update = show_progress, on_update
         self.resume, self.config_changes = resume, dict(config_changes or {})
