@@ -47,7 +47,7 @@ def test_learn_named_dataset_prints_a_table():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["learn", "{tsv}", "-m", "giza"], "unknown lexicon method 'giza'; choices: simple, pmi, ibm1, ibm2, bayesian"),
+    (["learn", "{tsv}", "-m", "giza"], "unknown lexicon method 'giza'; choices: bayesian, ibm1, ibm2, pmi, simple"),
     (["learn", "{tsv}", "-m", "ibm2", "--epsilon", "2"], "--epsilon does not apply to method 'ibm2'"),
     (["learn", "{tsv}", "-m", "simple", "--rule", "loose"], "rule must be one of"),
     (["learn", "no-such-dataset"], "unknown dataset 'no-such-dataset'"),

@@ -19,7 +19,7 @@ from structseq.lexicon.simple import simple
 def get_learner(name: str) -> Callable[..., Lexicon]:
     """The learner registered under `name`; an unknown name lists the choices."""
     if name not in LEARNERS:
-        raise ConfigError(f"unknown lexicon method '{name}'; choices: {', '.join(LEARNERS)}")
+        raise ConfigError(f"unknown lexicon method '{name}'; choices: {', '.join(sorted(LEARNERS))}")
     return LEARNERS.get(name)
 
 
