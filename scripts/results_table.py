@@ -17,6 +17,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from structseq.metrics.significance import format_mean_sd
+
 #: the papers' numbers beside ours: exact match (Akyürek & Andreas 2021 Table 2), BLEU (Wang et al. 2019 Table 5)
 PAPER = {
     ("scan-jump", "lstm"): "0.00 (LSTM, A&A 2021)",
@@ -76,7 +78,8 @@ def paper_key(config: str) -> tuple[str, str]:
 
 
 def _fmt(xs, d=3) -> str:
-    return f"{statistics.mean(xs):.{d}f}" + (f" ± {statistics.stdev(xs):.{d}f}" if len(xs) > 1 else "")
+    """Mean ± sd over seeds, the one formatting `structseq compare` uses (`metrics.significance`)."""
+    return format_mean_sd(xs, d)
 
 
 def curve(files: list[str], curve_files: list[str], plot: str | None, metric: str = "exact_match") -> None:

@@ -1,0 +1,102 @@
+"""The report of `structseq.compare.compare` as Markdown, LaTeX or JSON (`render`)."""
+
+from __future__ import annotations
+
+import json
+
+from structseq.metrics.base import stated_scale
+
+FORMATS = ("markdown", "latex", "json")
+TEST_NAMES = {"bootstrap": "paired bootstrap", "ar": "approximate randomisation"}
+
+
+def _digits(signature: str) -> int:
+    return 2 if stated_scale(signature) == "percent" else 3
+
+
+def _mean_sd(s: dict, d: int, pm: str) -> str:
+    return f"{s['mean']:.{d}f}" + (f" {pm} {s['sd']:.{d}f}" if s["sd"] is not None else "")
+
+
+def _ci(s: dict, d: int) -> str:
+    return f"[{s['ci'][0]:.{d}f}, {s['ci'][1]:.{d}f}]" if s["ci"] else "-"
+
+
+def _p(m: dict) -> str:
+    return ", ".join(f"{t['p_value']:.4f}" for t in m["paired"]) if m["paired"] else "-"
+
+
+def _seeds(system: dict) -> str:
+    seeds = [o["seed"] for o in system["outputs"]]
+    if all(s is not None for s in seeds):
+        return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+    return f"{len(seeds)} output{'s' if len(seeds) > 1 else ''}"
+
+
+def _name(ident) -> str:
+    return f"seed {ident}" if isinstance(ident, int) else str(ident)
+
+
+def describe(report: dict) -> str:
+    """One paragraph: what was compared and how (the test, the pairing of seeds, the interval)."""
+    t, a, b = report["test"], report["systems"]["A"], report["systems"]["B"]
+    if t["pairing"] == "pooled":
+        how = ("once, on each example's statistics averaged over seeds (for BLEU, the output most seeds agree on)"
+               if len(a["outputs"]) > 1 or len(b["outputs"]) > 1 else "once")
+    else:
+        how = "on each seed pair (" + ", ".join(f"A {_name(x)} vs B {_name(y)}" for x, y in t["pairs"]) + ")"
+    return (f"A = {a['name']} ({_seeds(a)}); B = {b['name']} ({_seeds(b)}); split {report['split'] or '-'}, "
+            f"{report['n_examples']} examples. Paired test: {TEST_NAMES[t['name']]} over examples, {t['resamples']} "
+            f"resamples, seed {t['seed']}, {how}; BLEU through {t['bleu']}, tokenizer {t['bleu_tokenize']}. "
+            f"Intervals: {round(100 * t['level'])}% t interval of the mean over seeds (none for one seed).")
+
+
+def _rows(report: dict, pm: str) -> list[list[str]]:
+    rows = []
+    for m in report["metrics"]:
+        d = _digits(m["signature"])
+        rows.append([m["name"], _mean_sd(m["A"], d, pm), _ci(m["A"], d), _mean_sd(m["B"], d, pm), _ci(m["B"], d),
+                     f"{m['delta']:+.{d}f}", _p(m)])
+    return rows
+
+
+def header(report: dict) -> list[str]:
+    level = round(100 * report["test"]["level"])
+    return ["metric", "A mean ± sd", f"A {level}% CI", "B mean ± sd", f"B {level}% CI", "A − B",
+            f"p ({TEST_NAMES[report['test']['name']]})"]
+
+
+def markdown(report: dict) -> str:
+    lines = [describe(report), "", "| " + " | ".join(header(report)) + " |", "|" + "---|" * 7]
+    lines += ["| " + " | ".join(r) + " |" for r in _rows(report, "±")]
+    lines += ["", "Signatures:", ""] + [f"- {m['name']}: `{m['signature']}`" for m in report["metrics"]]
+    return "\n".join(lines) + "\n"
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+
+
+def _tex(text: str) -> str:
+    """`text` with LaTeX's special characters escaped."""
+    return "".join(_TEX.get(c, c) for c in text)
+
+
+def latex(report: dict) -> str:
+    """A `tabular` (one row per metric) preceded by the description as a comment."""
+    head = [_tex(h).replace("±", r"$\pm$").replace("−", "$-$") for h in header(report)]
+    lines = ["% " + describe(report), r"\begin{tabular}{lllllll}", r"\hline", " & ".join(head) + r" \\", r"\hline"]
+    for r in _rows(report, r"$\pm$"):
+        lines.append(" & ".join([_tex(r[0])] + r[1:]) + r" \\")
+    lines += [r"\hline", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def render(report: dict, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(report, indent=1) + "\n"
+    if fmt == "latex":
+        return latex(report)
+    if fmt == "markdown":
+        return markdown(report)
+    raise ValueError(f"unknown format {fmt!r}; choices: {', '.join(FORMATS)}")
