@@ -139,3 +139,13 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     with open_checked(path) as f:
         for n, line in enumerate(f, 1):
             yield n, line.rstrip("\r\n")
+
+
+def first_line(path: str | Path) -> str:
+    """The first line of a checked text file that is not blank ('' when none is): what format sniffing
+    reads, so that a leading blank line does not change a file's format."""
+    with open_checked(path) as f:
+        for line in f:
+            if line.strip():
+                return line
+    return ""

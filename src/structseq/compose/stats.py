@@ -98,6 +98,8 @@ def table2_stats(
     train_tags = _tag(tagger, train_tokens, "train") if tagger else None
     rows = []
     for name, sentences in tests.items():
+        if not any(s.strip() for s in sentences):  # a row of n=0 and degree nan would look like a result
+            raise DataError("the test set holds no sentences (empty or blank lines only)", name)
         tokens = [s.split() for s in sentences]
         result = score_pool(dictionary, list(sentences), oov_as_atoms=oov_as_atoms)
         scored = np.isfinite(result.degree)

@@ -1,12 +1,17 @@
 """What every reader checks on each example it makes: no reserved strings, no sequence over a maximum length.
 
-Reserved strings: `<pad> <s> </s> <unk>` are the vocabulary's special symbols; as data they would silently
+Reserved strings: `<pad> <s> </s> <unk>` are the vocabulary's special symbols, `<sep>` joins source and
+context in the sequential context model and `<brk>` separates context sentences; as data they would silently
 become special ids (`</s>` inside a target would end it), so a line holding one as a token is a DataError
-naming `file:line`. (Inside a longer token, e.g. `a</s>`, they are ordinary text.)
+naming `file:line`. (`<brk>` is allowed in a context, between its sentences; inside a longer token, e.g.
+`a</s>`, they are ordinary text.)
 
-Length: readers apply the limit of the innermost `length_limit(...)` block (none outside one). Training
-skips over-long examples and counts them (`skip=True`, `data.max_length`); evaluation and prediction make
-them an error naming the line.
+Length: every input a model sees is bounded (`input_limits`): a source or target by `data.max_length`, else
+the model's `model.max_length` (`MAX_LENGTH` by default: attention memory grows with the square of the
+length), a context by the model's `model.max_context_length` (`MAX_CONTEXT_LENGTH`) unless
+`task.max_context_tokens` trims it. Readers apply the limits of the innermost `length_limit(...)` block (none
+outside one). Training skips over-long examples and counts them (`skip=True`); evaluation and prediction
+make them an error naming the line.
 """
 
 from __future__ import annotations
@@ -20,24 +25,50 @@ from structseq.data.example import Example
 from structseq.data.vocab import SPECIALS
 from structseq.errors import DataError
 
-RESERVED = frozenset(SPECIALS)
+#: the default longest source or target (tokens) of a model, and the longest context of a context model
+MAX_LENGTH, MAX_CONTEXT_LENGTH = 1024, 4096
+SEP, BRK = "<sep>", "<brk>"  # source <sep> context (sequential context model); between context sentences
+RESERVED = frozenset(SPECIALS) | {SEP, BRK}
+_SHOWN = " ".join((*SPECIALS, SEP, BRK))
 
 
 @dataclass
 class LengthLimit:
     max_length: int | None = None
     skip: bool = False
+    max_context: int | None = None
+    length_key: str = "data.max_length"  # the setting each limit comes from, named in errors
+    context_key: str = "model.max_context_length"
     skipped: list[str] = field(default_factory=list)  # `file:line` of each skipped example
+
+
+def input_limits(cfg) -> dict:
+    """The `length_limit` keywords of a config: source/target tokens (`data.max_length`, else the model's
+    `max_length`, else MAX_LENGTH) and context tokens (the model's `max_context_length` when it reads
+    contexts, unless `task.max_context_tokens` trims them: then no limit on what is read)."""
+    model = cfg.model
+    if cfg.data.max_length is not None:
+        length, length_key = cfg.data.max_length, "data.max_length"
+    else:
+        length = getattr(model, "max_length", None)
+        length, length_key = (length, "model.max_length") if length is not None else (MAX_LENGTH, "data.max_length")
+    context = getattr(model, "max_context_length", None)
+    if getattr(cfg.task, "max_context_tokens", None) is not None:
+        context = None
+    return {"max_length": length, "length_key": length_key, "max_context": context,
+            "context_key": "model.max_context_length"}
 
 
 _LIMIT: ContextVar[LengthLimit | None] = ContextVar("structseq_length_limit", default=None)
 
 
 @contextmanager
-def length_limit(max_length: int | None, skip: bool = False) -> Iterator[LengthLimit]:
+def length_limit(max_length: int | None, skip: bool = False, max_context: int | None = None,
+                 length_key: str = "data.max_length", context_key: str = "model.max_context_length"
+                 ) -> Iterator[LengthLimit]:
     """Readers inside this block refuse (or, with `skip`, drop and count) examples with a source or target
-    longer than `max_length` tokens (None: no limit)."""
-    limit = LengthLimit(max_length, skip)
+    longer than `max_length` tokens or a context longer than `max_context` (None: no limit)."""
+    limit = LengthLimit(max_length, skip, max_context, length_key, context_key)
     token = _LIMIT.set(limit)
     try:
         yield limit
@@ -46,29 +77,44 @@ def length_limit(max_length: int | None, skip: bool = False) -> Iterator[LengthL
 
 
 def check_tokens(tokens: Sequence[str], name: str, where: object, line: int | None,
-                 max_length: int | None = None) -> None:
-    """A DataError for a reserved token in `tokens`, or (with `max_length`) for too many of them."""
-    if not RESERVED.isdisjoint(tokens):
-        bad = next(t for t in tokens if t in RESERVED)
-        raise DataError(f"reserved token {bad!r} in the {name}: {' '.join(SPECIALS)} are the toolkit's special "
-                        "symbols and cannot be data", where, line)
+                 max_length: int | None = None, key: str = "data.max_length") -> None:
+    """A DataError for a reserved token in `tokens` (`<brk>` is allowed in a context), or (with
+    `max_length`) for too many of them; `key` names the setting the maximum comes from."""
+    reserved = RESERVED - {BRK} if name == "context" else RESERVED
+    if not reserved.isdisjoint(tokens):
+        bad = next(t for t in tokens if t in reserved)
+        allowed = f" ({BRK} only between context sentences)" if bad == BRK else ""
+        raise DataError(f"reserved token {bad!r} in the {name}: {_SHOWN} are the toolkit's special symbols and "
+                        f"cannot be data{allowed}", where, line)
     if max_length is not None and len(tokens) > max_length:
-        raise DataError(f"{name} has {len(tokens)} tokens, more than the maximum length {max_length} "
-                        "(data.max_length)", where, line)
+        raise DataError(f"{name} has {len(tokens)} tokens, more than the maximum length {max_length} ({key})",
+                        where, line)
+
+
+def over_limit(example: Example, limit: LengthLimit) -> tuple[str, int, int, str] | None:
+    """(side, its tokens, the maximum, the setting) of the first side of `example` over `limit`, or None."""
+    context = getattr(example, "context", None) or ()
+    for name, tokens, most, key in (("source", example.source, limit.max_length, limit.length_key),
+                                    ("target", example.target, limit.max_length, limit.length_key),
+                                    ("context", context, limit.max_context, limit.context_key)):
+        if most is not None and len(tokens) > most:
+            return name, len(tokens), most, key
+    return None
 
 
 def admit(out: list[Example], example: Example, line: int, source_path: object, target_path: object = None) -> None:
     """Append `example` (read from `line`) to `out` after the checks above; a skipped example is counted."""
     target_path = source_path if target_path is None else target_path
-    sides = (("source", example.source, source_path), ("target", example.target, target_path))
-    for name, tokens, where in sides + (("context", getattr(example, "context", None) or (), source_path),):
-        check_tokens(tokens, name, where, line)
+    context = getattr(example, "context", None) or ()
+    paths = {"source": source_path, "target": target_path, "context": source_path}
+    for name, tokens in (("source", example.source), ("target", example.target), ("context", context)):
+        check_tokens(tokens, name, paths[name], line)
     limit = _LIMIT.get()
-    if limit is not None and limit.max_length is not None:
-        for name, tokens, where in sides:
-            if len(tokens) > limit.max_length:
-                if limit.skip:
-                    limit.skipped.append(f"{where}:{line}")
-                    return
-                check_tokens(tokens, name, where, line, limit.max_length)
+    over = over_limit(example, limit) if limit is not None else None
+    if over is not None:
+        if limit.skip:
+            limit.skipped.append(f"{paths[over[0]]}:{line}")
+            return
+        name, n, most, key = over
+        raise DataError(f"{name} has {n} tokens, more than the maximum length {most} ({key})", paths[name], line)
     out.append(example)

@@ -8,7 +8,7 @@ from pathlib import Path
 from structseq.data.example import Example
 from structseq.data.limits import admit
 from structseq.errors import DataError
-from structseq.textio import iter_lines, open_checked
+from structseq.textio import first_line, iter_lines, open_checked
 
 
 def _checked(path, n, columns: dict[str, str], required: Sequence[str] = ("source", "target")) -> Example:
@@ -30,10 +30,15 @@ def read_tsv(path: str | Path, columns: Sequence[str] | None = None) -> list[Exa
     silently something."""
     examples = []
     names: tuple[str, ...] | None = tuple(columns) if columns is not None else None
+    first = True
     for n, line in iter_lines(path):
         if not line.strip():
             continue
         cols = line.split("\t")
+        if first and names is not None and tuple(cols) == names:
+            first = False
+            continue  # a header line naming exactly the configured columns
+        first = False
         if names is None:
             names = DEFAULT_COLUMNS
             if _is_header(cols):
@@ -101,8 +106,7 @@ def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Ex
 
             return read_documents(src, tgt, int(rest[0]) if rest else 2)
         return read_parallel(src, tgt)
-    with open_checked(spec) as f:
-        first = f.readline()
+    first = first_line(spec)
     if first.startswith("IN: "):
         from structseq.data.scan import read_scan_file
 

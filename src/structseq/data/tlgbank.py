@@ -19,7 +19,7 @@ from pathlib import Path
 
 from structseq.data.categories import CategoryError, parse_category
 from structseq.data.example import Example
-from structseq.textio import iter_lines, open_checked
+from structseq.textio import first_line, iter_lines
 from structseq.errors import DataError
 
 TLGBANK_LIGHT = "tlgbank_light/maxentdata.txt"
@@ -88,9 +88,7 @@ def sniff(first_line: str) -> str | None:
 
 
 def read_supertag_file(path: str | Path) -> list[Example]:
-    with open_checked(path) as f:
-        first = f.readline()
-    return read_auto(path) if sniff(first) == "auto" else read_tagged(path)
+    return read_auto(path) if sniff(first_line(path)) == "auto" else read_tagged(path)
 
 
 def random_split(examples: list[Example], seed: int = SPLIT_SEED,

@@ -6,6 +6,7 @@
       config.yaml           the run's config (rewritten when `--resume` extends train.max_steps)
       config-history.jsonl  one line per change of the config of the run (`--resume --set train.max_steps=N`)
       metrics.jsonl         training and validation records, truncated to the checkpoint's step on resume
+      data-files.json       the sha256 of each data file the run read at its start (`--resume` refuses changed data)
       checkpoints/{last,best}.pt
 
 The lock is `flock` on `.lock`: the kernel drops it when its process dies, so a crashed or killed run never
@@ -14,6 +15,7 @@ blocks the directory; the pid inside only names the owner in the error a second 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -34,7 +36,8 @@ except ImportError:  # pragma: no cover - not POSIX: no locking
 LOCK = ".lock"
 MARKER = ".structseq-run"
 #: the names a run writes; a new run refuses a directory holding any of them that no run created
-OWNED = ("config.yaml", "metrics.jsonl", "config-history.jsonl", "checkpoints", "predictions")
+DATA_FILES = "data-files.json"
+OWNED = ("config.yaml", "metrics.jsonl", "config-history.jsonl", DATA_FILES, "checkpoints", "predictions")
 
 
 class RunDirError(StructseqError):
@@ -201,3 +204,47 @@ def read_run_config(run_dir: str | Path) -> dict:
         raise RunDirError(f"{path}: not a run's config (expected a mapping of sections, found "
                           f"{type(raw).__name__})")
     return raw
+
+
+def file_digest(path: str | Path) -> str:
+    """The sha256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_data_files(run_dir: str | Path, files: list[Path]) -> None:
+    """data-files.json: the path and sha256 of each data file a new run read (generated splits read none),
+    in the order read; what `--resume` compares the data with (`check_data_files`)."""
+    rows = [{"path": str(p), "sha256": file_digest(p)} for p in files]
+    path = Path(run_dir) / DATA_FILES
+    tmp = path.with_name(f".{DATA_FILES}.tmp")
+    tmp.write_text(json.dumps({"files": rows}, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def check_data_files(run_dir: str | Path, files: list[Path]) -> None:
+    """A RunDirError, naming the file and both hashes, when a data file a resumed run reads does not hold
+    what it held when the run started (data-files.json): resuming would silently continue on other data. A
+    run without that record (written before it existed) is not checked."""
+    path = Path(run_dir) / DATA_FILES
+    if not path.exists():
+        return
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["files"]
+        recorded = [(str(r["path"]), str(r["sha256"])) for r in rows]
+    except (ValueError, KeyError, TypeError) as e:
+        raise RunDirError(f"{path}: not a record of data files ({type(e).__name__}: {e})") from None
+    now = [(str(p), file_digest(p)) for p in files]
+    if len(now) != len(recorded):
+        raise RunDirError(f"the run read {len(recorded)} data file(s) when it started "
+                          f"({', '.join(p for p, _ in recorded) or 'none'}) but reads {len(now)} now "
+                          f"({', '.join(p for p, _ in now) or 'none'}); --resume continues on the same data only")
+    for (old_path, old), (new_path, new) in zip(recorded, now):
+        if old != new:
+            was = "" if old_path == new_path else f" (read from {old_path} then)"
+            raise RunDirError(f"{new_path}: the data changed since the run started{was}: sha256 {old} at the start, "
+                              f"{new} now; --resume continues on the same data only: restore the file, or start "
+                              "a new run (another --out)")
