@@ -78,7 +78,9 @@ class TrainConfig:
     max_steps: int = option(10000, "number of updates", ge=1)
     valid_every: int = option(500, "validate (and checkpoint) every N updates", ge=0)
     save_every: int = option(0, "also save the last checkpoint every N updates (0 = only at validation)", ge=0)
-    valid_metric: str = option("loss", "early-stopping metric: loss | exact_match")
+    valid_metric: str = option("loss", "the validation metric that picks checkpoints/best.pt and drives early "
+                                       "stopping: any metric the task validates (seq2seq: loss | exact_match | "
+                                       "bleu; supertag: loss | accuracy)")
     patience: int = option(0, "stop after N validations without improvement (0 = never)", ge=0)
     log_every: int = option(10, "write a metrics line every N updates", ge=1)
     seed: int = option(1, "random seed (data order, initialisation, dropout)", ge=0, le=2**32 - 1)
@@ -88,6 +90,14 @@ class TrainConfig:
     device: str = option("auto", "auto (CUDA when available) | cpu | cuda | cuda:N",
                      pattern=(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda, cuda:N"))
     bf16: bool = option(False, "bfloat16 autocast on GPUs that support it (parameters and optimiser stay float32)")
+    keep_last: int = option(0, "also keep the last N periodic checkpoints as checkpoints/step{K}.pt (written at each "
+                               "validation or save_every save; older ones deleted; 0 = none), for `structseq average`",
+                            ge=0)
+    tensorboard: bool = option(False, "also write TensorBoard event files to RUN/tensorboard (loss, lr, tokens/s, "
+                                      "gradient norm when clipping, every validation metric); needs the `tensorboard` "
+                                      "package (pip install 'structseq[logging]')")
+    wandb: bool = option(False, "also log to Weights & Biases (needs the `wandb` package; WANDB_MODE=offline logs "
+                                "without network, WANDB_PROJECT names the project, default structseq)")
     init_from: str | None = option(None, "initialise every parameter from this checkpoint (a .pt file, or a run directory: "
                                      "its best, else its last), strictly (same keys and shapes; a context attention "
                                      "the checkpoint lacks starts as its layer's source attention), with its "

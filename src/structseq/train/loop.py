@@ -28,7 +28,6 @@ checkpoint), `checkpoint` (the file format, best/last resolution, `train.init_fr
 
 from __future__ import annotations
 
-import json
 import math
 import signal
 import sys
@@ -49,6 +48,7 @@ from structseq.errors import ConfigError, DivergedError, StructseqError
 from structseq.models.base import build_model
 from structseq.tasks import get_task
 from structseq.train import distributed, rundir
+from structseq.train.averaging import keep_step_checkpoint
 from structseq.train.checkpoint import (
     RESUME_KEYS,
     RUN_KEYS,
@@ -58,6 +58,7 @@ from structseq.train.checkpoint import (
     save_checkpoint,
 )
 from structseq.train.device import resolve_device
+from structseq.train.loggers import check_loggers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
 from structseq.train.progress import ProgressBar
 from structseq.train.resume import check_vocabs, file_identity, finished, finished_summary, plan_resume
@@ -106,6 +107,7 @@ class Trainer:
         if cfg.train.valid_metric not in self.task.valid_metrics:
             raise ConfigError(f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
                               f"'{self.task.name}'; choices: {', '.join(self.task.valid_metrics)}")
+        check_loggers(cfg.train)
         self.data = load_training_data(cfg, self.task, data_root)
         self._last = self.out / "checkpoints" / "last.pt"
         ckpt = self._load_last() if resume else None
@@ -220,6 +222,13 @@ class Trainer:
             "progress": progress,
         }, self.out / "checkpoints" / f"{name}.pt")
 
+    def _save_periodic(self, snap: dict) -> None:
+        """The last checkpoint of a validation or `train.save_every` save, also kept as step{K}.pt when
+        `train.keep_last` asks (the older ones beyond it deleted)."""
+        self._save("last", snap)
+        if self.dist.is_main and self.cfg.train.keep_last:
+            keep_step_checkpoint(self.out, snap["step"], self.cfg.train.keep_last)
+
     # ------------------------------------------------------------ validation
     @torch.no_grad()
     def validate(self) -> dict:
@@ -254,8 +263,8 @@ class Trainer:
                 else:
                     (loss / ntok).backward()  # the exact arithmetic of one process
             total += nll.item()
-        if cfg.optim.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm)
+        if cfg.optim.clip_norm > 0:  # the norm before clipping, logged as grad_norm
+            self._grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm))
         step = self.progress.step + 1
         lr = cfg.optim.lr * self.lr_at(step)
         for g in self.optimizer.param_groups:
@@ -321,9 +330,9 @@ class Trainer:
         self.model.train()
         self._stop = False
         p.stopped = None
-        log = open(self.out / "metrics.jsonl", "a") if self.dist.is_main else None
+        log = open_loggers(self.out, cfg.to_dict(), p.step) if self.dist.is_main else None
         bar = ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
-        t_log, tok_log, loss_log, n_log = time.perf_counter(), 0, 0.0, 0
+        t_log, tok_log, loss_log, n_log, norm_log = time.perf_counter(), 0, 0.0, 0, 0.0
         stopped = "max_steps"
         previous_handlers = self._install_interrupt_handler()
         try:
@@ -333,22 +342,25 @@ class Trainer:
                 now = time.perf_counter()
                 p.train_seconds, t_prev = p.train_seconds + (now - t_prev), now
                 tok_log, loss_log, n_log = tok_log + ntok, loss_log + loss, n_log + 1
+                norm_log += getattr(self, "_grad_norm", 0.0)
                 if not math.isfinite(loss):
                     raise DivergedError(loss, p.step)
                 if p.step % cfg.train.log_every == 0 or p.step == cfg.train.max_steps:
                     dt = time.perf_counter() - t_log
                     rec = {"step": p.step, "loss": loss_log / n_log, "lr": self.optimizer.param_groups[0]["lr"],
                            "tokens_per_s": tok_log / dt if dt > 0 else 0.0, "epoch": p.epoch}
+                    if cfg.optim.clip_norm > 0:
+                        rec["grad_norm"] = norm_log / n_log  # mean gradient norm (before clipping)
                     self._write(log, rec)
                     bar.update(p.step, rec)
-                    t_log, tok_log, loss_log, n_log = time.perf_counter(), 0, 0.0, 0
+                    t_log, tok_log, loss_log, n_log, norm_log = time.perf_counter(), 0, 0.0, 0, 0.0
                 validate_now = cfg.train.valid_every and p.step % cfg.train.valid_every == 0
                 if validate_now or p.step == cfg.train.max_steps:
                     if self._validate_and_save(log):
                         stopped = "early_stopping"
                         break
                 elif cfg.train.save_every and p.step % cfg.train.save_every == 0:
-                    self._save("last", self._snapshot())
+                    self._save_periodic(self._snapshot())
                 if self.on_update is not None:
                     self.on_update(p.step)
                 if self.dist.any(self._stop) and p.step < cfg.train.max_steps:
@@ -368,9 +380,9 @@ class Trainer:
 
     @staticmethod
     def _write(log, rec: dict) -> None:
+        """One record to metrics.jsonl and the loggers the config names (`structseq.train.loggers`)."""
         if log is not None:
-            log.write(json.dumps(rec) + "\n")
-            log.flush()
+            log.log(rec["step"], {k: v for k, v in rec.items() if k != "step"})
 
     def _install_interrupt_handler(self) -> dict:
         """First Ctrl-C or SIGTERM: stop cleanly after this update (checkpoint saved). Second: abort at once.
@@ -412,7 +424,7 @@ class Trainer:
         snap = self._snapshot()
         if better:
             self._save("best", snap)
-        self._save("last", snap)
+        self._save_periodic(snap)
         return stop
 
 
