@@ -20,7 +20,7 @@ from structseq.tasks.base import Encoded, Task, Vocabs
 
 @register_task("seq2seq")
 class Seq2SeqTask(Task):
-    valid_metrics = {"loss": "min", "exact_match": "max"}
+    valid_metrics = {"loss": "min", "exact_match": "max", "bleu": "max"}
     metrics = ("exact_match", "token_accuracy", "bleu", "nltk_bleu", "per_category")
 
     @property
@@ -61,8 +61,10 @@ class Seq2SeqTask(Task):
 
     @torch.no_grad()
     def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
-        """Loss per target token and, when it is the early-stopping metric, exact match of greedy outputs
-        compared as strings (as `evaluate` does: an out-of-vocabulary reference word never matches <unk>)."""
+        """Loss per target token and, when the early-stopping metric needs outputs (`exact_match`, `bleu`),
+        exact match of greedy outputs compared as strings (as `evaluate` does: an out-of-vocabulary reference
+        word never matches <unk>), and for `bleu` also sacrebleu corpus BLEU (0-100) of those outputs, scored
+        as `evaluate` scores them (`data.bleu_tokenize`, else the dataset's tokenizer)."""
         d = self.cfg.decode
         total_nll, total_tok = 0.0, 0
         device = next(model.parameters()).device
@@ -71,10 +73,21 @@ class Seq2SeqTask(Task):
             _, nll, n = self.loss(model, b, 0.0)
             total_nll, total_tok = total_nll + float(nll), total_tok + n
         out = {"valid_loss": total_nll / max(total_tok, 1)}
-        if self.cfg.train.valid_metric == "exact_match":
+        if self.cfg.train.valid_metric in ("exact_match", "bleu"):
             hyps = self.predict(model, examples, vocabs, beam=1)
             out["valid_exact_match"] = sum(tuple(h) == e.target for h, e in zip(hyps, examples)) / max(len(examples), 1)
+            if self.cfg.train.valid_metric == "bleu":
+                out["valid_bleu"] = self.validation_bleu(examples, hyps)
         return out
+
+    def validation_bleu(self, examples: Sequence[Example], predictions: Sequence[list[str]]) -> float:
+        """The registered `bleu` metric's score (0-100) of `predictions` on validation examples (0.0 for none)."""
+        from structseq.metrics.report import compute_metric
+
+        if not examples:
+            return 0.0
+        inputs = self.metric_inputs(examples, predictions, dataset=self.cfg.data.dataset, split="valid")
+        return float(compute_metric("bleu", inputs)["score"])
 
     # ------------------------------------------------------------------ prediction
     def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
