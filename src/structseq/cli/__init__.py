@@ -11,7 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from structseq.cli import compose, context, lexicon
+from structseq.cli.average import average as average_command
 from structseq.cli.options import Checkpoint, DataRoot
+from structseq.cli.plot import plot as plot_command
 from structseq.errors import StructseqError
 
 app = typer.Typer(help="structseq: structure-aware sequence transduction.", no_args_is_help=True,
@@ -21,6 +23,8 @@ app.add_typer(data_app, name="data")
 app.add_typer(lexicon.app, name="lexicon")
 app.add_typer(compose.app, name="compose")
 app.add_typer(context.app, name="context")
+app.command("plot")(plot_command)
+app.command("average")(average_command)
 console = Console()
 
 

@@ -11,4 +11,6 @@ DataRoot = typer.Option(None, "--data-root", envvar=ENV_VAR,
                         help=f"folder with the benchmark data [default: ${ENV_VAR}, then ../shared/data]")
 
 #: Which checkpoint of a run directory to load (resolved by `structseq.train.checkpoint.resolve_checkpoint`).
-Checkpoint = typer.Option(None, "--checkpoint", help="best | last [default: the run's train.eval_checkpoint]")
+Checkpoint = typer.Option(None, "--checkpoint", help="best | last | any checkpoints/NAME.pt of the run (avg-last5 from "
+                          "`structseq average`, step1000 from train.keep_last) [default: the run's "
+                          "train.eval_checkpoint]")
