@@ -12,6 +12,7 @@ from rich.table import Table
 
 from structseq.cli import compose, context, lexicon
 from structseq.cli.average import average as average_command
+from structseq.cli.export import export as export_command
 from structseq.cli.options import Checkpoint, DataRoot
 from structseq.cli.plot import plot as plot_command
 from structseq.errors import StructseqError
@@ -25,6 +26,7 @@ app.add_typer(compose.app, name="compose")
 app.add_typer(context.app, name="context")
 app.command("plot")(plot_command)
 app.command("average")(average_command)
+app.command("export")(export_command)
 console = Console()
 
 

@@ -1,0 +1,80 @@
+"""`structseq export RUN -o DIR`: a trained run as a folder that stands on its own.
+
+- `hf-seq2seq` runs: a Hugging Face folder (the fine-tuned weights in safetensors, the config, the generation
+  config and the tokenizer), which `AutoModelForSeq2SeqLM.from_pretrained(DIR)` and
+  `AutoTokenizer.from_pretrained(DIR)` load with the log-probabilities structseq computes;
+- every other arch: a structseq folder that `structseq.api.load_run(DIR)` reads (and `structseq evaluate` /
+  `predict`): `config.yaml`, `checkpoints/{best|last}.pt` holding only what loading needs (weights,
+  vocabularies, config, task state, progress: no optimiser or RNG state, so it cannot be resumed) and each
+  vocabulary as `vocab/NAME.txt`, one token a line. An `rdangle-pretrained` run's folder still reads its base
+  checkpoint folder (tokenizer and backbone config, at the path and with the content hash its config and
+  task state record).
+Both write `structseq-export.json`: the run, the checkpoint, the arch and, for pretrained archs, the base.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from structseq.errors import StructseqError
+from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, resolve_checkpoint, save_checkpoint
+from structseq.train.rundir import check_directory, read_run_config, write_config
+
+#: what an exported structseq checkpoint keeps
+KEEP = ("model", "vocab", "config", "task", "progress")
+
+
+def _out_folder(out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise StructseqError(f"{out}: exists and is not an empty folder; export writes a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _checkpoint_name(run_dir: Path, checkpoint: str | None) -> tuple[str, Path]:
+    if checkpoint is None:
+        section = read_run_config(run_dir).get("train") or {}
+        checkpoint = section.get("eval_checkpoint", "best") if isinstance(section, dict) else "best"
+    return resolve_checkpoint(run_dir, checkpoint)
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None = None) -> dict:
+    """Export checkpoint `checkpoint` (default: the run's `train.eval_checkpoint`) of `run_dir` to the new folder
+    `out_dir`; returns what `structseq-export.json` records (`format`: `huggingface` or `structseq`)."""
+    run_dir = Path(run_dir)
+    check_directory(run_dir)
+    name, path = _checkpoint_name(run_dir, checkpoint)
+    ckpt = load_checkpoint(path, RUN_KEYS)
+    model = ckpt["config"].get("model") or {}
+    arch = model.get("arch") if isinstance(model, dict) else None
+    record = {"run": str(run_dir), "checkpoint": name, "arch": arch, "step": ckpt["progress"].get("step")}
+    if isinstance(model, dict) and model.get("pretrained"):
+        record.update(base=model["pretrained"], base_sha256=(ckpt.get("task") or {}).get("base_sha256"))
+    out = _out_folder(out_dir)
+    if arch == "hf-seq2seq":
+        _export_huggingface(run_dir, name, out)
+        record["format"] = "huggingface"
+    else:
+        _export_structseq(ckpt, name, out)
+        record["format"] = "structseq"
+    (out / "structseq-export.json").write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def _export_huggingface(run_dir: Path, name: str, out: Path) -> None:
+    """The fine-tuned backbone and the run's tokenizer, as save_pretrained writes them."""
+    from structseq.api import load_run
+
+    run = load_run(run_dir, name, device="cpu")
+    run.model.save_pretrained(out)
+    run.task.tokenizer.save_pretrained(str(out))
+
+
+def _export_structseq(ckpt: dict, name: str, out: Path) -> None:
+    save_checkpoint({k: ckpt[k] for k in KEEP if k in ckpt}, out / "checkpoints" / f"{name}.pt")
+    write_config(out, dict(ckpt["config"]))
+    for vocab, tokens in ckpt["vocab"].items():
+        (out / "vocab").mkdir(exist_ok=True)
+        (out / "vocab" / f"{vocab}.txt").write_text("".join(f"{t}\n" for t in tokens), encoding="utf-8")
