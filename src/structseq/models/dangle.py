@@ -296,7 +296,8 @@ class DangleConfig(TransformerBlocksConfig):
     positions: str = option("relative", "relative (the papers' setting) | sinusoidal", choices=("sinusoidal", "relative"))
     interval: int = option(1, "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1)", ge=0)
     pre_fusion_layers: int = option(0, "k0: source-only key-encoder layers before fusion (computed once per batch)", ge=0)
-    fusion_layers: int = option(2, "k1: layers over [source; target prefix; end marker], bidirectional", ge=0)
+    fusion_layers: int = option(2, "k1: layers over [source; target prefix; end marker], bidirectional (without "
+                                   "fusion the prefix never reaches the source)", ge=1)
     post_fusion_layers: int = option(2, "k2: layers over the source positions after fusion", ge=0)
     chunk_points: int = option(0, "training: re-encoding points computed together in one batched pass (bounds "
                               "memory and padding; 0 = auto, points covering about 8 target steps)", ge=0)
@@ -325,8 +326,6 @@ def build_dangle(cfg: DangleConfig, vocabs: Vocabs, train_examples: Sequence | N
     if cfg.arch == "dangle" and cfg.interval != 1:
         raise ConfigError("'model.interval': dangle re-encodes at every step (interval 1); "
                           "use arch rdangle-shr for other intervals")
-    if cfg.fusion_layers < 1:
-        raise ConfigError("'model.fusion_layers' must be >= 1: without fusion the prefix never reaches the source")
     args = layer_args(cfg)
     src_embed, tgt_embed = embeddings(cfg, src_vocab, tgt_vocab)
     pre = [EncoderLayer(**args) for _ in range(cfg.pre_fusion_layers)]
