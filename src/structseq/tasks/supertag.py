@@ -9,7 +9,8 @@ normalises by the number of trees).
 
 A prediction is a `Tagged`: per word the k-best categories with log-probabilities (k = decode.beam; 1 is
 greedy). `structseq predict` writes `word|category` tokens, or with `task.beta` > 0 the multi-tagger
-format `word|cat1|p1|cat2|p2...` (every category within a factor beta of the best).
+format `word|cat1|p1|cat2|p2...` (every category within a factor beta of the best); `--format` chooses
+C&C `word|POS|cat`, multi-tags, JSON or CoNLL columns instead (`structseq.tasks.supertag_formats`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from structseq.nn.loss import label_smoothed_nll
 from structseq.progress import progress
 from structseq.registry import register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
+from structseq.tasks.supertag_formats import FORMATS
 
 
 @dataclass
@@ -86,6 +88,7 @@ class SupertagTask(Task):
     valid_metrics = {"loss": "min", "accuracy": "max"}
     metrics = ("accuracy", "sentence_accuracy", "accuracy_frequent", "accuracy_uncommon", "accuracy_rare",
                "accuracy_unseen", "oracle_accuracy")
+    output_formats = FORMATS  # `structseq predict --format` (structseq.tasks.supertag_formats)
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -286,16 +289,14 @@ class SupertagTask(Task):
         return Example(tuple(t.split("|")[0] if "|" in t[1:] else t for t in line.split()))
 
     def format_prediction(self, prediction: Tagged) -> str:
-        from structseq.metrics.supertag import multitag
+        """`word|cat` tokens, or with `task.beta` > 0 the multi-tags of `supertag_formats.format_multi`; the other
+        formats of `structseq predict --format` are in `structseq.tasks.supertag_formats`."""
+        from structseq.tasks.supertag_formats import format_multi
 
         o = self.options
         if o.beta <= 0:
             return " ".join(f"{w}|{c}" for w, c in zip(prediction.words, prediction.best))
-        toks = []
-        for w, kb in zip(prediction.words, prediction.kbest):
-            kept = multitag(kb, o.beta, o.max_tags)
-            toks.append("|".join([w] + [f"{c}|{math.exp(s):.4g}" for c, s in kept]))
-        return " ".join(toks)
+        return format_multi(prediction.words, prediction.kbest, o.beta, o.max_tags)
 
     # ------------------------------------------------------------------ evaluation
     def train_counts(self, data_root=None) -> Counter:

@@ -1,0 +1,68 @@
+"""`structseq predict` for taggers: the task's own output formats (`--format cc|multi|json|conll` of a supertag
+run, `structseq.tasks.supertag_formats`) and the `--device` choice. Kept apart from `cli/evaluate.py`, which
+calls `check_device`, `task_formats` and `print_tagged`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from structseq.errors import ConfigError
+
+#: `--format` of a run whose task declares no `output_formats` (seq2seq and context tasks).
+SEQUENCE_FORMATS = ("text", "json")
+DEVICE_HELP = "where the model runs: cpu | cuda | cuda:N | auto (CUDA when available) [default: auto]"
+
+
+def check_device(device: str) -> str:
+    """`--device`: cpu, cuda, cuda:N or auto; cuda without a CUDA device is an error (before the run loads)."""
+    if device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", device):
+        raise ConfigError(f"'--device' must be cpu, cuda, cuda:N or auto, got {device!r}")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"'--device {device}': no CUDA device is available here; use cpu or auto")
+    return device
+
+
+def all_formats() -> tuple[str, ...]:
+    """Every `--format` some task writes (for the option's help and the first check)."""
+    from structseq.tasks.supertag_formats import FORMATS
+
+    return tuple(dict.fromkeys((*SEQUENCE_FORMATS, *FORMATS)))
+
+
+def task_formats(task) -> tuple[str, ...]:
+    """The formats a run's task writes: its `output_formats` (a tagger's), else text and json."""
+    return tuple(getattr(task, "output_formats", SEQUENCE_FORMATS))
+
+
+def check_format(fmt: str, task, *, beam: int | None = None, nbest: int | None = None, sampling=None) -> bool:
+    """An unsupported `--format` is one ConfigError naming the task's formats; True when the task writes the
+    format itself (`print_tagged`), False for the sequence formats of `predict`. For a tagger, `--nbest` and
+    `--sample` (autoregressive models only) and a beam below 1 are errors too, before any input is read."""
+    formats = task_formats(task)
+    if fmt not in formats:
+        known = all_formats()
+        if fmt not in known:
+            raise ConfigError(f"'--format' must be one of {', '.join(known)}, got {fmt!r}")
+        raise ConfigError(f"'--format {fmt}' is not written by a {task.name} run; its formats: {', '.join(formats)}")
+    if not hasattr(task, "output_formats"):
+        return False
+    if nbest is not None or sampling is not None:
+        raise ConfigError(f"'--nbest' and '--sample' are for autoregressive models, not a {task.name} run; "
+                          "its k-best categories: --beam K with --format json or multi")
+    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
+        raise ConfigError(f"'--beam' must be an integer >= 1, got {beam!r}")
+    return True
+
+
+def print_tagged(run, lines: Sequence[str], fmt: str, *, beam: int | None) -> None:
+    """Tag `lines` (stdin's) with `run` and print them in `fmt` (checked by `check_format`)."""
+    from structseq.tasks.supertag_formats import format_tagged
+
+    examples = run.parse_lines(lines, "<stdin>")
+    predictions = run.decode_examples(examples, beam=beam)
+    for chunk in format_tagged(fmt, run.task, lines, predictions):
+        print(chunk)
