@@ -296,8 +296,9 @@ class Trainer:
 
     def _open_run_dir(self) -> rundir.RunLock | None:
         """Rank 0 locks the run directory and prepares it: a new run checks and marks it and writes
-        config.yaml; a resumed one (unless finished) removes stale save temporaries, cuts metrics.jsonl back
-        to the checkpoint's step and records config changes. Every rank raises when rank 0 failed."""
+        config.yaml and the hashes of its data files; a resumed one (unless finished) refuses changed data,
+        removes stale save temporaries, cuts metrics.jsonl back to the checkpoint's step and records config
+        changes. Every rank raises when rank 0 failed."""
         lock, error = None, None
         if self.dist.is_main:
             try:
@@ -305,11 +306,13 @@ class Trainer:
                 if not self.resume:
                     rundir.prepare_new(self.out)
                     rundir.write_config(self.out, self.cfg.to_dict())
+                    rundir.write_data_files(self.out, self.data.files)
                 else:
                     if not self._last.exists() or file_identity(self._last) != self._loaded:
                         raise rundir.RunDirError(f"{self._last} changed after this run loaded it (another run "
                                                  "resumed it meanwhile?); start --resume again")
                     if finished(vars(self.progress), self.cfg.train.max_steps) is None:
+                        rundir.check_data_files(self.out, self.data.files)
                         rundir.clean_temporaries(self.out)
                         rundir.truncate_metrics(self.out, self.progress.step)
                         if self.config_changes:
