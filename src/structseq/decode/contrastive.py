@@ -47,18 +47,13 @@ def contrastive_accuracy(correct_scores: Sequence[float], incorrect_scores: Sequ
             "per_phenomenon": {cat: score(w) for cat, w in sorted(groups.items())}}
 
 
-@torch.no_grad()
 def target_log_probs(run, examples, batch_size: int = 32) -> list[float]:
     """Summed log-probability of each example's target (current sentence only) given its source and context
-    under a loaded run (`structseq.api.Run`), teacher-forced."""
-    from structseq.decode.search import sequence_log_prob
+    under a loaded run (`structseq.api.Run`), teacher-forced: `structseq score`'s numbers
+    (`decode.batched.target_scores`, what `Run.score` and `Run.token_log_probs` read)."""
+    from structseq.decode.batched import target_scores
 
-    device = next(run.model.parameters()).device
-    out: list[float] = []
-    for i in range(0, len(examples), batch_size):
-        b = run.task.to_device(run.task.batch(examples[i: i + batch_size], run.vocabs), device)
-        out += sequence_log_prob(run.model(b).float(), b["tgt_out"]).tolist()
-    return out
+    return [float(t.sum()) for t in target_scores(run.model, run.task, run.vocabs, examples, batch_size)]
 
 
 def score_contrastive(run, examples, batch_size: int = 32, context: str = "source") -> dict:
@@ -80,23 +75,18 @@ def backward_perplexity(reverse_run, sources: Sequence[str], generations: Sequen
     """exp(-sum log p(S | generation) / |S| tokens) under `reverse_run` (trained with `task.reverse: true`,
     so its examples are (source, target) pairs that it reads as target -> source)."""
     from structseq.data.example import Example
-    from structseq.decode.search import sequence_log_prob
+    from structseq.decode.batched import target_scores
 
     if not getattr(reverse_run.task.options, "reverse", False):
         raise ValueError("backward perplexity needs a reverse run (trained with task.reverse: true)")
     if len(sources) != len(generations):
         raise ValueError(f"{len(sources)} sources but {len(generations)} generations")
-    device = next(reverse_run.model.parameters()).device
-    total, n = 0.0, 0
     examples = [Example.from_text(s, g) for s, g in zip(sources, generations)]
-    for i in range(0, len(examples), batch_size):
-        b = reverse_run.task.to_device(reverse_run.task.batch(examples[i: i + batch_size], reverse_run.vocabs), device)
-        total += float(sequence_log_prob(reverse_run.model(b).float(), b["tgt_out"]).sum())
-        n += int(b["tgt_out"].ne(0).sum())
+    scores = target_scores(reverse_run.model, reverse_run.task, reverse_run.vocabs, examples, batch_size)
+    total, n = sum(float(t.sum()) for t in scores), sum(len(t) for t in scores)
     return Score("backward_perplexity", math.exp(-total / max(n, 1)),
-                 signature("backward_ppl", reverse=str(reverse_run.run_dir), units="model-tokens+eos", n=n), len(examples))
-
-
+                 signature("backward_ppl", reverse=str(reverse_run.run_dir), units="model-tokens+eos", n=n),
+                 len(examples))
 
 
 def context_use(contexts: Sequence[str], references: Sequence[str], hypotheses: Sequence[str],

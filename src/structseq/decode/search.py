@@ -132,9 +132,106 @@ def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor,
     return Hypotheses(out_tokens, out_scores, out_nbest if nbest else None)
 
 
-def decode(model, inputs: Mapping[str, Tensor], max_len: Tensor, *, beam: int = 1, len_penalty: float = 1.0
-           ) -> Hypotheses:
-    """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`)."""
+def normalized(score: float, n_tokens: int, len_penalty: float) -> float:
+    """What beam search ranks by: score / length ** len_penalty, the length counting </s> (n_tokens + 1)."""
+    return score / (n_tokens + 1) ** len_penalty if len_penalty else score
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Ancestral sampling settings: logits / temperature, then the `top_k` most probable tokens (0: all), then
+    the smallest set of them whose probability reaches `top_p` (1: all); `seed` seeds the draws."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        from structseq.errors import ConfigError
+
+        if not self.temperature > 0:
+            raise ConfigError(f"'--temperature' must be > 0, got {self.temperature} (near zero: greedy)")
+        if self.top_k < 0:
+            raise ConfigError(f"'--top-k' must be >= 0 (0: no limit), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"'--top-p' must be in (0, 1], got {self.top_p}")
+
+
+def _draw(lp: Tensor, s: Sampling, generator: torch.Generator | None) -> Tensor:
+    """One token per row of log-probabilities (n, V) under the sampling settings."""
+    logits = lp / s.temperature
+    if s.top_k:
+        kth = logits.topk(min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if s.top_p < 1:
+        sorted_logits, order = logits.sort(-1, descending=True)
+        probs = sorted_logits.softmax(-1)
+        drop = probs.cumsum(-1) - probs >= s.top_p  # the mass before this token already reaches top_p
+        drop[:, 0] = False
+        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator)[:, 0]
+
+
+@torch.no_grad()
+def sample(model, inputs: Mapping[str, Tensor], max_len: Tensor, sampling: Sampling = Sampling(), *, n: int = 1,
+           len_penalty: float = 1.0, generator: torch.Generator | None = None, eos: int = Vocab.eos,
+           bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
+    """`n` samples per sentence (`nbest`: ranked as beam search ranks, by `normalized`; `tokens`/`scores`: the
+    first). A score is the sample's log-probability under the model itself (untempered, unfiltered, </s>
+    included), so it compares with beam and teacher-forced scores. The length limit and the ban on <pad>/<s>
+    are beam search's; a finished sample leaves the batch. `generator` (on the model's device) makes the draws
+    reproducible; its own default is torch's global generator."""
+    B = max_len.shape[0]
+    device = max_len.device
+    rows = torch.arange(B, device=device).repeat_interleave(n)
+    state = model.init_state(model.encode(inputs))
+    state = map_state(state, lambda t: t.index_select(0, rows))
+    limit = max_len.to(device)[rows]
+    alive = torch.arange(B * n, device=device)
+    history = torch.empty(B * n, 0, dtype=torch.long, device=device)
+    scores = torch.zeros(B * n, device=device)
+    prev = torch.full((B * n,), bos, dtype=torch.long, device=device)
+    done: dict[int, tuple[list[int], float]] = {}
+    for t in range(int(max_len.max()) + 1):
+        lp, state = model.step(prev, state)
+        lp = lp.float().nan_to_num(nan=float("-inf"))
+        lp[:, [pad, bos]] = float("-inf")
+        is_eos = torch.arange(lp.shape[-1], device=device) == eos
+        lp = torch.where((t >= limit)[:, None] & ~is_eos, float("-inf"), lp)  # forced </s> at the length limit
+        lp = torch.where(~lp.isfinite().any(-1, keepdim=True) & is_eos, 0.0, lp)  # nothing left (a diverged model)
+        token = _draw(lp, sampling, generator)
+        scores = scores + lp.gather(1, token[:, None])[:, 0]
+        history = torch.cat([history, token[:, None]], 1)
+        ended = token == eos
+        if bool(ended.any()):
+            for i in ended.nonzero()[:, 0].tolist():
+                done[int(alive[i])] = (history[i, :-1].tolist(), float(scores[i]))
+            keep = (~ended).nonzero()[:, 0]
+            if keep.numel() == 0:
+                break
+            alive, history, scores, limit, token = alive[keep], history[keep], scores[keep], limit[keep], token[keep]
+            state = map_state(state, lambda x: x.index_select(0, keep), owned=True)
+        prev = token
+    nbest = []
+    for b in range(B):
+        entries = [done[b * n + k] for k in range(n)]
+        nbest.append(sorted(entries, key=lambda e: -normalized(e[1], len(e[0]), len_penalty)))
+    return Hypotheses([e[0][0] for e in nbest], [e[0][1] for e in nbest], nbest)
+
+
+def decode(model, inputs: Mapping[str, Tensor], max_len: Tensor, *, beam: int = 1, len_penalty: float = 1.0,
+           nbest: int = 1, sampling: Sampling | None = None, generator: torch.Generator | None = None) -> Hypotheses:
+    """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`).
+
+    `nbest` > 1: `Hypotheses.nbest` holds the `nbest` best entries of each sentence (beam search with a beam of
+    at least `nbest`, ranked by `normalized`); `sampling`: `nbest` samples each instead of search."""
+    if sampling is not None:
+        return sample(model, inputs, max_len, sampling, n=nbest, len_penalty=len_penalty, generator=generator)
+    if nbest > 1:
+        hyp = beam_search(model, inputs, max(beam, nbest), max_len, len_penalty, nbest=True)
+        hyp.nbest = [entries[:nbest] for entries in hyp.nbest]
+        return hyp
     if beam <= 1:
         return greedy(model, inputs, max_len)
     return beam_search(model, inputs, beam, max_len, len_penalty)

@@ -1,0 +1,87 @@
+"""Search and teacher-forced scoring over a list of examples, in batches, for any task with named model inputs.
+
+A task hands over its model inputs (`task.decode_inputs` for search, `task.batch` for scoring; the task is
+passed in, never imported); everything else is the one search module (`structseq.decode.search`), so
+n-best lists and sampling serve every autoregressive model alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from structseq.data.example import Example
+from structseq.data.vocab import Vocab
+from structseq.decode.search import Sampling, decode, max_lengths, normalized
+from structseq.errors import ConfigError
+from structseq.progress import progress
+
+
+class Candidate(NamedTuple):
+    """One output of an n-best list or a sample: its tokens, its log-probability (</s> included) and what beam
+    search ranks by (`search.normalized`: the score over its length in model tokens + 1 ** decode.len_penalty)."""
+
+    tokens: list[str]
+    score: float
+    normalized: float
+
+
+@torch.no_grad()
+def search_examples(model, task, vocabs, examples: Sequence[Example], decode_cfg, *, nbest: int = 1,
+                    beam: int | None = None, sampling: Sampling | None = None, show_progress: bool = False
+                    ) -> list[list[Candidate]]:
+    """For each example, its `nbest` best target token sequences (model tokens, </s> dropped) as `Candidate`s,
+    ranked as beam search ranks (`search.normalized`); with `sampling`, `nbest` samples ranked the same way.
+    Batches of `decode_cfg.batch_size` sentences sorted by source length, lengths limited by
+    `decode_cfg.max_len_a`/`max_len_b`; one generator seeded with `sampling.seed` for the whole call."""
+    if not getattr(model, "autoregressive", False) or not hasattr(task, "decode_inputs"):
+        raise ConfigError(f"n-best lists and sampling need an autoregressive model (task {task.name}, model "
+                          f"{type(model).__name__} decode otherwise)")
+    if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
+        raise ConfigError(f"'--nbest' must be an integer >= 1, got {nbest!r}")
+    d = decode_cfg
+    beam = d.beam if beam is None else beam
+    device = next(model.parameters()).device
+    generator = None
+    if sampling is not None:
+        generator = torch.Generator(device=device).manual_seed(sampling.seed)
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
+    out: list[list[Candidate]] = [[] for _ in examples]
+    chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
+    for chunk in progress(chunks, "sample" if sampling else "decode", show_progress):
+        inputs = task.to_device(task.decode_inputs([examples[i] for i in chunk], vocabs), device)
+        max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b)
+        hyp = decode(model, inputs, max_len, beam=beam, len_penalty=d.len_penalty, nbest=nbest, sampling=sampling,
+                     generator=generator)
+        lists = hyp.nbest if hyp.nbest is not None else [[(t, s)] for t, s in zip(hyp.tokens, hyp.scores)]
+        for i, entries in zip(chunk, lists):
+            out[i] = [Candidate(vocabs["tgt"].decode(toks), score, normalized(score, len(toks), d.len_penalty))
+                      for toks, score in entries[:nbest]]
+    return out
+
+
+def teacher_forced(model, task, vocabs, examples: Sequence[Example], batch_size: int
+                   ) -> Iterator[tuple[Tensor, Tensor]]:
+    """(log-probabilities (B, T, V), `tgt_out` (B, T)) of each batch of `examples` in order, teacher-forced:
+    what every scorer of given outputs reads (`Run.token_log_probs`, `Run.target_scores`, contrastive)."""
+    if batch_size < 1:
+        raise ConfigError(f"'--batch-size' must be >= 1, got {batch_size}")
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for i in range(0, len(examples), batch_size):
+            b = task.to_device(task.batch(list(examples[i: i + batch_size]), vocabs), device)
+            yield model(b).float(), b["tgt_out"]
+
+
+def target_scores(model, task, vocabs, examples: Sequence[Example], batch_size: int = 64) -> list[Tensor]:
+    """Each example's teacher-forced log-probability of each target token the model sees (subword pieces for a
+    subword task) and of </s>: a (len + 1,) CPU tensor each; their sum is the sequence's log-probability."""
+    out = []
+    for lp, tgt_out in teacher_forced(model, task, vocabs, examples, batch_size):
+        tok = lp.gather(-1, tgt_out[..., None])[..., 0].cpu()
+        for row, n in zip(tok, tgt_out.ne(Vocab.pad).sum(1).tolist()):
+            out.append(row[:n].clone())
+    return out

@@ -1,0 +1,85 @@
+"""An ensemble of autoregressive models that is itself an autoregressive model, so search needs no change.
+
+At every step each member scores the next token and the ensemble's log-probability is the log of the
+members' mean probability, log (1/M) sum_m p_m(v) (fairseq's `EnsembleModel`; not the mean of the
+members' log-probabilities, a product of experts). `AVERAGE` names it in evaluation signatures. The
+decoder state is the list of the members' states: beam search reorders it with the one `map_state`, so
+every member's state follows the same hypotheses. Teacher-forced scoring (`forward`) averages the same way,
+so a hypothesis scored by the ensemble gets the sum of its per-step ensemble log-probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from structseq.errors import ConfigError
+from structseq.models.base import Autoregressive, Inputs
+
+#: how member distributions are combined, as evaluation signatures state it
+AVERAGE = "log-mean-prob"
+
+
+def average_log_probs(log_probs: Sequence[Tensor]) -> Tensor:
+    """log of the mean probability of M members' log-probabilities (each (..., V)), in float32 at least."""
+    if len(log_probs) == 1:
+        return log_probs[0]
+    stacked = torch.stack([lp.float() for lp in log_probs])
+    return torch.logsumexp(stacked, 0) - math.log(len(log_probs))
+
+
+class Ensemble(Autoregressive):
+    """Members that share their vocabularies (checked by `structseq.api.load_ensemble`), decoded as one."""
+
+    def __init__(self, members: Sequence[nn.Module], names: Sequence[str] | None = None):
+        super().__init__()
+        names = list(names or (f"member {i}" for i in range(len(members))))
+        if not members:
+            raise ConfigError("an ensemble needs at least one run")
+        flat = [m for m in members if not getattr(m, "autoregressive", False)]
+        if flat:
+            which = ", ".join(n for n, m in zip(names, members) if m in flat)
+            raise ConfigError(f"an ensemble decodes step by step, but {which} is not an autoregressive model")
+        self.members = nn.ModuleList(members)
+        self.names = names
+        self.width = members[0].width
+        self.pad = getattr(members[0], "pad", 0)
+
+    def encode(self, inputs: Inputs) -> list:
+        return [m.encode(inputs) for m in self.members]
+
+    def init_state(self, enc: list) -> list:
+        return [m.init_state(e) for m, e in zip(self.members, enc)]
+
+    def step(self, prev: Tensor, state: list) -> tuple[Tensor, list]:
+        outs = [m.step(prev, s) for m, s in zip(self.members, state)]
+        return average_log_probs([lp for lp, _ in outs]), [s for _, s in outs]
+
+    def forward(self, batch: Inputs) -> Tensor:
+        return average_log_probs([m(batch) for m in self.members])
+
+
+def check_same_vocabs(named: dict[str, dict]) -> None:
+    """Every run (name -> its vocabularies by name, e.g. {"src": Vocab, "tgt": Vocab}) has the first run's
+    vocabularies, token for token in id order; a ConfigError naming both runs and the first difference."""
+    (first, ref), *rest = named.items()
+    for name, vocabs in rest:
+        for key in sorted(set(ref) | set(vocabs)):
+            a, b = ref.get(key), vocabs.get(key)
+            a_tokens = None if a is None else list(getattr(a, "itos", a))
+            b_tokens = None if b is None else list(getattr(b, "itos", b))
+            if a_tokens == b_tokens:
+                continue
+            if a_tokens is None or b_tokens is None:
+                detail = f"only {first if b_tokens is None else name} has one"
+            else:
+                at = next((i for i, (x, y) in enumerate(zip(a_tokens, b_tokens)) if x != y), None)
+                detail = f"{len(a_tokens)} vs {len(b_tokens)} types"
+                if at is not None:
+                    detail += f", first difference at id {at}: {a_tokens[at]!r} vs {b_tokens[at]!r}"
+            raise ConfigError(f"an ensemble needs the same vocabularies, but {first} and {name} differ in the "
+                              f"'{key}' vocabulary ({detail}): train every member on the same data and vocabulary "
+                              "settings")
