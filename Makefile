@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: venv demo test test-slow bench tables clean
+.PHONY: venv demo test test-slow bench tables mutants clean
 
 $(BIN)/structseq: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,6 +35,11 @@ bench: venv
 # Rewrite every generated table of README.md and RESULTS.md from the records in results/ (the suite checks them).
 tables: venv
 	$(BIN)/python scripts/update_tables.py
+
+# Mutation testing: each hand-written bug of scripts/mutants.yaml, tested in a temporary copy of the repository;
+# the score (killed / run) goes to results/mutants.json (several minutes on one core).
+mutants: venv
+	OMP_NUM_THREADS=1 $(BIN)/python scripts/mutants.py
 
 clean:
 	rm -rf $(VENV) runs benchmarks/work

@@ -32,7 +32,6 @@ import argparse
 import fcntl
 import functools
 import itertools
-import json
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -71,12 +70,43 @@ class Cell:
         return self.curve.get("out") or str(Path(self.out).with_name(Path(self.out).stem + "-curve.jsonl"))
 
 
-def load_plan(path: str) -> list[Cell]:
-    """The plan's cells; an unknown or missing key is an error naming the file and the cell."""
+#: the type of each key of a cell (checked by `load_plan`, so a malformed plan is an error naming the key)
+CELL_TYPES = {"id": str, "title": str, "configs": list, "seeds": list, "out": str, "runs": str, "set": list,
+              "sweep": dict, "curve": dict, "like": str}
+
+
+def _check_cell(c: dict, where: str) -> None:
+    """A ConfigError naming the cell and key for a value of the wrong type (seeds: integers; configs: existing
+    files; sweep: key -> list of values; curve: every, seeds, out)."""
     from structseq.errors import ConfigError
+
+    for key, kind in CELL_TYPES.items():
+        if key in c and c[key] is not None and not isinstance(c[key], kind):
+            raise ConfigError(f"{where}: `{key}` must be a {kind.__name__}, got {c[key]!r}")
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in c["seeds"]):
+        raise ConfigError(f"{where}: `seeds` must be a list of integers, got {c['seeds']!r}")
+    if not all(isinstance(x, str) for x in c["configs"]):
+        raise ConfigError(f"{where}: `configs` must be a list of config files, got {c['configs']!r}")
+    for cfg in c["configs"]:
+        if not Path(cfg).is_file():
+            raise ConfigError(f"{where}: config {cfg} does not exist")
+    for key, values in (c.get("sweep") or {}).items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}: `sweep.{key}` must be a non-empty list of values, got {values!r}")
+    curve = c.get("curve") or {}
+    unknown = set(curve) - {"every", "seeds", "out"}
+    if unknown or not isinstance(curve.get("every", 0), int) or not isinstance(curve.get("seeds", []), list):
+        raise ConfigError(f"{where}: `curve` must be {{every: N, seeds: [..], out: FILE}}, got {curve!r}")
+
+
+def load_plan(path: str) -> list[Cell]:
+    """The plan's cells; a missing or unreadable file, bad YAML, an unknown or missing key or a value of the wrong
+    type is an error naming the file and the cell."""
+    from structseq.errors import ConfigError
+    from structseq.textio import read_text
     from structseq.yamlio import load_yaml
 
-    raw = load_yaml(Path(path).read_text(encoding="utf-8"), path)
+    raw = load_yaml(read_text(path), path)
     if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list):
         raise ConfigError(f"{path}: expected a mapping with a list under `cells`")
     cells, known = [], set(Cell.__dataclass_fields__)
@@ -90,9 +120,7 @@ def load_plan(path: str) -> list[Cell]:
         missing = [k for k in ("id", "title", "configs", "seeds", "out", "runs") if k not in c]
         if missing:
             raise ConfigError(f"{where}: missing {', '.join(missing)}")
-        for cfg in c["configs"]:
-            if not Path(cfg).exists():
-                raise ConfigError(f"{where}: config {cfg} does not exist")
+        _check_cell(c, where)
         cells.append(Cell(**{**c, "set": [str(s) for s in c.get("set") or []]}))
     ids = [c.id for c in cells]
     for c in cells:
@@ -112,36 +140,25 @@ def read_records(cells: list[Cell]) -> dict[tuple, dict]:
     runs: dict[tuple, dict] = {}
     dirs: dict[str, tuple] = {}
     for out in sorted({c.out for c in cells}):
-        if not Path(out).exists():
-            continue
-        for line in open(out, encoding="utf-8"):
-            if line.strip():
-                r = json.loads(line)
-                k = _key(r["config"], r.get("overrides", []), r["seed"])
-                run = runs.setdefault(k, {"train": 0.0, "eval": 0.0, "diverged": False})
-                run["diverged"] |= bool(r.get("diverged"))
-                run["train"] = max(run["train"], r.get("train_wall_s") or 0.0)
-                run["eval"] += r.get("eval_wall_s") or 0.0
-                dirs[r.get("run_dir", "")] = k
+        for r in reproduce.read_jsonl(out):
+            k = _key(r["config"], r.get("overrides", []), r["seed"])
+            run = runs.setdefault(k, {"train": 0.0, "eval": 0.0, "diverged": False})
+            run["diverged"] |= bool(r.get("diverged"))
+            run["train"] = max(run["train"], r.get("train_wall_s") or 0.0)
+            run["eval"] += r.get("eval_wall_s") or 0.0
+            dirs[r.get("run_dir", "")] = k
     for curve in sorted({c.curve_out for c in cells if c.curve}):
-        if not Path(curve).exists():
-            continue
-        for line in open(curve, encoding="utf-8"):
-            if line.strip():
-                r = json.loads(line)
-                if r.get("run_dir") in dirs:
-                    runs[dirs[r["run_dir"]]]["eval"] += r.get("eval_wall_s") or 0.0
+        for r in reproduce.read_jsonl(curve):
+            if r.get("run_dir") in dirs:
+                runs[dirs[r["run_dir"]]]["eval"] += r.get("eval_wall_s") or 0.0
     return {k: {"cost": v["train"] + v["eval"], "diverged": v["diverged"]} for k, v in runs.items()}
 
 
 def read_probes(path: str) -> dict[tuple, float]:
     """(config, sorted overrides) -> the cost in seconds that `--probe` measured (the newest probe wins)."""
     probes: dict[tuple, float] = {}
-    if Path(path).exists():
-        for line in open(path, encoding="utf-8"):
-            if line.strip():
-                r = json.loads(line)
-                probes[_key(r["config"], r.get("overrides", []), 0)[:2]] = r["cost_s"]
+    for r in reproduce.read_jsonl(path):
+        probes[_key(r["config"], r.get("overrides", []), 0)[:2]] = r["cost_s"]
     return probes
 
 
@@ -278,7 +295,9 @@ def _chosen(cells: list[Cell], ids: list[str] | None) -> list[Cell]:
     by_id = {c.id: c for c in cells}
     unknown = [i for i in ids or [] if i not in by_id]
     if unknown:
-        raise SystemExit(f"no cell {', '.join(unknown)}; cells: {', '.join(by_id)}")
+        from structseq.errors import ConfigError
+
+        raise ConfigError(f"--cell: no cell {', '.join(unknown)} in the plan; cells: {', '.join(by_id)}")
     return [by_id[i] for i in ids] if ids else cells
 
 
@@ -332,9 +351,7 @@ def probe(cells: list[Cell], ids: list[str] | None, out: str, steps: tuple[int, 
                 continue
             curve = cell.curve.get("every", 0) if seeds[0] in cell.curve.get("seeds", []) else 0
             rec = reproduce.probe(config, seeds[0], overrides, steps, batches, curve_every=curve)
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            with open(out, "a", encoding="utf-8") as f:
-                f.write(json.dumps(rec) + "\n")
+            reproduce.append_records(out, [rec])
             probed[variant] = rec["cost_s"]
             print(f"{cell.id}: {config} {' '.join(overrides)}: {rec['s_per_update']:.3f} s/update, about "
                   f"{rec['cost_s'] / 3600:.2f} CPU-hours per run", flush=True)
@@ -356,6 +373,7 @@ def main(argv=None) -> int:
     p.add_argument("--probes", default="results/plan-probes.jsonl", help="the probes' records")
     a = p.parse_args(argv)
     cells = load_plan(a.plan)
+    _chosen(cells, a.cell)  # an unknown --cell is an error naming the plan's cells
     if a.run:
         return run(cells, a.cell, a.dry_run)
     if a.probe:
@@ -370,4 +388,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from structseq.errors import run_cli
+
+    sys.exit(run_cli(main))

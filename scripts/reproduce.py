@@ -32,6 +32,36 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 
+def read_jsonl(path: str | Path) -> list[dict]:
+    """The records of a JSON-lines file ([] when it does not exist); a line that is not a JSON object is an error
+    naming the file and line (blank lines are skipped)."""
+    from structseq.errors import DataError
+    from structseq.textio import iter_lines
+
+    if not Path(path).exists():
+        return []
+    out = []
+    for number, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise DataError(f"not a JSON record ({e})", path, number) from None
+        if not isinstance(rec, dict):
+            raise DataError(f"not a JSON object: {line[:60]!r}", path, number)
+        out.append(rec)
+    return out
+
+
+def append_records(path: str | Path, records: list[dict]) -> None:
+    """Append one JSON line per record in one write (`structseq.outputs.append_lines`): a failure (a full disk)
+    leaves no partial line."""
+    from structseq.outputs import append_lines
+
+    append_lines(path, [json.dumps(r) for r in records])
+
+
 def run_name(config: str, seed: int, overrides: list[str] = ()) -> str:
     # e.g. -interval4 -max_steps500 -context_window8.0: the key's last part and the whole value (the value may
     # hold dots, so the key is split off at '=' first); a path (train.init_from) by its last part
@@ -112,7 +142,9 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
     run_dir = Path(runs) / name
     last = run_dir / "checkpoints" / "last.pt"
     if curve_every and curve_every % cfg.train.valid_every:
-        raise ValueError(f"--curve-every {curve_every} is not a multiple of train.valid_every {cfg.train.valid_every}")
+        from structseq.errors import ConfigError
+
+        raise ConfigError(f"--curve-every {curve_every} is not a multiple of train.valid_every {cfg.train.valid_every}")
     t0 = time.time()
     try:
         with _KeepCheckpoints(run_dir, curve_every) if curve_every else _Nothing():
@@ -120,8 +152,7 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
     except DivergedError as e:  # a seed that diverges is a result too: recorded, never averaged in
         rec = {**_record(config, overrides, seed, run_dir, None, time.time() - t0, 0.0, cfg.train.max_steps, None),
                "diverged": {"step": e.step, "loss": str(e.loss)}}
-        with open(out, "a") as f:
-            f.write("\n".join(json.dumps({**rec, "split": s}) for s in cfg.data.test) + "\n")
+        append_records(out, [{**rec, "split": s} for s in cfg.data.test])
         return f"{name}: diverged ({e})"
     train_s = time.time() - t0
     if last.exists():  # the training loop's own clock, summed over resumes (absent in older checkpoints)
@@ -138,8 +169,7 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
         m = run.evaluate(split)
         lines.append(json.dumps(_record(config, overrides, seed, run_dir, split, train_s, time.time() - t1,
                                         cfg.train.max_steps, m)))
-    with open(out, "a") as f:
-        f.write("\n".join(lines) + "\n")
+    append_records(out, [json.loads(x) for x in lines])
     return f"{name}: " + ", ".join(
         f"{json.loads(x)['split']} EM {json.loads(x)['metrics']['exact_match']['score']:.4f}" for x in lines)
 
@@ -196,7 +226,9 @@ def probe(config: str, seed: int, overrides: list[str], steps: tuple[int, int] =
     cfg.train.seed = seed
     s1, s2 = steps
     if not 0 < s1 < s2:
-        raise ValueError(f"probe steps must be 0 < s1 < s2, not {steps}")
+        from structseq.errors import ConfigError
+
+        raise ConfigError(f"--probe-steps must be 0 < S1 < S2, not {steps}")
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "probe"
@@ -287,12 +319,7 @@ def _curve(config, overrides, seed, run_dir: Path, cfg, every: int, out: str) ->
     checkpoint, K = max_steps, is the table's record); skip the (run, step, split) already in `out`."""
     from structseq import api
 
-    done = set()
-    if Path(out).exists():
-        for line in open(out):
-            if line.strip():
-                r = json.loads(line)
-                done.add((r["run_dir"], r["step"], r["split"]))
+    done = {(r.get("run_dir"), r.get("step"), r.get("split")) for r in read_jsonl(out)}
     for k in range(every, cfg.train.max_steps, every):
         for split in cfg.data.test:
             if (str(run_dir), k, split) in done:
@@ -307,8 +334,7 @@ def _curve(config, overrides, seed, run_dir: Path, cfg, every: int, out: str) ->
             rec = {**_record(config, overrides, seed, run_dir, split, 0.0, time.time() - t1, cfg.train.max_steps, m),
                    "step": k}
             rec.pop("train_wall_s")
-            with open(out, "a") as f:
-                f.write(json.dumps(rec) + "\n")
+            append_records(out, [rec])
 
 
 def main(argv=None) -> None:
@@ -325,12 +351,8 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     curve_out = a.curve_out or str(Path(a.out).with_name(Path(a.out).stem + "-curve.jsonl"))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    done = set()
-    if Path(a.out).exists():  # restartable: skip (config, seed) pairs already recorded
-        for line in open(a.out):
-            if line.strip():
-                r = json.loads(line)
-                done.add((r["config"], r["seed"], tuple(r.get("overrides", []))))
+    # restartable: skip (config, seed) pairs already recorded
+    done = {(r.get("config"), r.get("seed"), tuple(r.get("overrides", []))) for r in read_jsonl(a.out)}
     jobs = [(c, s) for c in a.configs for s in a.seeds if (c, s, tuple(a.overrides)) not in done]
     args = [(c, s, a.runs, a.out, a.overrides, None, a.curve_every if s in a.curve_seeds else 0, curve_out)
             for c, s in jobs]
@@ -353,4 +375,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from structseq.errors import run_cli
+
+    sys.exit(run_cli(main))

@@ -184,19 +184,41 @@ class Run(NamedVocabs):
         return metrics
 
     def _write_predictions(self, spec: str, dataset: str, split_name: str, examples, predictions, metrics) -> None:
-        if dataset_split(spec):
-            label = f"{dataset}-{split_name}"  # NAME:SPLIT -> NAME-SPLIT.tsv
-        else:
-            label = Path(spec).stem if ("/" in spec or "." in spec) else spec  # a file: its stem
-        path = self.run_dir / "predictions" / f"{label}.tsv"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """RUN/predictions/LABEL.tsv and LABEL.metrics.json (`prediction_label`), each written atomically; the old
+        metrics file goes first, so a failure midway never leaves metrics describing other predictions. The
+        folder is the run's own (`rundir.OWNED`), so its files are replaced without --overwrite; an input of the
+        evaluation is never one of them (`structseq.outputs.Outputs`)."""
+        from structseq.outputs import Outputs
+
+        label = prediction_label(spec, dataset, split_name)
+        folder = self.run_dir / "predictions"
+        path, metrics_path = folder / f"{label}.tsv", folder / f"{label}.metrics.json"
+        outputs = Outputs([spec], overwrite=True)
+        for target in (path, metrics_path):  # before anything is replaced
+            outputs.check(target)
+        metrics_path.unlink(missing_ok=True)
         header, rows = self.task.prediction_rows(examples, predictions)
-        with open(path, "w", newline="") as f:
+        with outputs.open(path) as f:
             w = csv.writer(f, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
             w.writerow(header)
             w.writerows(rows)
         metrics["predictions"] = str(path)
-        (self.run_dir / "predictions" / f"{label}.metrics.json").write_text(json.dumps(metrics, indent=1))
+        outputs.write(metrics_path, json.dumps(metrics, indent=1))
+
+
+def prediction_label(spec: str, dataset: str, split_name: str) -> str:
+    """The file name (without suffix) of an evaluation's predictions: SPLIT for a split of the run's dataset,
+    NAME-SPLIT for NAME:SPLIT, and for a file its stem and a short hash of its resolved path (`test-1a2b3c4d`),
+    so that evaluating `--split test` and `--split /elsewhere/test.tsv` never share a file."""
+    import hashlib
+
+    if dataset_split(spec):
+        return f"{dataset}-{split_name}"
+    if not _is_file_spec(spec):
+        return spec
+    parts = [Path(p) for p in spec.split(",")]
+    resolved = ",".join(str(p.resolve()) for p in parts)
+    return f"{parts[0].name.split('.')[0] or 'file'}-{hashlib.sha256(resolved.encode()).hexdigest()[:8]}"
 
 
 def _check_beam(beam: int | None) -> None:

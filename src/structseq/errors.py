@@ -29,3 +29,45 @@ class DivergedError(StructseqError):
 
 class ConfigError(StructseqError):
     """An invalid configuration; the message names the offending key."""
+
+
+def describe(error: BaseException) -> str | None:
+    """One line for a problem with the user's input or environment, naming the file (or key) where the error
+    knows it: a StructseqError, an OSError (a missing or unreadable file, a full disk), text that is not
+    UTF-8, a file that is not valid JSON. None for anything else: a genuine bug, which deserves its traceback."""
+    if isinstance(error, StructseqError):
+        return str(error)
+    if isinstance(error, OSError):
+        what = error.strerror or str(error) or type(error).__name__
+        files = [str(f) for f in (error.filename, getattr(error, "filename2", None)) if f is not None]
+        return f"{' -> '.join(files)}: {what}" if files else what
+    if isinstance(error, UnicodeDecodeError):
+        byte = error.object[error.start:error.start + 1].hex() if error.object else "?"
+        return f"not UTF-8 text (byte 0x{byte} at offset {error.start}); convert the file to UTF-8"
+    import json
+
+    if isinstance(error, json.JSONDecodeError):
+        return f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+    return None
+
+
+def run_cli(main, *args, **kwargs) -> int:
+    """The error boundary of every command and script: `main(*args, **kwargs)`'s return value, or, for an
+    error `describe` recognises, `error: <one line>` on stderr and exit status 2. A genuine bug (any other
+    exception) keeps its traceback; SystemExit and KeyboardInterrupt pass through.
+
+        if __name__ == "__main__":
+            sys.exit(run_cli(main))
+    """
+    import sys
+
+    try:
+        return main(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - classified by `describe`; the rest is re-raised
+        line = describe(e)
+        if line is None:
+            raise
+        if not isinstance(e, StructseqError):  # the toolkit's own messages keep their layout
+            line = " ".join(line.splitlines())
+        print(f"error: {line}", file=sys.stderr, flush=True)
+        return 2

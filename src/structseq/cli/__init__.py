@@ -238,8 +238,9 @@ def demo(out: Path = typer.Option(Path("runs/demo"), "--out", "-o"), steps: Opti
 
 
 def main() -> None:
-    try:
-        app()
-    except StructseqError as e:
-        Console(stderr=True).print(f"[bold red]error:[/] {e}")
-        raise SystemExit(2) from None
+    """The error boundary of every command (`structseq.errors.run_cli`): a problem with the user's input or
+    environment (a StructseqError, a file missing or unreadable, a full disk, text not UTF-8, broken JSON) is one
+    line `error: ...` and exit status 2; a genuine bug keeps its traceback."""
+    from structseq.errors import run_cli
+
+    raise SystemExit(run_cli(app))

@@ -27,8 +27,9 @@ from structseq.compose.select import (
 )
 from structseq.compose.stats import get_tagger, table2_stats
 from structseq.compose.uncertainty import MEASURES, load_ensemble, score_ensemble
-from structseq.cli.options import DataRoot
+from structseq.cli.options import OVERWRITE_HELP, DataRoot
 from structseq.errors import ConfigError, DataError, StructseqError
+from structseq.outputs import Outputs
 
 app = typer.Typer(
     help="Detect compositional test examples in a candidate pool relative to a training corpus (ReaCT method).",
@@ -70,8 +71,21 @@ def _progress() -> Iterator:
 
 
 def _fail(error: StructseqError) -> None:
-    err.print(f"[red]error:[/red] {error}")
+    """One line `error: ...` (plain text: never wrapped, brackets in paths never read as markup), exit status 2."""
+    typer.echo(f"error: {error}", err=True)
     raise typer.Exit(2)
+
+
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)]
+
+
+def _outputs(output: Path | None, inputs: list, overwrite: bool) -> Outputs:
+    """The command's outputs, `output` checked at once (not an input, not a file structseq did not write unless
+    --overwrite), so nothing is computed for an output that would be refused; stdout ("-") is not checked."""
+    outputs = Outputs(inputs, overwrite=overwrite)
+    if output is not None and str(output) != "-":
+        outputs.check(output)
+    return outputs
 
 
 def _read_nonempty(paths: Path | list[Path], column: int | None, what: str) -> list[str]:
@@ -109,6 +123,7 @@ def degree(
     explain: Annotated[bool, typer.Option(help="Add a `cover` column with the minimum segmentation (a b | c | d e).")] = False,
     oov_as_atoms: Annotated[bool, typer.Option(help="Score sentences with OOV words, each OOV word one atom.")] = False,
     column: ColumnOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Compositional degree of every pool sentence: minimum n-gram cover size / length.
 
@@ -116,6 +131,7 @@ def degree(
     word or is empty), [cover], sentence.
     """
     try:
+        outputs = _outputs(output, [*train, pool], overwrite)
         clock = time.perf_counter()
         dictionary = NgramDictionary.from_corpus(
             _read_nonempty(train, column, "training corpus"), min_count=min_count, atom_threshold=atom_threshold, max_n=max_n
@@ -123,7 +139,7 @@ def degree(
         sentences = _read_nonempty(pool, column, "pool")
         with _progress() as progress:
             result = score_pool(dictionary, sentences, explain=explain, oov_as_atoms=oov_as_atoms, progress=progress("degree", len(sentences)))
-        write_degree_tsv(output, result, sentences, explain)
+        write_degree_tsv(output, result, sentences, explain, outputs)
     except StructseqError as error:
         _fail(error)
     scored = result.degree[result.degree == result.degree]
@@ -144,17 +160,19 @@ def uncertainty(
     batch_size: Annotated[int, typer.Option(help="Sentences per model call.")] = 32,
     decoder: Annotated[int, typer.Option(help="Index of the member whose translation is the hypothesis.")] = 0,
     column: ColumnOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Decode with the ensemble and score each sentence by total, data, MI, EPKL and reverse MI (mean per token).
 
     Columns: index (0-based), n_rows, total, data, mi, epkl, rmi, source, hypothesis.
     """
     try:
+        outputs = _outputs(output, [pool], overwrite)
         runs = load_ensemble(_expand(ensemble))
         sources = _read_nonempty(pool, column, "pool")
         with _progress() as progress:
             result = score_ensemble(runs, sources, beam=beam, batch_size=batch_size, decoder=decoder, progress=progress("uncertainty", len(sources)))
-        write_uncertainty_tsv(output, result)
+        write_uncertainty_tsv(output, result, outputs)
     except StructseqError as error:
         _fail(error)
     err.print(f"{len(result)} sentences scored by an ensemble of {len(runs)}; mean rmi {result.measures['rmi'].mean():.4g}")
@@ -182,11 +200,14 @@ def build(
     batch_size: Annotated[int, typer.Option(help="Sentences per model call.")] = 32,
     decoder: Annotated[int, typer.Option(help="Index of the member whose translation is the hypothesis.")] = 0,
     column: ColumnOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """The whole pipeline: degree -> top-K candidates -> uncertainty -> drop D -> sample S from the next R.
 
     Without --ensemble or --uncertainty it stops after writing OUT_DIR/candidates.txt, so the decoding
     can run elsewhere (`compose uncertainty --pool OUT_DIR/candidates.txt`) and the build be resumed.
+    A file in OUT_DIR that the build did not write (your own candidates.txt) is never replaced without
+    --overwrite, nor is an input.
     """
     config = BuildConfig(
         min_count=min_count, atom_threshold=atom_threshold, max_n=max_n, min_length=min_length, candidates=candidates,
@@ -200,7 +221,8 @@ def build(
         with _progress() as progress:
             report = build_benchmark(
                 _read_nonempty(train, column, "training corpus"), _read_nonempty(pool, column, "pool"), out_dir, config=config, runs=runs,
-                uncertainty=table, pool_targets=targets, progress=progress,
+                uncertainty=table, pool_targets=targets, progress=progress, overwrite=overwrite,
+                inputs=[*train, pool, pool_target, uncertainty_tsv],
             )
     except StructseqError as error:
         _fail(error)
@@ -222,9 +244,11 @@ def stats(
     max_n: MaxNOpt = None,
     oov_as_atoms: Annotated[bool, typer.Option(help="Count each OOV test word as its own atom (else skip such sentences).")] = True,
     column: ColumnOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Table 2 statistics of test sets against one training corpus: average degree and novel word/POS 2-/3-grams."""
     try:
+        outputs = _outputs(output, [*train, *test], overwrite)
         pos = get_tagger(tagger)
         tests = {str(path): read_sentences(path, column) for path in test}
         rows = table2_stats(
@@ -245,11 +269,13 @@ def stats(
         table.add_row(*(shown if k == "test" else f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k in keys))
     Console(width=max(Console().width, 100)).print(table)
     if output is not None:
-        if output.suffix == ".tsv":
-            write_tsv(output, keys, ([row[k] for k in keys] for row in rows))
-        else:
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        try:
+            if output.suffix == ".tsv":
+                write_tsv(output, keys, ([row[k] for k in keys] for row in rows), outputs)
+            else:
+                outputs.write(output, json.dumps(rows, indent=2) + "\n")
+        except StructseqError as error:
+            _fail(error)
 
 
 @app.command()
@@ -265,9 +291,13 @@ def plot(
     bin_size: Annotated[Optional[int], typer.Option(help="Examples per bin (count binning; the paper uses 30000).")] = None,
     labels: Annotated[tuple[str, str], typer.Option(help="Names of A and B.")] = ("A", "B"),
     table: Annotated[Optional[Path], typer.Option(help="Also write the bin values as TSV.")] = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Score difference A - B by compositional degree (Figure 1a)."""
     try:
+        outputs = _outputs(output, [degree_tsv, *(scores or ()), *(hyps or ()), refs], overwrite)
+        if table is not None:
+            outputs.check(table)
         degrees = read_degree_tsv(degree_tsv)
         if (scores is None) == (hyps is None):
             raise ConfigError("give exactly one of --scores A B or --hyps A B (with --refs)")
@@ -284,10 +314,10 @@ def plot(
                 bins=bins, binning=binning, bin_size=bin_size,
             )
             metric = "BLEU"
-        plot_difference(rows, output, labels=labels, metric=metric)
+        plot_difference(rows, output, labels=labels, metric=metric, outputs=outputs)
         if table is not None:
             keys = list(rows[0])
-            write_tsv(table, keys, ([r[k] for k in keys] for r in rows))
+            write_tsv(table, keys, ([r[k] for k in keys] for r in rows), outputs)
     except StructseqError as error:
         _fail(error)
     for r in rows:

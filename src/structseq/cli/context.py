@@ -20,14 +20,37 @@ def _print(obj: dict) -> None:
     print(json.dumps(obj, indent=1))
 
 
+def _load(run_dir: Path, checkpoint: str | None, command: str, *, reverse: bool = False, sequential: bool = False):
+    """The run, or a StructseqError naming it when it is the wrong kind for `command`: contrastive scoring and
+    backward perplexity need a model that scores target sequences (backward-ppl: trained with task.reverse),
+    the attention statistics a context model of the sequential variant."""
+    from structseq.api import load_run
+    from structseq.errors import StructseqError
+
+    run = load_run(run_dir, checkpoint)
+    kind = f"a {run.task.name} run ({run.config.model.arch})"
+    if not getattr(run.model, "autoregressive", False):
+        raise StructseqError(f"{run_dir}: {kind}; `structseq context {command}` needs a sequence-to-sequence run "
+                             "(its model scores target sequences)")
+    if reverse and not getattr(run.task.options, "reverse", False):
+        raise StructseqError(f"{run_dir}: {kind}, not a reverse run; backward perplexity needs one trained with "
+                             "task.reverse: true")
+    if sequential and getattr(run.model, "variant", None) != "sequential":
+        raise StructseqError(f"{run_dir}: {kind}; the encoder attention statistics need a context-transformer of "
+                             "the sequential variant (model.decoder: sequential, one input S <sep> C)")
+    return run
+
+
 def contrastive(run_dir: Path, split: str, checkpoint: str | None = None, data_root=None, batch_size: int = 32,
                 context_side: str | None = None) -> dict:
     """Contrastive accuracy (per phenomenon, ties wrong) of a run on a contrastive split (e.g.
     `discevalmt-anaphora:test-tgtctx`, or a TSV with source, target, context, category and contrast columns)."""
-    from structseq.api import load_run
     from structseq.decode.contrastive import score_contrastive
+    from structseq.errors import ConfigError
 
-    run = load_run(run_dir, checkpoint)
+    if batch_size < 1:
+        raise ConfigError(f"--batch-size must be >= 1, got {batch_size}")
+    run = _load(run_dir, checkpoint, "contrastive")
     dataset, name, examples = run.load_split(split, data_root)
     missing = sum("contrast" not in e.meta for e in examples)
     if missing:
@@ -40,7 +63,7 @@ def contrastive(run_dir: Path, split: str, checkpoint: str | None = None, data_r
 @app.command("contrastive")
 def contrastive_cmd(run_dir: Path, split: str = typer.Option(..., "--split"),
                     checkpoint: Optional[str] = Checkpoint, data_root: Optional[Path] = DataRoot,
-                    batch_size: int = typer.Option(32, "--batch-size", help="pairs scored at once"),
+                    batch_size: int = typer.Option(32, "--batch-size", min=1, help="pairs scored at once"),
                     context_side: Optional[str] = typer.Option(
                         None, "--context-side", help="source or target: which side the split's contexts come from, "
                         "for the report [default: target for the *-tgtctx splits, else source]")):
@@ -54,8 +77,9 @@ def _read_predictions(path: Path, columns: tuple[str, ...]) -> list[dict]:
     """The rows of a predictions TSV (`structseq evaluate` writes RUN/predictions/SPLIT.tsv); a missing column
     is an error naming the file."""
     from structseq.errors import DataError
+    from structseq.textio import open_checked
 
-    with open(path, newline="") as f:
+    with open_checked(path, newline="") as f:  # missing, a folder, not UTF-8: an error naming the file (and line)
         reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\")
         missing = [c for c in columns if c not in (reader.fieldnames or [])]
         if missing:
@@ -69,11 +93,10 @@ def backward_ppl_cmd(reverse_run: Path, predictions: Path = typer.Argument(..., 
                                                                                        "`structseq evaluate`"),
                      checkpoint: Optional[str] = Checkpoint):
     """Perplexity of the sources given the generations under a reverse run (task.reverse: true)."""
-    from structseq.api import load_run
     from structseq.decode.contrastive import backward_perplexity
 
     rows = _read_predictions(predictions, ("source", "hypothesis"))
-    run = load_run(reverse_run, checkpoint)
+    run = _load(reverse_run, checkpoint, "backward-ppl", reverse=True)
     _print({"predictions": str(predictions), "backward_ppl": backward_perplexity(
         run, [r["source"] for r in rows], [r["hypothesis"] for r in rows]).to_dict()})
 
@@ -98,9 +121,12 @@ def attention_statistics(run_dir: Path, split: str, window: int = 40, limit: int
     over tokens)."""
     import torch
 
-    from structseq.api import load_run
+    from structseq.errors import ConfigError
 
-    run = load_run(run_dir, checkpoint)
+    run = _load(run_dir, checkpoint, "attention", sequential=True)
+    layers = len(run.model.encoder.layers)
+    if layer is not None and not 1 <= layer <= layers:
+        raise ConfigError(f"--layer {layer}: the encoder of {run_dir} has layers 1..{layers}")
     _, name, examples = run.load_split(split, data_root)
     examples = examples[:limit]
     device = next(run.model.parameters()).device
@@ -123,10 +149,11 @@ def attention_statistics(run_dir: Path, split: str, window: int = 40, limit: int
 
 @app.command("attention")
 def attention_cmd(run_dir: Path, split: str = typer.Option(..., "--split"),
-                  window: int = typer.Option(40, "--window", help="tokens, centred on the query (the paper's: 40)"),
-                  layer: Optional[int] = typer.Option(None, "--layer", help="one encoder layer (1-based) "
+                  window: int = typer.Option(40, "--window", min=1,
+                                             help="tokens, centred on the query (the paper's: 40)"),
+                  layer: Optional[int] = typer.Option(None, "--layer", min=1, help="one encoder layer (1-based) "
                                                       "[default: every layer, averaged]"),
-                  limit: int = typer.Option(200, "-n", help="examples"),
+                  limit: int = typer.Option(200, "-n", min=1, help="examples"),
                   checkpoint: Optional[str] = Checkpoint, data_root: Optional[Path] = DataRoot):
     """The paper's Table 9 encoder attention statistics of a sequential run (alpha S->C, C->S, window)."""
     _print(attention_statistics(run_dir, split, window, limit, checkpoint, data_root, layer))

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from structseq.cli.options import DataRoot
+from structseq.cli.options import DataRoot, Overwrite
 from structseq.errors import ConfigError, StructseqError
 
 #: Sources printed by `learn` without -o.
@@ -46,14 +46,22 @@ def learn(
     samples: Optional[int] = typer.Option(None, help="bayesian: recorded states per chain (default 100)."),
     runs: Optional[int] = typer.Option(None, help="bayesian: independent chains (default 5)."),
     seed: Optional[int] = typer.Option(None, help="bayesian: random seed (default 0)."),
+    overwrite: bool = Overwrite,
 ) -> None:
-    """Learn a lexicon from a dataset's training pairs."""
+    """Learn a lexicon from a dataset's training pairs. The output is never one of the data files read, nor a
+    file structseq did not write (without --overwrite)."""
     from structseq.data.registry import load_dataset
     from structseq.lexicon import format_table, get_learner
+    from structseq.outputs import Outputs
+    from structseq.textio import recording_reads
 
     given = {"epsilon": epsilon, "rule": rule, "iterations": iterations, "symmetrisation": symmetrisation,
              "top_k": top_k, "samples": samples, "runs": runs, "seed": seed}
+    reads: list[Path] = []
+    outputs = Outputs([dataset, reads], overwrite=overwrite)
     try:
+        if output is not None:
+            outputs.check(output)
         learner = get_learner(method)
         accepted = set(inspect.signature(learner).parameters)
         settings = {k: v for k, v in given.items() if v is not None}
@@ -61,7 +69,9 @@ def learn(
         if wrong:
             raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in wrong)} does not apply to "
                               f"method '{method}'")
-        examples = load_dataset(dataset, split=split, data_root=data_root)
+        with recording_reads() as read:
+            examples = load_dataset(dataset, split=split, data_root=data_root)
+        reads.extend(read)
         start = time.perf_counter()
         lexicon = learner(examples, **settings)
         seconds = time.perf_counter() - start
@@ -75,7 +85,10 @@ def learn(
         if len(lexicon) > TABLE_ROWS:
             typer.echo(f"(first {TABLE_ROWS} sources shown; write the whole lexicon with -o FILE)", err=True)
     else:
-        lexicon.save(output)
+        try:
+            lexicon.save(output, outputs)
+        except StructseqError as e:
+            _fail(e)
         typer.echo(f"wrote {output}", err=True)
 
 
@@ -123,9 +136,12 @@ def plot(
     max_sources: int = typer.Option(40, help="Rows shown: the sources with the highest scores."),
     max_targets: int = typer.Option(60, help="Columns shown: the rows' best targets, then the highest scores."),
     sources: Optional[str] = typer.Option(None, help="Comma-separated source tokens to show instead."),
+    overwrite: bool = Overwrite,
 ) -> None:
-    """Draw a lexicon as a source x target heatmap."""
+    """Draw a lexicon as a source x target heatmap (never over the lexicon file, nor over a file structseq did
+    not write without --overwrite)."""
     from structseq.lexicon import Lexicon, plot_lexicon
+    from structseq.outputs import Outputs
 
     try:
         lexicon = Lexicon.load(file)
@@ -136,7 +152,7 @@ def plot(
             if missing:
                 raise ConfigError(f"not in the lexicon: {', '.join(missing)}")
         path = plot_lexicon(lexicon, output, sources=rows, tau=tau, max_sources=max_sources,
-                            max_targets=max_targets)
+                            max_targets=max_targets, outputs=Outputs([file], overwrite=overwrite))
     except StructseqError as e:
         _fail(e)
     typer.echo(f"wrote {path}", err=True)

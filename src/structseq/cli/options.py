@@ -14,3 +14,8 @@ DataRoot = typer.Option(None, "--data-root", envvar=ENV_VAR,
 Checkpoint = typer.Option(None, "--checkpoint", help="best | last | any checkpoints/NAME.pt of the run (avg-last5 from "
                           "`structseq average`, step1000 from train.keep_last) [default: the run's "
                           "train.eval_checkpoint]")
+
+#: Let a command replace an existing output file it did not write (`structseq.outputs.Outputs`).
+OVERWRITE_HELP = ("replace an existing output file that structseq did not write (or that was changed since) "
+                  "[default: refuse]")
+Overwrite = typer.Option(False, "--overwrite", help=OVERWRITE_HELP)

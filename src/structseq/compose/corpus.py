@@ -9,6 +9,7 @@ from typing import Iterable, Sequence
 
 from structseq.data.registry import dataset_split, load_dataset
 from structseq.errors import DataError
+from structseq.outputs import UNCHECKED, Outputs
 from structseq.paths import data_root
 from structseq.textio import CheckedText, open_checked
 
@@ -78,8 +79,10 @@ def format_float(value: float, digits: int = 6) -> str:
     return f"{value:.{digits}g}"
 
 
-def write_tsv(path: str | os.PathLike | None, header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-    """Write a header plus rows; `None` or "-" writes to stdout."""
+def write_tsv(path: str | os.PathLike | None, header: Sequence[str], rows: Iterable[Sequence[object]],
+              outputs: Outputs = UNCHECKED) -> None:
+    """Write a header plus rows; `None` or "-" writes to stdout. A file is written atomically; `outputs` (the
+    command's `structseq.outputs.Outputs`) refuses one of its inputs or a file the toolkit did not write."""
     import sys
 
     def emit(handle) -> None:
@@ -91,8 +94,7 @@ def write_tsv(path: str | os.PathLike | None, header: Sequence[str], rows: Itera
         emit(sys.stdout)
         sys.stdout.flush()
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+    with outputs.open(path) as handle:
         emit(handle)
 
 

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from structseq.errors import ConfigError, DataError
+from structseq.outputs import UNCHECKED, Outputs
 
 BINNINGS = ("count", "width")
 
@@ -172,6 +173,7 @@ def plot_difference(
     *,
     labels: tuple[str, str] = ("A", "B"),
     metric: str = "score",
+    outputs: Outputs = UNCHECKED,
 ) -> None:
     """Difference A - B against the mean degree of each bin, one point per bin, with a zero line."""
     import matplotlib
@@ -193,6 +195,7 @@ def plot_difference(
     ax.set_ylabel(f"{metric}: {labels[0]} − {labels[1]}")
     ax.set_title(f"{labels[0]} vs {labels[1]} by compositional degree")
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        outputs.savefig(fig, path)
+    finally:
+        plt.close(fig)

@@ -21,6 +21,7 @@ from structseq.compose.corpus import column, parse_float, read_tsv, write_tsv
 from structseq.compose.degree import DegreeResult, NgramDictionary, score_pool
 from structseq.compose.uncertainty import MEASURES, EnsembleMember, UncertaintyResult, score_ensemble
 from structseq.errors import ConfigError, DataError
+from structseq.outputs import UNCHECKED, OutputError, Outputs
 
 #: Makes a progress callback for a stage: (description, total) -> callback(n_done_now).
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
@@ -139,13 +140,14 @@ class BuildConfig:
 UNCERTAINTY_HEADER = ["index", "n_rows", *MEASURES, "source", "hypothesis"]
 
 
-def write_uncertainty_tsv(path: str | os.PathLike | None, result: UncertaintyResult) -> None:
+def write_uncertainty_tsv(path: str | os.PathLike | None, result: UncertaintyResult,
+                          outputs: Outputs = UNCHECKED) -> None:
     """One row per example in input order; `index` is 0-based."""
     rows = (
         [i, int(result.n_rows[i]), *(float(result.measures[m][i]) for m in MEASURES), result.sources[i], result.hypotheses[i]]
         for i in range(len(result))
     )
-    write_tsv(path, UNCERTAINTY_HEADER, rows)
+    write_tsv(path, UNCERTAINTY_HEADER, rows, outputs)
 
 
 def read_uncertainty_tsv(path: str | os.PathLike) -> UncertaintyResult:
@@ -174,9 +176,10 @@ def degree_rows(result: DegreeResult, sentences: Sequence[str], explain: bool = 
         yield row
 
 
-def write_degree_tsv(path, result: DegreeResult, sentences: Sequence[str], explain: bool = False) -> None:
+def write_degree_tsv(path, result: DegreeResult, sentences: Sequence[str], explain: bool = False,
+                     outputs: Outputs = UNCHECKED) -> None:
     header = DEGREE_HEADER + (["cover"] if explain else []) + ["sentence"]
-    write_tsv(path, header, degree_rows(result, sentences, explain))
+    write_tsv(path, header, degree_rows(result, sentences, explain), outputs)
 
 
 @dataclass
@@ -223,6 +226,8 @@ def build_benchmark(
     uncertainty: UncertaintyResult | None = None,
     pool_targets: Sequence[str] | None = None,
     progress: ProgressFactory | None = None,
+    overwrite: bool = False,
+    inputs: Sequence[str | os.PathLike] = (),
 ) -> dict:
     """Run the pipeline and write the test set plus a JSON report into `out_dir`; returns the report.
 
@@ -231,7 +236,10 @@ def build_benchmark(
     after writing the candidates, so the expensive decoding can run elsewhere.
 
     Files: candidates.txt / candidates.tsv (top-K by degree), uncertainty.tsv, test.src (selected
-    sentences in pool order), test.ref (their `pool_targets`, when given), selected.tsv, report.json.
+    sentences in pool order), test.ref (their `pool_targets`, when given), selected.tsv, report.json. Each is
+    written atomically; before anything is computed, every file the build will write is checked
+    (`structseq.outputs.Outputs`): none may be one of `inputs` (the files the sentences came from), nor an
+    existing file the toolkit did not write unless `overwrite` (a rebuild over its own files needs no flag).
     """
     config = config or BuildConfig()
     config.validate()
@@ -240,10 +248,41 @@ def build_benchmark(
     if runs is not None and uncertainty is not None:
         raise ConfigError("give either ensemble runs or a precomputed uncertainty table, not both")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
-    report: dict = {"config": asdict(config), "timings_s": timings}
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: is a file; the build writes a folder of files: choose another --out-dir")
+    outputs = Outputs(inputs, overwrite=overwrite)
+    for name in build_files(runs is not None, uncertainty is not None, pool_targets is not None):
+        outputs.check(out / name)
+    report: dict = {"config": asdict(config), "timings_s": {}}
+    degrees, candidates = _degree_phase(train, pool, config, report, progress)
+    candidate_text = [pool[i] for i in candidates.tolist()]
+    outputs.write(out / "candidates.txt", "".join(s + "\n" for s in candidate_text))
+    uncertainty = _uncertainty_phase(runs, uncertainty, candidate_text, config, report, progress)
+    if runs is not None:
+        write_uncertainty_tsv(out / "uncertainty.tsv", uncertainty, outputs)
+    _write_candidates(out / "candidates.tsv", pool, degrees, candidates, uncertainty, outputs)
+    if uncertainty is None:
+        report["stopped"] = "no ensemble or uncertainty table: candidates written, nothing selected"
+    else:
+        report["selection"] = _selection_phase(out, pool, pool_targets, degrees, candidates, uncertainty, config,
+                                               outputs)
+    _write_report(out, report, outputs)
+    return report
 
+
+def build_files(decodes: bool, scored: bool, targets: bool) -> list[str]:
+    """The files a build writes: with an ensemble to decode (`decodes`), or a precomputed table (`scored`), it
+    selects; `targets`: references of the pool were given."""
+    names = ["candidates.txt", "candidates.tsv"] + (["uncertainty.tsv"] if decodes else [])
+    if decodes or scored:
+        names += ["test.src"] + (["test.ref"] if targets else []) + ["selected.tsv"]
+    return names + ["report.json"]
+
+
+def _degree_phase(train, pool, config: BuildConfig, report: dict, progress) -> tuple[DegreeResult, np.ndarray]:
+    """The n-gram dictionary of `train`, the degree of every pool sentence and the top-K distinct candidates
+    (pool indices, best first); fills the report's train, pool and candidates sections."""
+    timings = report["timings_s"]
     clock = time.perf_counter()
     dictionary = NgramDictionary.from_corpus(
         train, min_count=config.min_count, atom_threshold=config.atom_threshold, max_n=config.max_n
@@ -255,38 +294,46 @@ def build_benchmark(
     callback = progress("compositional degree", len(pool)) if progress else None
     degrees = score_pool(dictionary, pool, progress=callback)
     timings["degree"] = time.perf_counter() - clock
-    in_vocab = degrees.in_vocab
     candidates = top_k_unique(
         degrees.degree, pool, config.candidates, seed=config.seed, lengths=degrees.lengths, min_length=config.min_length
     )
     report["pool"] = {
         "sentences": len(pool),
-        "in_vocabulary": int(in_vocab.sum()),
+        "in_vocabulary": int(degrees.in_vocab.sum()),
         "with_oov": int((degrees.n_oov > 0).sum()),
         "empty": int((degrees.lengths == 0).sum()),
         "degree": _summary(degrees.degree),
     }
     report["candidates"] = {"count": int(len(candidates)), "degree": _summary(degrees.degree[candidates])}
-    candidate_text = [pool[i] for i in candidates.tolist()]
-    (out / "candidates.txt").write_text("".join(s + "\n" for s in candidate_text), encoding="utf-8")
+    return degrees, candidates
 
+
+def _uncertainty_phase(runs, uncertainty: UncertaintyResult | None, candidate_text: list[str], config: BuildConfig,
+                       report: dict, progress) -> UncertaintyResult | None:
+    """The candidates' uncertainty: decoded by the ensemble `runs`, or the precomputed table checked to score
+    exactly the candidates in order; None with neither."""
     if runs is not None:
         clock = time.perf_counter()
-        callback = progress("ensemble uncertainty", len(candidates)) if progress else None
+        callback = progress("ensemble uncertainty", len(candidate_text)) if progress else None
         uncertainty = score_ensemble(
             runs, candidate_text, beam=config.beam, batch_size=config.batch_size, decoder=config.decoder, progress=callback
         )
-        timings["uncertainty"] = time.perf_counter() - clock
+        report["timings_s"]["uncertainty"] = time.perf_counter() - clock
         report["ensemble_size"] = len(runs)
-        write_uncertainty_tsv(out / "uncertainty.tsv", uncertainty)
     elif uncertainty is not None:
-        if len(uncertainty) != len(candidates) or any(
+        if len(uncertainty) != len(candidate_text) or any(
             _normalise(a) != _normalise(b) for a, b in zip(uncertainty.sources, candidate_text)
         ):
             raise DataError(
-                f"the uncertainty table ({len(uncertainty)} rows) does not score the {len(candidates)} candidates "
+                f"the uncertainty table ({len(uncertainty)} rows) does not score the {len(candidate_text)} candidates "
                 "in order; compute it on candidates.txt of this build"
             )
+    return uncertainty
+
+
+def _write_candidates(path: Path, pool, degrees: DegreeResult, candidates: np.ndarray,
+                      uncertainty: UncertaintyResult | None, outputs: Outputs) -> None:
+    """candidates.tsv: rank, pool line, length, cover size, degree, [each uncertainty measure], sentence."""
 
     def candidate_rows():
         for rank, i in enumerate(candidates.tolist()):
@@ -296,13 +343,13 @@ def build_benchmark(
             yield row + [pool[i]]
 
     extra = list(MEASURES) if uncertainty is not None else []
-    write_tsv(out / "candidates.tsv", ["rank", "line", "length", "cover_size", "degree", *extra, "sentence"], candidate_rows())
+    write_tsv(path, ["rank", "line", "length", "cover_size", "degree", *extra, "sentence"], candidate_rows(), outputs)
 
-    if uncertainty is None:
-        report["stopped"] = "no ensemble or uncertainty table: candidates written, nothing selected"
-        _write_report(out, report)
-        return report
 
+def _selection_phase(out: Path, pool, pool_targets, degrees: DegreeResult, candidates: np.ndarray,
+                     uncertainty: UncertaintyResult, config: BuildConfig, outputs: Outputs) -> dict:
+    """Drop the most uncertain, sample from the window, write test.src (test.ref) and selected.tsv; returns the
+    report's selection section."""
     scores = uncertainty.measures[config.measure]
     selection = select_uncertain(
         scores, drop_top=config.drop_top, window=config.window, sample=config.sample, seed=config.seed
@@ -310,9 +357,9 @@ def build_benchmark(
     chosen = candidates[selection.selected]  # pool indices of the selected candidates
     order = np.argsort(chosen, kind="stable")
     chosen, chosen_rank = chosen[order], selection.selected[order]
-    (out / "test.src").write_text("".join(pool[i] + "\n" for i in chosen.tolist()), encoding="utf-8")
+    outputs.write(out / "test.src", "".join(pool[i] + "\n" for i in chosen.tolist()))
     if pool_targets is not None:
-        (out / "test.ref").write_text("".join(pool_targets[i] + "\n" for i in chosen.tolist()), encoding="utf-8")
+        outputs.write(out / "test.ref", "".join(pool_targets[i] + "\n" for i in chosen.tolist()))
     position = np.empty(len(scores), dtype=np.int64)
     position[selection.ranking] = np.arange(len(scores))
     write_tsv(
@@ -323,9 +370,10 @@ def build_benchmark(
              uncertainty.hypotheses[c], pool[p]]
             for p, c in zip(chosen.tolist(), chosen_rank.tolist())
         ),
+        outputs,
     )
     dropped_scores = scores[selection.dropped]
-    report["selection"] = {
+    return {
         "measure": config.measure,
         "scored": int(len(scores)),
         "dropped": int(len(selection.dropped)),
@@ -339,11 +387,9 @@ def build_benchmark(
         "selected_uncertainty": _summary(scores[chosen_rank]),
         "selected_lines": (chosen + 1).tolist(),
     }
-    _write_report(out, report)
-    return report
 
 
-def _write_report(out: Path, report: dict) -> None:
+def _write_report(out: Path, report: dict, outputs: Outputs) -> None:
     def clean(value):
         if isinstance(value, float) and not math.isfinite(value):
             return None
@@ -353,4 +399,4 @@ def _write_report(out: Path, report: dict) -> None:
             return [clean(v) for v in value]
         return value
 
-    (out / "report.json").write_text(json.dumps(clean(report), indent=2) + "\n", encoding="utf-8")
+    outputs.write(out / "report.json", json.dumps(clean(report), indent=2) + "\n")

@@ -32,6 +32,7 @@ from structseq.data.example import Example
 from structseq.data.limits import admit
 from structseq.data.readers import iter_lines
 from structseq.errors import DataError
+from structseq.textio import read_text
 
 BRK = "<brk>"  # between context sentences
 
@@ -227,26 +228,39 @@ def read_contrastive(path: str | Path, context_side: str = "source") -> list[Exa
     if context_side not in ("source", "target"):
         raise ValueError(f"context_side must be source or target, not {context_side!r}")
     try:
-        blocks = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+        blocks = json.loads(read_text(path))
+    except json.JSONDecodeError as e:
         raise DataError(f"cannot read contrastive set: {e}", path) from None
+    if not isinstance(blocks, dict):
+        raise DataError(f"expected a JSON object of blocks (DiscEvalMT), found {type(blocks).__name__}", path)
     out = []
     for block_id, block in blocks.items():
-        if "examples" in block:  # lexical choice: a phenomenon per block, several examples
-            pairs = [(ex["src"], ex["trg"], block.get("type", "lexical-choice")) for ex in block["examples"]]
-        else:  # anaphora: one source pair, several target pairs each with its type
-            pairs = [(block["src"], trg, trg.get("type", "anaphora")) for trg in block["trg"]]
-        for src, trg, kind in pairs:
-            good = trg.get("correct") or trg.get("semi-correct")
-            bad = trg["incorrect"]
-            if good is None or len(src) != 2 or len(good) != 2 or len(bad) != 2:
-                raise DataError(f"block {block_id}: expected [previous, current] sentences with a correct and an "
-                                "incorrect translation", path)
-            if context_side == "target" and good[0] != bad[0]:
-                raise DataError(f"block {block_id}: candidates differ in their previous target sentence", path)
-            context = src[0] if context_side == "source" else good[0]
-            out.append(Example.from_text(src[1], good[1], category=kind, context=context,
-                                         meta={"contrast": bad[1], "block": str(block_id)}))
+        try:
+            out.extend(_contrastive_block(block_id, block, context_side, path))
+        except (KeyError, TypeError, AttributeError, IndexError) as e:
+            raise DataError(f"block {block_id}: not a DiscEvalMT block ({type(e).__name__}: {e}); expected "
+                            "'src' and 'trg' (anaphora) or 'examples' (lexical choice)", path) from None
+    return out
+
+
+def _contrastive_block(block_id, block: dict, context_side: str, path) -> list[Example]:
+    """The examples of one block of `read_contrastive`."""
+    out = []
+    if "examples" in block:  # lexical choice: a phenomenon per block, several examples
+        pairs = [(ex["src"], ex["trg"], block.get("type", "lexical-choice")) for ex in block["examples"]]
+    else:  # anaphora: one source pair, several target pairs each with its type
+        pairs = [(block["src"], trg, trg.get("type", "anaphora")) for trg in block["trg"]]
+    for src, trg, kind in pairs:
+        good = trg.get("correct") or trg.get("semi-correct")
+        bad = trg["incorrect"]
+        if good is None or len(src) != 2 or len(good) != 2 or len(bad) != 2:
+            raise DataError(f"block {block_id}: expected [previous, current] sentences with a correct and an "
+                            "incorrect translation", path)
+        if context_side == "target" and good[0] != bad[0]:
+            raise DataError(f"block {block_id}: candidates differ in their previous target sentence", path)
+        context = src[0] if context_side == "source" else good[0]
+        out.append(Example.from_text(src[1], good[1], category=kind, context=context,
+                                     meta={"contrast": bad[1], "block": str(block_id)}))
     return out
 
 

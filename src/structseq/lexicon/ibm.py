@@ -117,33 +117,8 @@ def align(corpus: Corpus, *, iterations: int = 5, diagonal: bool = False, tensio
         return Alignment(np.zeros(0, np.int64), np.zeros(0, np.int64), [0.0] * iterations,
                          tension if diagonal else None)
 
-    # One cell per (target token, source position j in 0..n): target token k owns the contiguous
-    # cells start[k] .. start[k] + n, and its first cell is the NULL word.
-    group = np.repeat(n + 1, m)
-    start = np.cumsum(group) - group
-    num = int(group.sum())
-    # Source ids with a NULL (id vs) in front of every pair: pair k's block starts at src_off[k] + k.
-    ext_off = src_off[:-1] + np.arange(num_pairs)
-    ext = np.full(len(corpus.src_ids) + num_pairs, vs, dtype=np.int64)
-    is_word = np.ones(len(ext), bool)
-    is_word[ext_off] = False
-    ext[is_word] = corpus.src_ids
-    j = np.arange(num, dtype=np.int64) - np.repeat(start, group)
-    key = np.take(ext, np.repeat(np.repeat(ext_off, m), group) + j)
-    key *= vt
-    key += np.repeat(corpus.tgt_ids, group)
-    space = (vs + 1) * vt
-    if space <= DENSE_LIMIT:
-        cell_key, _ = count_keys(key, space)
-        lookup = np.zeros(space, dtype=np.int64)
-        lookup[cell_key] = np.arange(len(cell_key))
-        cell = np.take(lookup, key)
-        del lookup
-    else:
-        cell_key, cell = np.unique(key, return_inverse=True)
-    del key
-    cell_src = cell_key // vt
-    num_cells = len(cell_key)
+    group, start, j, cell, cell_src = _cells(corpus)
+    num, num_cells = len(j), len(cell_src)
 
     if diagonal:
         diag = DiagonalPrior(m, n, null_prob)
@@ -181,13 +156,54 @@ def align(corpus: Corpus, *, iterations: int = 5, diagonal: bool = False, tensio
             row = np.bincount(cell_src, weights=counts, minlength=vs + 1)
             t = counts / np.where(row > 0, row, 1.0)[cell_src]
 
-    # Viterbi: the first cell reaching its group's maximum (NULL comes first, so it wins ties).
+    src_index, tgt_index = _viterbi(p, group, start, src_off, m)
+    return Alignment(src_index, tgt_index, lls, tension if diagonal else None)
+
+
+def _cells(corpus: Corpus) -> tuple[np.ndarray, ...]:
+    """The cells of `align`: one per (target token, source position j in 0..n); target token k owns the
+    contiguous cells start[k] .. start[k] + n, and its first cell is the NULL word. Returns (group: n + 1 per
+    target token, start, j of each cell, cell: the index of its (source word, target word) entry, cell_src: the
+    source id of each entry, NULL = vs)."""
+    src_off, m = corpus.src_off, np.diff(corpus.tgt_off)
+    n, num_pairs = np.diff(src_off), len(src_off) - 1
+    vs, vt = len(corpus.src_vocab), len(corpus.tgt_vocab)
+    group = np.repeat(n + 1, m)
+    start = np.cumsum(group) - group
+    num = int(group.sum())
+    # Source ids with a NULL (id vs) in front of every pair: pair k's block starts at src_off[k] + k.
+    ext_off = src_off[:-1] + np.arange(num_pairs)
+    ext = np.full(len(corpus.src_ids) + num_pairs, vs, dtype=np.int64)
+    is_word = np.ones(len(ext), bool)
+    is_word[ext_off] = False
+    ext[is_word] = corpus.src_ids
+    j = np.arange(num, dtype=np.int64) - np.repeat(start, group)
+    key = np.take(ext, np.repeat(np.repeat(ext_off, m), group) + j)
+    key *= vt
+    key += np.repeat(corpus.tgt_ids, group)
+    space = (vs + 1) * vt
+    if space <= DENSE_LIMIT:
+        cell_key, _ = count_keys(key, space)
+        lookup = np.zeros(space, dtype=np.int64)
+        lookup[cell_key] = np.arange(len(cell_key))
+        cell = np.take(lookup, key)
+        del lookup
+    else:
+        cell_key, cell = np.unique(key, return_inverse=True)
+    return group, start, j, cell, cell_key // vt
+
+
+def _viterbi(p: np.ndarray, group: np.ndarray, start: np.ndarray, src_off: np.ndarray, m: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(source token index, target token index) of each aligned target token: the first cell reaching its
+    group's maximum posterior (NULL comes first, so it wins ties; a token aligned to NULL is left out)."""
+    num = len(p)
     best_val = np.maximum.reduceat(p, start)
     cand = np.where(p == np.repeat(best_val, group), np.arange(num), num)
     best_j = np.minimum.reduceat(cand, start) - start
     tgt_index = np.flatnonzero(best_j > 0)
     src_index = np.repeat(src_off[:-1], m)[tgt_index] + best_j[tgt_index] - 1
-    return Alignment(src_index, tgt_index, lls, tension if diagonal else None)
+    return src_index, tgt_index
 
 
 def symmetrise(corpus: Corpus, forward: Alignment, reverse: Alignment, how: str = "intersect") -> np.ndarray:

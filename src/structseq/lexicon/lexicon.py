@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from structseq.errors import DataError
+from structseq.outputs import UNCHECKED, Outputs
 
 FORMAT_KEYS = ("method", "settings", "entries")
 
@@ -89,12 +90,10 @@ class Lexicon(Mapping):
             "entries": {s: {t: _plain(v) for t, v in row.items()} for s, row in self.entries.items()},
         }
 
-    def save(self, path: str | os.PathLike) -> Path:
-        path = Path(path)
-        if path.parent != Path(""):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json(), encoding="utf-8")
-        return path
+    def save(self, path: str | os.PathLike, outputs: Outputs = UNCHECKED) -> Path:
+        """Write the lexicon JSON atomically; `outputs` (the command's `structseq.outputs.Outputs`) refuses a
+        path that is an input or a file the toolkit did not write."""
+        return outputs.write(path, self.to_json())
 
     def to_json(self) -> str:
         """Indented JSON with one line per source row, so large lexicons stay readable and diffable."""

@@ -13,6 +13,7 @@ import numpy as np
 
 from structseq.errors import ConfigError
 from structseq.lexicon.lexicon import Lexicon
+from structseq.outputs import UNCHECKED, Outputs
 
 #: Fonts tried for CJK labels (Tatoeba en-zh); the default font is used when none is installed.
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
@@ -87,13 +88,16 @@ def _quiet_font_manager():
 
 def plot_lexicon(lexicon: Lexicon, path: str | os.PathLike, *, sources: list[str] | None = None,
                  targets: list[str] | None = None, tau: float | None = None, max_sources: int | None = 40,
-                 max_targets: int | None = 60, title: str | None = None, annotate: bool | None = None) -> Path:
-    """Save a source (rows) x target (columns) heatmap; the format follows the file extension (png, pdf, svg)."""
+                 max_targets: int | None = 60, title: str | None = None, annotate: bool | None = None,
+                 outputs: Outputs = UNCHECKED) -> Path:
+    """Save a source (rows) x target (columns) heatmap; the format follows the file extension (png, pdf, svg).
+    Written atomically; `outputs` (the command's) refuses an input or a file the toolkit did not write."""
+    outputs.check(path)
     with _quiet_font_manager():
-        return _plot(lexicon, Path(path), sources, targets, tau, max_sources, max_targets, title, annotate)
+        return _plot(lexicon, Path(path), sources, targets, tau, max_sources, max_targets, title, annotate, outputs)
 
 
-def _plot(lexicon, path, sources, targets, tau, max_sources, max_targets, title, annotate) -> Path:
+def _plot(lexicon, path, sources, targets, tau, max_sources, max_targets, title, annotate, outputs) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -126,11 +130,9 @@ def _plot(lexicon, path, sources, targets, tau, max_sources, max_targets, title,
                 if np.isfinite(v) and (tau is None or v >= 0.005):
                     ax.text(c, r, _num(v) if tau is None else f"{v:.2f}", ha="center", va="center", fontsize=7,
                             color="white" if v > 0.6 * peak else "black")
-    if path.parent != Path(""):
-        path.parent.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
-        fig.savefig(path, dpi=150)
+        outputs.savefig(fig, path, dpi=150)
     return path
 
 

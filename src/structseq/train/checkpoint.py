@@ -8,31 +8,21 @@ naming the file, never a model that silently loads. Format 1 (no checksum) is st
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
 from structseq.errors import ConfigError, StructseqError
+from structseq.outputs import atomic_open
 
 
 def save_atomic(obj: dict, path: str | Path) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """`torch.save` to a temporary file in the same folder, fsync, then rename over `path`
+    (`structseq.outputs.atomic_open`): a failed save (a full disk) leaves the previous checkpoint whole, removes
+    the temporary and is an OSError naming `path`."""
+    with atomic_open(path, "wb") as f:
+        torch.save(obj, f)
 
 
 #: what `save_checkpoint` writes, and what `load_checkpoint` reads
