@@ -27,7 +27,7 @@ EXAMPLES = [Example.from_text("dax lug", "RED BLUE"), Example.from_text("zup", "
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
-    return {"bart": tiny_bart(root / "bart", seed=1), "t5": tiny_t5(root / "t5", seed=1)}
+    return {"bart": tiny_bart(root / "bart", seed=1, init_std=0.3), "t5": tiny_t5(root / "t5", seed=1)}
 
 
 def setup(folder, **model):
