@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from structseq.config import TaskOptions
 from structseq.data.batching import Batch, pad_sequences
 from structseq.data.example import Example
 from structseq.data.vocab import SPECIALS, Vocab
@@ -45,6 +46,8 @@ def tokenizer_record(tokenizer) -> Vocab:
 
 @register_task("hf-seq2seq")
 class HFSeq2SeqTask(Seq2SeqTask):
+    options_class = TaskOptions  # the tokenizer is the checkpoint's: no subword keys of seq2seq's own
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self._tokenizer = self._ids = self._digest = self._limit = None
