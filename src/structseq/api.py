@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ from structseq.config import Config, apply_overrides, config_from_dict, load_con
 from structseq.data.example import Example
 from structseq.data.registry import dataset_split, load_dataset
 from structseq.data.vocab import NamedVocabs, Vocab
+from structseq.decode.batched import Candidate
+from structseq.decode.search import Sampling
 from structseq.errors import ConfigError, StructseqError
 from structseq.models import build_model
 from structseq.tasks import Task, get_task
@@ -65,13 +67,48 @@ class Run(NamedVocabs):
     vocabs: dict[str, Vocab]
     checkpoint: str
     task: Task
+    members: tuple[str, ...] = ()  # the run directories of an ensemble (`load_ensemble`); () for one run
+
+    def with_overrides(self, overrides: Sequence[str]) -> Run:
+        """This run (the same model) with `decode.KEY=VALUE` overrides applied to its config, validated by the
+        config schema (a ConfigError names the key and its range); only the decode section may change."""
+        if not overrides:
+            return self
+        for item in overrides:
+            key = str(item).split("=", 1)[0].strip()
+            if not key.startswith("decode."):
+                raise ConfigError(f"--set {item}: only decode.KEY=VALUE can be set when decoding a trained run "
+                                  f"(decode keys: {', '.join(self.config.to_dict()['decode'])})")
+        decode = apply_overrides({"decode": self.config.to_dict()["decode"]}, list(overrides))
+        config_from_dict(decode)  # strictly: an unknown key is an error too (a saved config drops unknown keys)
+        cfg = config_from_dict({**self.config.to_dict(), **decode}, saved=True)
+        task = get_task(cfg)
+        task.load_state_dict(self.task.state_dict())
+        return replace(self, config=cfg, task=task)
 
     # ---------------------------------------------------------------- prediction
     @torch.no_grad()
-    def decode_examples(self, examples: Sequence[Example], *, beam: int | None = None, show_progress: bool = False
-                        ) -> list[Any]:
-        """The task's prediction for each example (tokens for seq2seq)."""
+    def decode_examples(self, examples: Sequence[Example], *, beam: int | None = None, show_progress: bool = False,
+                        sampling: Sampling | None = None) -> list[Any]:
+        """The task's prediction for each example (tokens for seq2seq); with `sampling`, one sample each
+        (`search`) instead of the task's search."""
+        if sampling is not None:
+            return [c[0].tokens for c in self.search(examples, beam=beam, sampling=sampling,
+                                                     show_progress=show_progress)]
         return self.task.predict(self.model, examples, self.vocabs, beam=beam, show_progress=show_progress)
+
+    def search(self, examples: Sequence[Example], *, nbest: int = 1, beam: int | None = None,
+               sampling: Sampling | None = None, show_progress: bool = False) -> list[list[Candidate]]:
+        """The `nbest` best outputs of each example (beam search with a beam of at least `nbest`), or `nbest`
+        samples with `sampling`, as `Candidate`s (tokens, log-probability, length-normalised score), best first;
+        autoregressive models only. A task whose model emits subword pieces gives words (`task.finish`)."""
+        from structseq.decode.batched import search_examples
+
+        _check_beam(beam)
+        lists = search_examples(self.model, self.task, self.vocabs, examples, self.config.decode, nbest=nbest,
+                                beam=beam, sampling=sampling, show_progress=show_progress)
+        finish = getattr(self.task, "finish", None)
+        return lists if finish is None else [[c._replace(tokens=finish(c.tokens)) for c in cs] for cs in lists]
 
     def translate(self, sources: Sequence[str], *, contexts: Sequence[str] | None = None, beam: int | None = None
                   ) -> list[str]:
@@ -82,32 +119,62 @@ class Run(NamedVocabs):
                     for i, s in enumerate(sources)]
         return [self.task.format_prediction(p) for p in self.decode_examples(examples, beam=beam)]
 
-    def predict(self, lines: Sequence[str], *, beam: int | None = None, where: str = "<input>") -> list[str]:
+    def predict(self, lines: Sequence[str], *, beam: int | None = None, where: str = "<input>",
+                sampling: Sampling | None = None, show_progress: bool = False) -> list[str]:
         """`structseq predict`: each input line parsed by the task (e.g. `source<TAB>context`), one output line.
-        A line holding a reserved token or longer than `data.max_length` is a DataError naming `where:line`."""
+        A line holding a reserved token or longer than `data.max_length` is a DataError naming `where:line`.
+        With `sampling`, one sample each instead of search."""
+        _check_beam(beam)
+        examples = self.parse_lines(lines, where)
+        return [self.task.format_prediction(p)
+                for p in self.decode_examples(examples, beam=beam, sampling=sampling, show_progress=show_progress)]
+
+    def parse_lines(self, lines: Sequence[str], where: str = "<input>") -> list[Example]:
+        """`predict`'s input lines as examples, each checked for reserved tokens and `data.max_length`."""
         from structseq.data.limits import check_tokens
 
-        _check_beam(beam)
         examples = []
         for i, line in enumerate(lines, 1):
             e = self.task.parse_input(line)
             check_tokens(e.source, "source", where, i, self.config.data.max_length)
             check_tokens(getattr(e, "context", None) or (), "context", where, i)
             examples.append(e)
-        return [self.task.format_prediction(p) for p in self.decode_examples(examples, beam=beam)]
+        return examples
 
     @torch.no_grad()
     def token_log_probs(self, sources: list[str], targets: list[str], batch_size: int = 64, *,
                         contexts: list[str] | None = None) -> list[torch.Tensor]:
-        """Teacher-forced log-probabilities over the target vocabulary: one (len + 1, V) tensor each."""
+        """Teacher-forced log-probabilities over the target vocabulary: one (len + 1, V) tensor each (len: the
+        target's model tokens, subword pieces for a subword task; + 1 for </s>)."""
+        from structseq.decode.batched import teacher_forced
+
+        if contexts is not None and len(contexts) != len(sources):
+            raise StructseqError(f"{len(sources)} sources but {len(contexts)} contexts")
+        ex = [Example.from_text(s, t, context=None if contexts is None else contexts[i])
+              for i, (s, t) in enumerate(zip(sources, targets))]
         out = []
-        device = next(self.model.parameters()).device
-        for i in range(0, len(sources), batch_size):
-            ex = [Example.from_text(s, t, context=None if contexts is None else contexts[i + j])
-                  for j, (s, t) in enumerate(zip(sources[i:i + batch_size], targets[i:i + batch_size]))]
-            lp = self.model(self.task.to_device(self.task.batch(ex, self.vocabs), device))
-            for j, e in enumerate(ex):
-                out.append(lp[j, : len(e.target) + 1].cpu().clone())
+        for lp, tgt_out in teacher_forced(self.model, self.task, self.vocabs, ex, batch_size):
+            for row, n in zip(lp.cpu(), tgt_out.ne(Vocab.pad).sum(1).tolist()):
+                out.append(row[:n].clone())
+        return out
+
+    def score(self, examples: Sequence[Example], batch_size: int = 64) -> list[dict]:
+        """`structseq score`: each example's target scored teacher-forced: `score` (its log-probability, </s>
+        included), `normalized` (as beam search ranks, `decode.len_penalty`), the model's target `tokens` (with
+        </s>) and each one's log-probability (`token_scores`); the same numbers `token_log_probs` gives."""
+        from structseq.decode.batched import target_scores
+        from structseq.decode.search import normalized
+
+        if not getattr(self.model, "autoregressive", False):
+            raise ConfigError(f"scoring given outputs needs an autoregressive model (task {self.task.name})")
+        rows = target_scores(self.model, self.task, self.vocabs, examples, batch_size)
+        out = []
+        for e, tok in zip(examples, rows):
+            ids = [*self.task.encode(e, self.vocabs)["tgt"], Vocab.eos]
+            total = float(tok.sum())
+            out.append({"source": e.source_text, "target": e.target_text, "score": total,
+                        "normalized": normalized(total, len(ids) - 1, self.config.decode.len_penalty),
+                        "tokens": [self.tgt_vocab.itos[i] for i in ids], "token_scores": tok.tolist()})
         return out
 
     def lexicon(self, min_prob: float = 0.05, *, keep_copies: bool = False):
@@ -151,26 +218,32 @@ class Run(NamedVocabs):
         return dataset, name, examples
 
     def evaluate(self, split: str | None = None, *, beam: int | None = None, data_root=None,
-                 bleu_tokenize: str | None = None, write_predictions: bool = True, show_progress: bool = False
-                 ) -> dict:
+                 bleu_tokenize: str | None = None, write_predictions: bool = True, show_progress: bool = False,
+                 limit: int | None = None, sampling: Sampling | None = None) -> dict:
         """Decode a split (default: the config's first test split) and compute every metric of the task.
 
         `split` is a split of the training dataset, a file, or `NAME:SPLIT` of any registered dataset (e.g.
         `cognition:cg-test`). For seq2seq: exact match, token accuracy, BLEU with its signature, per-category
-        exact match; CoGnition splits also get character BLEU and, on cg-test, the compound error rate."""
+        exact match; CoGnition splits also get character BLEU and, on cg-test, the compound error rate.
+        `limit`: the split's first N examples only; `sampling`: one sample per example instead of search. An
+        ensemble (`load_ensemble`), a limit and sampling are stated in the report and in every signature, and
+        their predictions go to a file of their own (`_variant`)."""
         from structseq.config import _bleu_tokenizers
         from structseq.fields import check_value
 
         _check_beam(beam)
         check_value(bleu_tokenize, {"choices": _bleu_tokenizers}, "--bleu-tokenize")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"'--limit' must be an integer >= 1, got {limit!r}")
         d = self.config.data
         split = split or (d.test[0] if d.test else "test")
         dataset, split_name, examples = self.load_split(split, data_root)
+        examples = examples[:limit]
         if not examples:
             where = split if d.dataset == "files" or _is_file_spec(split) else f"{dataset}/{split_name}"
             raise StructseqError(f"{where}: no examples to evaluate (an empty file?)")
         self.task.check_examples(examples, f"{dataset}/{split_name}")
-        predictions = self.decode_examples(examples, beam=beam, show_progress=show_progress)
+        predictions = self.decode_examples(examples, beam=beam, show_progress=show_progress, sampling=sampling)
         extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
         metrics = self.task.evaluate(examples, predictions, dataset=dataset, split=split_name, data_root=data_root,
                                      **extra)
@@ -179,18 +252,46 @@ class Run(NamedVocabs):
                         "checkpoint": self.checkpoint, "seed": self.config.train.seed, "task": self.task.name})
         if "src" in self.vocabs:
             metrics["source_oov_tokens"] = sum(t not in self.vocabs["src"] for e in examples for t in e.source)
+        variant = self._variant(metrics, limit, sampling)
         if write_predictions:
-            self._write_predictions(split, dataset, split_name, examples, predictions, metrics)
+            self._write_predictions(split, dataset, split_name, examples, predictions, metrics, variant)
         return metrics
 
-    def _write_predictions(self, spec: str, dataset: str, split_name: str, examples, predictions, metrics) -> None:
+    def _variant(self, metrics: dict, limit: int | None, sampling: Sampling | None) -> str:
+        """State an ensemble, a limit and sampling in the report (`ensemble`, `limit`, `sampling`) and at the
+        end of every signature; the suffix of the predictions' file name that keeps them apart."""
+        import dataclasses
+        import hashlib
+
+        notes, suffix = [], ""
+        if self.members:
+            from structseq.decode.ensemble import AVERAGE
+
+            metrics["ensemble"] = {"members": list(self.members), "average": AVERAGE}
+            notes.append(f"ensemble:{len(self.members)}|average:{AVERAGE}")
+            suffix += ".ensemble-" + hashlib.sha1("\n".join(self.members).encode()).hexdigest()[:8]
+        if limit is not None:
+            metrics["limit"] = limit
+            notes.append(f"limit:{limit}")
+            suffix += f".first{limit}"
+        if sampling is not None:
+            metrics["sampling"] = dataclasses.asdict(sampling)
+            notes.append("sample:" + ",".join(f"{k}={v}" for k, v in metrics["sampling"].items()))
+            suffix += f".sample-seed{sampling.seed}"
+        if notes:
+            _append_signatures(metrics, "|" + "|".join(notes))
+        return suffix
+
+
+    def _write_predictions(self, spec: str, dataset: str, split_name: str, examples, predictions, metrics,
+                           variant: str = "") -> None:
         """RUN/predictions/LABEL.tsv and LABEL.metrics.json (`prediction_label`), each written atomically; the old
         metrics file goes first, so a failure midway never leaves metrics describing other predictions. The
         folder is the run's own (`rundir.OWNED`), so its files are replaced without --overwrite; an input of the
         evaluation is never one of them (`structseq.outputs.Outputs`)."""
         from structseq.outputs import Outputs
 
-        label = prediction_label(spec, dataset, split_name)
+        label = prediction_label(spec, dataset, split_name) + variant  # `_variant`: an ensemble, a limit, sampling
         folder = self.run_dir / "predictions"
         path, metrics_path = folder / f"{label}.tsv", folder / f"{label}.metrics.json"
         outputs = Outputs([spec], overwrite=True)
@@ -219,6 +320,16 @@ def prediction_label(spec: str, dataset: str, split_name: str) -> str:
     parts = [Path(p) for p in spec.split(",")]
     resolved = ",".join(str(p.resolve()) for p in parts)
     return f"{parts[0].name.split('.')[0] or 'file'}-{hashlib.sha256(resolved.encode()).hexdigest()[:8]}"
+
+
+def _append_signatures(report, note: str) -> None:
+    """`note` appended to every `signature` string of a report, however deep."""
+    if isinstance(report, dict):
+        for k, v in report.items():
+            if k == "signature" and isinstance(v, str):
+                report[k] = v + note
+            else:
+                _append_signatures(v, note)
 
 
 def _check_beam(beam: int | None) -> None:
@@ -269,3 +380,29 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
     load_model_state(model, ckpt["model"], path)
     model.to(resolve_device(device)).eval()
     return Run(run_dir, cfg, model, vocabs, checkpoint, task)
+
+
+def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None, *, device: str = "auto") -> Run:
+    """Several runs decoded as one model (`structseq.decode.ensemble.Ensemble`: per step, the log of the
+    members' mean probability); one run is returned as it is. Every run must have the same vocabularies (a
+    ConfigError names the two runs that differ) and task; the first run's config (decode settings, limits)
+    and task serve the ensemble."""
+    from structseq.decode.ensemble import Ensemble, check_same_vocabs
+
+    if not run_dirs:
+        raise ConfigError("give at least one run directory")
+    if len(run_dirs) == 1:
+        return load_run(run_dirs[0], checkpoint, device=device)
+    runs = [load_run(d, checkpoint, device=device) for d in run_dirs]
+    names = [str(r.run_dir) for r in runs]
+    if len(set(names)) < len(names):
+        raise ConfigError(f"a run is named twice in the ensemble: {' '.join(names)}")
+    tasks = {r.task.name for r in runs}
+    if len(tasks) > 1:
+        raise ConfigError(f"an ensemble needs one task, but its runs have {', '.join(sorted(tasks))} "
+                          f"({', '.join(f'{n}: {r.task.name}' for n, r in zip(names, runs))})")
+    check_same_vocabs({n: r.vocabs for n, r in zip(names, runs)})
+    first = runs[0]
+    model = Ensemble([r.model for r in runs], names).eval()
+    checkpoints = sorted({r.checkpoint for r in runs})
+    return replace(first, model=model, checkpoint="+".join(checkpoints), members=tuple(names))

@@ -12,9 +12,13 @@ from rich.table import Table
 
 from structseq.cli import compose, context, lexicon
 from structseq.cli.average import average as average_command
+from structseq.cli.evaluate import category_columns, metric_rows, print_metrics  # noqa: F401 (re-exported)
+from structseq.cli.evaluate import evaluate as evaluate_command
+from structseq.cli.evaluate import predict as predict_command
 from structseq.cli.export import export as export_command
-from structseq.cli.options import Checkpoint, DataRoot
+from structseq.cli.options import DataRoot
 from structseq.cli.plot import plot as plot_command
+from structseq.cli.score import score as score_command
 from structseq.errors import StructseqError
 
 app = typer.Typer(help="structseq: structure-aware sequence transduction.", no_args_is_help=True,
@@ -27,6 +31,9 @@ app.add_typer(context.app, name="context")
 app.command("plot")(plot_command)
 app.command("average")(average_command)
 app.command("export")(export_command)
+app.command("evaluate")(evaluate_command)
+app.command("predict")(predict_command)
+app.command("score")(score_command)
 console = Console()
 
 
@@ -133,100 +140,6 @@ def train(
 
         console.print(f"continue with: structseq train --resume {out}")
         raise typer.Exit(128 + signal.Signals[summary.get("signal", "SIGINT")].value)
-
-
-@app.command()
-def evaluate(
-    run_dir: Path,
-    split: Optional[str] = typer.Option(None, "--split", help="split name, file, or NAME:SPLIT of any registered dataset "
-                                                      "(e.g. cognition:cg-test) [default: the config's test split]"),
-    beam: Optional[int] = typer.Option(None, "--beam", help="beam size [default: config]"),
-    checkpoint: Optional[str] = Checkpoint,
-    bleu_tokenize: Optional[str] = typer.Option(None, "--bleu-tokenize", help="sacrebleu tokenizer (13a, zh, none...)"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object with every metric"),
-    data_root: Optional[Path] = DataRoot,
-):
-    """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy; for
-    CoGnition also character BLEU and, on cg-test, the compound translation error rate). An empty file, or an
-    example longer than the run's data.max_length, is an error naming the file (and line)."""
-    from structseq.api import load_run
-
-    run = load_run(run_dir, checkpoint)
-    m = run.evaluate(split, beam=beam, data_root=data_root, bleu_tokenize=bleu_tokenize, show_progress=not as_json)
-    if as_json:
-        print(json.dumps(m))
-        return
-    print_metrics(m)
-
-
-def metric_rows(key: str, value) -> list[tuple[str, float | None, str]]:
-    """The rows (name, score, signature) a report entry renders as, by its shape alone: an entry with a `score`
-    is a row; a mapping of parts that each have a `score` gives rows `key.part` (pooled BLEU's full and
-    1-shot); a mapping with a signature and float leaves gives rows `key_leaf` sharing that signature (CTER's
-    instance and aggregate rates; int leaves are counts); anything else (counts, curves, category tables) none."""
-    if not isinstance(value, dict) or category_columns(value):
-        return []
-    if "score" in value:
-        return [(key, value["score"], value.get("signature", ""))]
-    if value and all(isinstance(v, dict) and "score" in v for v in value.values()):
-        return [(f"{key}.{part}", v["score"], v.get("signature", "")) for part, v in value.items()]
-    if isinstance(value.get("signature"), str):
-        return [(f"{key}_{leaf}", v, value["signature"]) for leaf, v in value.items() if isinstance(v, float)]
-    return []
-
-
-def category_columns(value) -> list[str]:
-    """The score columns of a per-group table entry: `n` maps each group to its count and each column maps
-    the same groups to a score (per-category exact match); [] for any other shape."""
-    n = value.get("n") if isinstance(value, dict) else None
-    if not isinstance(n, dict) or not n:
-        return []
-    return [k for k, v in value.items() if k != "n" and isinstance(v, dict) and v.keys() == n.keys()]
-
-
-def print_metrics(m: dict) -> None:
-    """Every entry of an evaluation report by its shape (`metric_rows`, `category_columns`), whatever metric
-    it is: one table of scores with their signatures, then one table per per-group entry."""
-    table = Table(title=f"{m['dataset']}/{m['split']} ({m['n']} examples, beam {m['beam']}, {m['checkpoint']})")
-    table.add_column("metric")
-    table.add_column("score", justify="right")
-    table.add_column("signature", style="dim")
-    for key, value in m.items():
-        for name, score, sig in metric_rows(key, value):
-            table.add_row(name, "-" if score is None else f"{score:.4f}", sig)
-    console.print(table)
-    for key, value in m.items():
-        columns = category_columns(value)
-        if not columns:
-            continue
-        label = key.replace("_", " ")
-        t = Table(title=f"{columns[0].replace('_', ' ')} {label}" if len(columns) == 1 else label)
-        t.add_column(key.removeprefix("per_").replace("_", " "))
-        t.add_column("n", justify="right")
-        for c in columns:
-            t.add_column(c.replace("_", " "), justify="right")
-        for group, n in value["n"].items():
-            t.add_row(str(group), str(n), *("-" if value[c][group] is None else f"{value[c][group]:.4f}"
-                                            for c in columns))
-        console.print(t)
-    if "predictions" in m:
-        console.print(f"predictions: {m['predictions']}")
-
-
-@app.command()
-def predict(run_dir: Path, beam: Optional[int] = typer.Option(None, "--beam"),
-            checkpoint: Optional[str] = Checkpoint):
-    """Read input lines on stdin (the task's format: a source; `source<TAB>context` for context-aware models;
-    words for a tagger), write one output line each to stdout. Input must be UTF-8; an invalid byte, a reserved
-    token (<pad> <s> </s> <unk>) or a line longer than data.max_length is an error naming <stdin>:LINE."""
-    from structseq.api import load_run
-
-    from structseq.textio import stdin_lines
-
-    run = load_run(run_dir, checkpoint)
-    lines = list(stdin_lines())
-    for out in run.predict(lines, beam=beam, where="<stdin>"):
-        print(out)
 
 
 @app.command()

@@ -1,0 +1,230 @@
+"""`structseq evaluate` and `structseq predict`: one run or an ensemble, with the decoding controls."""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from structseq.cli.options import Checkpoint, DataRoot
+from structseq.cli.tagged_output import DEVICE_HELP, all_formats, check_device, check_format, print_tagged
+from structseq.errors import ConfigError
+
+console = Console()
+
+Runs = typer.Argument(..., help="run directory; several (or a quoted glob such as 'runs/seed*') decode as one "
+                                "ensemble: per step, the log of the members' mean probability")
+Beam = typer.Option(None, "--beam", help="beam size [default: the run's decode.beam]")
+BatchSize = typer.Option(None, "--batch-size", help="sentences decoded together (decode.batch_size)")
+Threads = typer.Option(None, "--threads", min=1, help="CPU threads for torch [default: torch's own]")
+MaxLenA = typer.Option(None, "--max-len-a", help="output length limit a * |x| + b: a (decode.max_len_a)")
+MaxLenB = typer.Option(None, "--max-len-b", help="output length limit a * |x| + b: b (decode.max_len_b)")
+Set = typer.Option([], "--set", help="decode.KEY=VALUE, checked by the config schema (repeatable), e.g. "
+                                     "--set decode.len_penalty=0.6")
+Sample = typer.Option(False, "--sample", help="draw from the model (ancestral sampling) instead of searching")
+TopK = typer.Option(0, "--top-k", help="with --sample: only the K most probable tokens (0: all)")
+TopP = typer.Option(1.0, "--top-p", help="with --sample: the smallest set of tokens with this much probability")
+Temperature = typer.Option(1.0, "--temperature", help="with --sample: divide log-probabilities by T (near 0: greedy)")
+Seed = typer.Option(0, "--seed", help="with --sample: the random seed (same seed, same samples)")
+Quiet = typer.Option(False, "--quiet", "-q", help="no progress on stderr")
+
+
+def run_paths(runs: list[str]) -> list[Path]:
+    """The run directories named by RUN arguments, each a directory or a glob (matches sorted)."""
+    out: list[Path] = []
+    for arg in runs:
+        if any(c in arg for c in "*?["):
+            matches = sorted(glob.glob(arg))
+            if not matches:
+                raise ConfigError(f"{arg}: no run directory matches this pattern")
+            out += [Path(m) for m in matches]
+        else:
+            out.append(Path(arg))
+    return out
+
+
+def load_for_decoding(runs: list[str], checkpoint: str | None, *, batch_size=None, max_len_a=None, max_len_b=None,
+                      overrides=(), threads: int | None = None, device: str = "auto"):
+    """The run (an ensemble for several) with the command line's decoding overrides applied."""
+    from structseq.api import load_ensemble
+
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    given = [f"decode.{key}={value}" for key, value in
+             (("batch_size", batch_size), ("max_len_a", max_len_a), ("max_len_b", max_len_b)) if value is not None]
+    return load_ensemble(run_paths(runs), checkpoint, device=device).with_overrides([*overrides, *given])
+
+
+def sampling_of(sample: bool, top_k: int, top_p: float, temperature: float, seed: int):
+    """The `Sampling` settings when --sample is given; the sampling options alone are an error."""
+    from structseq.decode.search import Sampling
+
+    if sample:
+        return Sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    changed = [name for name, value, default in (("--top-k", top_k, 0), ("--top-p", top_p, 1.0),
+                                                 ("--temperature", temperature, 1.0), ("--seed", seed, 0))
+               if value != default]
+    if changed:
+        raise ConfigError(f"{', '.join(changed)} only apply with --sample")
+    return None
+
+
+def evaluate(
+    runs: list[str] = Runs,
+    split: Optional[str] = typer.Option(None, "--split", help="split name, file, or NAME:SPLIT of any registered "
+                                        "dataset (e.g. cognition:cg-test) [default: the config's test split]"),
+    beam: Optional[int] = Beam,
+    checkpoint: Optional[str] = Checkpoint,
+    bleu_tokenize: Optional[str] = typer.Option(None, "--bleu-tokenize", help="sacrebleu tokenizer (13a, zh, none...)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object with every metric"),
+    data_root: Optional[Path] = DataRoot,
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the split's first N examples"),
+    batch_size: Optional[int] = BatchSize, threads: Optional[int] = Threads,
+    max_len_a: Optional[float] = MaxLenA, max_len_b: Optional[int] = MaxLenB, set_: list[str] = Set,
+    sample: bool = Sample, top_k: int = TopK, top_p: float = TopP, temperature: float = Temperature, seed: int = Seed,
+    quiet: bool = Quiet,
+):
+    """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy; for
+    CoGnition also character BLEU and, on cg-test, the compound translation error rate). An empty file, or an
+    example longer than the run's data.max_length, is an error naming the file (and line). Progress goes to
+    stderr: a bar on a terminal, a line a minute otherwise; under torchrun only rank 0 prints."""
+    from structseq.progress import is_main_process
+
+    sampling = sampling_of(sample, top_k, top_p, temperature, seed)
+    run = load_for_decoding(runs, checkpoint, batch_size=batch_size, max_len_a=max_len_a, max_len_b=max_len_b,
+                            overrides=set_, threads=threads)
+    main = is_main_process()
+    m = run.evaluate(split, beam=beam, data_root=data_root, bleu_tokenize=bleu_tokenize, show_progress=not quiet,
+                     limit=limit, sampling=sampling, write_predictions=main)
+    if not main:
+        return
+    if as_json:
+        print(json.dumps(m))
+        return
+    print_metrics(m)
+
+
+def predict(
+    runs: list[str] = Runs,
+    beam: Optional[int] = Beam,
+    checkpoint: Optional[str] = Checkpoint,
+    nbest: Optional[int] = typer.Option(None, "--nbest", min=1, help="the N best outputs of each input with their "
+                                        "scores (TSV: line, rank, score, normalized, output; or --format json)"),
+    fmt: str = typer.Option("text", "--format", help="text (one output a line; TSV with --nbest) or json (one "
+                                                     "JSON object a line, with scores); a supertag run also writes "
+                                                     "cc (word|POS|cat), multi (word|cat1|p1|cat2|p2...), conll "
+                                                     "(index word POS category probability) and json (words, "
+                                                     "tags, k-best with probabilities; --beam K for K)"),
+    batch_size: Optional[int] = BatchSize, threads: Optional[int] = Threads,
+    max_len_a: Optional[float] = MaxLenA, max_len_b: Optional[int] = MaxLenB, set_: list[str] = Set,
+    sample: bool = Sample, top_k: int = TopK, top_p: float = TopP, temperature: float = Temperature, seed: int = Seed,
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    quiet: bool = Quiet,
+):
+    """Read input lines on stdin (the task's format: a source; `source<TAB>context` for context-aware models;
+    words for a tagger), write one output line each to stdout. Input must be UTF-8; an invalid byte, a reserved
+    token (<pad> <s> </s> <unk>) or a line longer than data.max_length is an error naming <stdin>:LINE.
+    --nbest N and --sample (N samples with --nbest) serve every autoregressive model."""
+    from structseq.progress import is_main_process
+    from structseq.textio import stdin_lines
+
+    if fmt not in all_formats():
+        raise ConfigError(f"'--format' must be one of {', '.join(all_formats())}, got {fmt!r}")
+    sampling = sampling_of(sample, top_k, top_p, temperature, seed)
+    run = load_for_decoding(runs, checkpoint, batch_size=batch_size, max_len_a=max_len_a, max_len_b=max_len_b,
+                            overrides=set_, threads=threads, device=check_device(device))
+    own_format = check_format(fmt, run.task, beam=beam, nbest=nbest, sampling=sampling)  # cli/tagged_output.py
+    lines = list(stdin_lines())
+    if own_format:
+        if is_main_process():
+            print_tagged(run, lines, fmt, beam=beam)
+        return
+    if nbest is None and fmt == "text":
+        outputs = run.predict(lines, beam=beam, where="<stdin>", sampling=sampling, show_progress=not quiet)
+        if is_main_process():
+            for out in outputs:
+                print(out)
+        return
+    examples = run.parse_lines(lines, "<stdin>")
+    lists = run.search(examples, nbest=nbest or 1, beam=beam, sampling=sampling, show_progress=not quiet)
+    if is_main_process():
+        print_candidates(lines, lists, fmt)
+
+
+def print_candidates(lines: list[str], lists, fmt: str) -> None:
+    """n-best lists (or samples) as TSV rows `line rank score normalized output` under a header, or as one
+    JSON object per input line."""
+    if fmt == "json":
+        for i, (line, cands) in enumerate(zip(lines, lists), 1):
+            print(json.dumps({"line": i, "input": line, "nbest": [
+                {"output": " ".join(c.tokens), "score": c.score, "normalized": c.normalized} for c in cands]},
+                ensure_ascii=False))
+        return
+    print("line\trank\tscore\tnormalized\toutput")
+    for i, cands in enumerate(lists, 1):
+        for rank, c in enumerate(cands, 1):
+            print(f"{i}\t{rank}\t{c.score:.6f}\t{c.normalized:.6f}\t{' '.join(c.tokens)}")
+
+
+def metric_rows(key: str, value) -> list[tuple[str, float | None, str]]:
+    """The rows (name, score, signature) a report entry renders as, by its shape alone: an entry with a `score`
+    is a row; a mapping of parts that each have a `score` gives rows `key.part` (pooled BLEU's full and
+    1-shot); a mapping with a signature and float leaves gives rows `key_leaf` sharing that signature (CTER's
+    instance and aggregate rates; int leaves are counts); anything else (counts, curves, category tables) none."""
+    if not isinstance(value, dict) or category_columns(value):
+        return []
+    if "score" in value:
+        return [(key, value["score"], value.get("signature", ""))]
+    if value and all(isinstance(v, dict) and "score" in v for v in value.values()):
+        return [(f"{key}.{part}", v["score"], v.get("signature", "")) for part, v in value.items()]
+    if isinstance(value.get("signature"), str):
+        return [(f"{key}_{leaf}", v, value["signature"]) for leaf, v in value.items() if isinstance(v, float)]
+    return []
+
+
+def category_columns(value) -> list[str]:
+    """The score columns of a per-group table entry: `n` maps each group to its count and each column maps
+    the same groups to a score (per-category exact match); [] for any other shape."""
+    n = value.get("n") if isinstance(value, dict) else None
+    if not isinstance(n, dict) or not n:
+        return []
+    return [k for k, v in value.items() if k != "n" and isinstance(v, dict) and v.keys() == n.keys()]
+
+
+def print_metrics(m: dict) -> None:
+    """Every entry of an evaluation report by its shape (`metric_rows`, `category_columns`), whatever metric
+    it is: one table of scores with their signatures, then one table per per-group entry."""
+    title = f"{m['dataset']}/{m['split']} ({m['n']} examples, beam {m['beam']}, {m['checkpoint']})"
+    if "ensemble" in m:
+        title += f", ensemble of {len(m['ensemble']['members'])}"
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("score", justify="right")
+    table.add_column("signature", style="dim")
+    for key, value in m.items():
+        for name, score, sig in metric_rows(key, value):
+            table.add_row(name, "-" if score is None else f"{score:.4f}", sig)
+    console.print(table)
+    for key, value in m.items():
+        columns = category_columns(value)
+        if not columns:
+            continue
+        label = key.replace("_", " ")
+        t = Table(title=f"{columns[0].replace('_', ' ')} {label}" if len(columns) == 1 else label)
+        t.add_column(key.removeprefix("per_").replace("_", " "))
+        t.add_column("n", justify="right")
+        for c in columns:
+            t.add_column(c.replace("_", " "), justify="right")
+        for group, n in value["n"].items():
+            t.add_row(str(group), str(n), *("-" if value[c][group] is None else f"{value[c][group]:.4f}"
+                                            for c in columns))
+        console.print(t)
+    if "predictions" in m:
+        console.print(f"predictions: {m['predictions']}")
