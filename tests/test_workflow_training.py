@@ -153,6 +153,7 @@ def test_plot_overlays_runs_and_draws_seeds_as_bands(tmp_path):
         assert im.format == "PNG" and im.size == (round(5.5 * 2 * 110), round(4.2 * 110))  # loss, exact match
         pixels = im.convert("RGB")
         colours = pixels.getcolors(maxcolors=1 << 20)
+    assert png.stat().st_mode & 0o044  # readable by others, as any file the user writes (not mkstemp's 0600)
     assert len(colours) > 50  # curves, bands, text: not a blank canvas
     assert max(n for n, _ in colours) < 0.95 * pixels.size[0] * pixels.size[1]
 
@@ -165,6 +166,14 @@ def test_plot_overlays_runs_and_draws_seeds_as_bands(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporaries left
     bad = cli("plot", runs[0], "-o", tmp_path / "x.png", "-m", "bleu")
     assert bad.exit_code != 0 and "no run logged it" in str(bad.exception)
+
+
+def test_seeds_are_grouped_by_their_config_completed_with_defaults():
+    from structseq.cli.plot import seedless
+
+    # a key written out at its default (a run saved after the key existed) matches a run saved before it
+    assert seedless({"train": {"seed": 1}}) == seedless({"train": {"seed": 2, "keep_last": 0}})
+    assert seedless({"train": {"seed": 1}}) != seedless({"train": {"seed": 1, "keep_last": 2}})
 
 
 # ---------------------------------------------------------------- keeping and averaging

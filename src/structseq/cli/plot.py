@@ -72,9 +72,17 @@ def read_run(run_dir: str | Path) -> RunCurves:
 
 
 def seedless(config: dict | None) -> str | None:
-    """A run's config without `train.seed`, as canonical JSON: runs with the same one are seeds of one setup."""
+    """A run's config without `train.seed`, as canonical JSON: runs with the same one are seeds of one setup.
+    The config is first completed with today's defaults (as a run's saved config is read), so that runs
+    written before a key existed still match the runs written after."""
+    from structseq.config import config_from_dict
+
     if config is None:
         return None
+    try:
+        config = config_from_dict(config, saved=True).to_dict()
+    except Exception:  # noqa: BLE001 - a config this version cannot read is compared as written
+        pass
     config = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items()}
     if isinstance(config.get("train"), dict):
         config["train"].pop("seed", None)
@@ -200,6 +208,9 @@ def save_figure(fig, out: str | Path, overwrite: bool = False) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=out.suffix, dir=out.parent)
     os.close(fd)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)  # as open() would create it (mkstemp's files are private)
     try:
         fig.savefig(tmp, format=out.suffix.lower()[1:])
         if overwrite:
