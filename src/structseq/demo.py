@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from structseq import api
+from structseq.outputs import atomic_write
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
@@ -65,9 +66,9 @@ def run_demo(out: str | Path = "runs/demo", steps: int | None = None, seed: int 
     lexicon_dir = out / Path(LEXICAL).with_suffix("").as_posix().replace("/", "-")
     if lexicon_dir.exists():
         console.print(lexicon_table(lexicon_dir))
-    (out / "demo.json").write_text(json.dumps(rows, indent=1))
-    (out / "demo-supertag.json").write_text(json.dumps(supertag_demo(out, seed, console, steps), indent=1))
-    (out / "demo-context.json").write_text(json.dumps(context_demo(out, seed, console, steps), indent=1))
+    atomic_write(out / "demo.json", json.dumps(rows, indent=1))  # the demo's own folder: replaced on a rerun
+    atomic_write(out / "demo-supertag.json", json.dumps(supertag_demo(out, seed, console, steps), indent=1))
+    atomic_write(out / "demo-context.json", json.dumps(context_demo(out, seed, console, steps), indent=1))
     console.print(f"results: {out / 'demo.json'}; predictions under {out}/*/predictions/")
     return rows
 

@@ -15,7 +15,6 @@ blocks the directory; the pid inside only names the owner in the error a second 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -25,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from structseq.errors import ConfigError, DataError, StructseqError
+from structseq.outputs import append_lines, atomic_write, file_digest
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
 
@@ -167,26 +167,20 @@ def truncate_metrics(run_dir: str | Path, step: int) -> int:
         else:
             dropped += 1
     if dropped:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(kept), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, "".join(kept))
     return dropped
 
 
 def write_config(run_dir: str | Path, config: dict) -> None:
     """The run's config.yaml (the run created it: `prepare_new` checked)."""
-    path = Path(run_dir) / "config.yaml"
-    tmp = path.with_name(".config.yaml.tmp")
-    tmp.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(Path(run_dir) / "config.yaml", yaml.safe_dump(config, sort_keys=False))
 
 
 def record_config_change(run_dir: str | Path, step: int, changes: dict[str, tuple]) -> None:
     """Append `{"step", "time", "changes": {key: [old, new]}}` to config-history.jsonl."""
     rec = {"step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "changes": {k: list(v) for k, v in changes.items()}}
-    with open(Path(run_dir) / "config-history.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(rec) + "\n")
+    append_lines(Path(run_dir) / "config-history.jsonl", [json.dumps(rec)])
 
 
 def read_run_config(run_dir: str | Path) -> dict:
@@ -206,23 +200,11 @@ def read_run_config(run_dir: str | Path) -> dict:
     return raw
 
 
-def file_digest(path: str | Path) -> str:
-    """The sha256 of a file's bytes (hex)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def write_data_files(run_dir: str | Path, files: list[Path]) -> None:
     """data-files.json: the path and sha256 of each data file a new run read (generated splits read none),
     in the order read; what `--resume` compares the data with (`check_data_files`)."""
     rows = [{"path": str(p), "sha256": file_digest(p)} for p in files]
-    path = Path(run_dir) / DATA_FILES
-    tmp = path.with_name(f".{DATA_FILES}.tmp")
-    tmp.write_text(json.dumps({"files": rows}, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(Path(run_dir) / DATA_FILES, json.dumps({"files": rows}, indent=1) + "\n")
 
 
 def check_data_files(run_dir: str | Path, files: list[Path]) -> None:
