@@ -85,6 +85,29 @@ def test_tensorboard_event_files_hold_every_logged_scalar(bleu_run):
             assert events[step] == pytest.approx(value, rel=1e-6, abs=1e-6), (tag, step)
 
 
+def test_a_resumed_run_shows_each_update_once_in_tensorboard(tmp_path):
+    """A run killed after update 5 (its checkpoint from update 3) and resumed: the events of updates 4-5 the
+    killed run logged are purged, as metrics.jsonl is cut back; each step shows once, with the redone value."""
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
+                                            reason="the tensorboard package is not installed")
+
+    def kill_after_5(step):
+        if step == 5:
+            raise KeyboardInterrupt  # a hard stop: no checkpoint after the one saved at update 3
+
+    cfg = colors_config(max_steps=8, valid_every=0, save_every=3, log_every=1, tensorboard=True)
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, tmp_path / "run", show_progress=False, on_update=kill_after_5).run()
+    api.resume(tmp_path / "run", show_progress=False)
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "run" / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    losses = {r["step"]: r["loss"] for r in records(tmp_path / "run") if "loss" in r}
+    assert sorted(losses) == list(range(1, 9))
+    events = acc.Scalars("train/loss")
+    assert [e.step for e in events] == list(range(1, 9))
+    assert all(e.value == pytest.approx(losses[e.step], rel=1e-6) for e in events)
+
+
 def test_the_gradient_norm_is_logged_only_when_clipping(tmp_path):
     api.train(colors_config(), tmp_path / "plain", show_progress=False)
     train_recs = [r for r in records(tmp_path / "plain") if "loss" in r]
