@@ -1,0 +1,32 @@
+"""benchmarks/bench_pretrained.py runs end to end in its smoke mode (a tiny random BART, short synthetic batches,
+in this process) and writes every row and ratio its report reads (not timings: those are measured by hand)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_pretrained.py"
+
+
+def test_the_pretrained_benchmark_smoke_run_writes_rows_and_ratios(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_pretrained", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.json"
+    bench.main(["--cpu-smoke", "--intervals", "1", "2", "0", "--out", str(out)])
+    d = json.loads(out.read_text())
+    assert [(r["variant"], r["interval"]) for r in d["rows"]] == \
+        [("backbone", None), ("rdangle", 1), ("rdangle", 2), ("rdangle", "inf")]
+    for r in d["rows"]:
+        assert r["s_per_update"] > 0 and r["target_tokens_per_s"] > 0 and r["peak_rss_mb"] > 0
+        assert r["decode_sentences_per_s"] > 0 and r["parameters"] > 0
+    backbone, *rdangle = d["rows"]
+    assert backbone["train_time_vs_backbone"] == 1.0 and backbone["decode_speed_vs_backbone"] == 1.0
+    assert all(r["parameters"] == backbone["parameters"] + 3 * d["settings"]["d_model"] for r in rdangle)
+    assert d["settings"]["smoke"] and d["settings"]["data"] == "synthetic" and len(d["loadavg_before"]) == 3
