@@ -281,3 +281,41 @@ def test_progress_prints_a_line_a_minute_off_a_terminal_and_only_on_rank_0(monke
     monkeypatch.setenv("RANK", "1")
     assert list(progress.progress(range(3), "decode", True)) == [0, 1, 2]
     assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------------------------------------- a pretrained tokenizer
+def test_a_pretrained_backbone_searches_samples_and_scores_with_its_own_ids(tmp_path, examples):
+    """hf-seq2seq decodes with its tokenizer's ids (BART: <s> 0, <pad> 1, </s> 2), not structseq's: n-best
+    lists, samples and `score` use them too."""
+    pytest.importorskip("transformers")
+    from hf_tiny import tiny_bart
+
+    base = tiny_bart(tmp_path / "bart", seed=1, init_std=0.3)
+    cfg = config_from_dict({"task": "hf-seq2seq", "data": {"dataset": "colors", "valid": "train"},
+                            "model": {"arch": "hf-seq2seq", "pretrained": str(base)},
+                            "optim": {"lr": 3e-3, "schedule": "constant", "max_tokens": None, "batch_size": 7},
+                            "train": {"max_steps": 2, "valid_every": 2, "seed": 1},
+                            "decode": {"max_len_a": 1.0, "max_len_b": 3, "batch_size": 4}})
+    api.train(cfg, tmp_path / "run", show_progress=False)
+    run = api.load_run(tmp_path / "run")
+    greedy = run.decode_examples(examples)
+    assert [cs[0].tokens for cs in run.search(examples)] == greedy
+    lists = run.search(examples, nbest=3)
+    assert [cs[0].tokens for cs in lists] == run.decode_examples(examples, beam=3)
+    cold = run.search(examples, sampling=Sampling(temperature=1e-4, seed=2))
+    assert [cs[0].tokens for cs in cold] == greedy
+    sources, targets = texts(examples)
+    scored = run.score(examples)
+    for r, row in zip(scored, run.token_log_probs(sources, targets)):
+        ids = run.task.tokenizer.convert_tokens_to_ids(r["tokens"])
+        assert r["tokens"][-1] == "</s>"
+        assert r["token_scores"] == row.gather(1, torch.tensor(ids)[:, None])[:, 0].tolist()
+    eos = run.task.ids.eos
+    for e, cs in zip(examples, lists):  # n-best scores are teacher-forced scores of the model's own output ids
+        enc = run.task.encode(e, run.vocabs)
+        batch = run.task.collate([{"src": enc["src"], "tgt": [*c.ids, eos]} for c in cs], range(len(cs)))
+        with torch.no_grad():
+            lp = run.model(batch)
+        forced = [float(lp[k, : len(c.ids) + 1].gather(1, torch.tensor([*c.ids, eos])[:, None]).sum())
+                  for k, c in enumerate(cs)]
+        assert [c.score for c in cs] == pytest.approx(forced, abs=1e-4)

@@ -101,14 +101,32 @@ class Run(NamedVocabs):
                sampling: Sampling | None = None, show_progress: bool = False) -> list[list[Candidate]]:
         """The `nbest` best outputs of each example (beam search with a beam of at least `nbest`), or `nbest`
         samples with `sampling`, as `Candidate`s (tokens, log-probability, length-normalised score), best first;
-        autoregressive models only. A task whose model emits subword pieces gives words (`task.finish`)."""
+        autoregressive models only. Tokens are the task's output words (`_outputs`: subword pieces joined)."""
         from structseq.decode.batched import search_examples
 
         _check_beam(beam)
-        lists = search_examples(self.model, self.task, self.vocabs, examples, self.config.decode, nbest=nbest,
-                                beam=beam, sampling=sampling, show_progress=show_progress)
-        finish = getattr(self.task, "finish", None)
-        return lists if finish is None else [[c._replace(tokens=finish(c.tokens)) for c in cs] for cs in lists]
+        words, specials = self._outputs()
+        return search_examples(self.model, self.task, self.vocabs, examples, self.config.decode, nbest=nbest,
+                               beam=beam, sampling=sampling, show_progress=show_progress, words=words,
+                               specials=specials)
+
+    def _outputs(self) -> tuple[Any, dict[str, int]]:
+        """(output ids -> the task's output words, the model's special ids) as the task's `predict` reads them:
+        a task decoding with a pretrained tokenizer's own ids (`task.ids`, `task.detokenize`: hf-seq2seq, whose
+        search bans only padding, so its `bos` is `pad`), else the `tgt` vocabulary, subwords undone by
+        `task.finish` where the task has one."""
+        ids = getattr(self.task, "ids", None)
+        if ids is not None and callable(getattr(self.task, "detokenize", None)):
+            return self.task.detokenize, {"eos": ids.eos, "bos": ids.pad, "pad": ids.pad}
+        finish = getattr(self.task, "finish", list)
+        return (lambda toks: finish(self.vocabs["tgt"].decode(toks))), {}
+
+    def _pieces(self, ids: list[int]) -> list[str]:
+        """Output ids as the model's own tokens (a tokenizer's pieces, or the `tgt` vocabulary's; `<unk>` kept)."""
+        tokenizer = getattr(self.task, "tokenizer", None) if "tgt" not in self.vocabs else None
+        if tokenizer is not None:
+            return list(tokenizer.convert_ids_to_tokens(ids))
+        return [self.vocabs["tgt"].itos[i] for i in ids]
 
     def translate(self, sources: Sequence[str], *, contexts: Sequence[str] | None = None, beam: int | None = None
                   ) -> list[str]:
@@ -152,9 +170,9 @@ class Run(NamedVocabs):
             raise StructseqError(f"{len(sources)} sources but {len(contexts)} contexts")
         ex = [Example.from_text(s, t, context=None if contexts is None else contexts[i])
               for i, (s, t) in enumerate(zip(sources, targets))]
-        out = []
+        out, pad = [], self._outputs()[1].get("pad", Vocab.pad)
         for lp, tgt_out in teacher_forced(self.model, self.task, self.vocabs, ex, batch_size):
-            for row, n in zip(lp.cpu(), tgt_out.ne(Vocab.pad).sum(1).tolist()):
+            for row, n in zip(lp.cpu(), tgt_out.ne(pad).sum(1).tolist()):
                 out.append(row[:n].clone())
         return out
 
@@ -167,14 +185,15 @@ class Run(NamedVocabs):
 
         if not getattr(self.model, "autoregressive", False):
             raise ConfigError(f"scoring given outputs needs an autoregressive model (task {self.task.name})")
-        rows = target_scores(self.model, self.task, self.vocabs, examples, batch_size)
+        rows = target_scores(self.model, self.task, self.vocabs, examples, batch_size,
+                             pad=self._outputs()[1].get("pad", Vocab.pad))
         out = []
-        for e, tok in zip(examples, rows):
-            ids = [*self.task.encode(e, self.vocabs)["tgt"], Vocab.eos]
+        for e, (ids, tok) in zip(examples, rows):
             total = float(tok.sum())
             out.append({"source": e.source_text, "target": e.target_text, "score": total,
                         "normalized": normalized(total, len(ids) - 1, self.config.decode.len_penalty),
-                        "tokens": [self.tgt_vocab.itos[i] for i in ids], "token_scores": tok.tolist()})
+                        "tokens": self._pieces(ids),
+                        "token_scores": tok.tolist()})
         return out
 
     def lexicon(self, min_prob: float = 0.05, *, keep_copies: bool = False):

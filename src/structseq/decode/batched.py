@@ -7,7 +7,7 @@ n-best lists and sampling serve every autoregressive model alike.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import torch
@@ -21,28 +21,34 @@ from structseq.progress import progress
 
 
 class Candidate(NamedTuple):
-    """One output of an n-best list or a sample: its tokens, its log-probability (</s> included) and what beam
-    search ranks by (`search.normalized`: the score over its length in model tokens + 1 ** decode.len_penalty)."""
+    """One output of an n-best list or a sample: its tokens, its log-probability (</s> included), what beam
+    search ranks by (`search.normalized`: the score over its length in model tokens + 1 ** decode.len_penalty)
+    and the model's output ids (without </s>; a detokenised output may not give them back)."""
 
     tokens: list[str]
     score: float
     normalized: float
+    ids: tuple[int, ...] = ()
 
 
 @torch.no_grad()
 def search_examples(model, task, vocabs, examples: Sequence[Example], decode_cfg, *, nbest: int = 1,
-                    beam: int | None = None, sampling: Sampling | None = None, show_progress: bool = False
+                    beam: int | None = None, sampling: Sampling | None = None, show_progress: bool = False,
+                    words: Callable[[list[int]], list[str]] | None = None, specials: dict | None = None
                     ) -> list[list[Candidate]]:
     """For each example, its `nbest` best target token sequences (model tokens, </s> dropped) as `Candidate`s,
     ranked as beam search ranks (`search.normalized`); with `sampling`, `nbest` samples ranked the same way.
     Batches of `decode_cfg.batch_size` sentences sorted by source length, lengths limited by
-    `decode_cfg.max_len_a`/`max_len_b`; one generator seeded with `sampling.seed` for the whole call."""
+    `decode_cfg.max_len_a`/`max_len_b`; one generator seeded with `sampling.seed` for the whole call. `words`:
+    output ids -> tokens (default: the `tgt` vocabulary's); `specials`: the model's `eos`/`bos`/`pad` ids when
+    they are not `Vocab`'s (a pretrained tokenizer's)."""
     if not getattr(model, "autoregressive", False) or not hasattr(task, "decode_inputs"):
         raise ConfigError(f"n-best lists and sampling need an autoregressive model (task {task.name}, model "
                           f"{type(model).__name__} decode otherwise)")
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise ConfigError(f"'--nbest' must be an integer >= 1, got {nbest!r}")
-    d = decode_cfg
+    d, specials = decode_cfg, dict(specials or {})
+    words = words or vocabs["tgt"].decode
     beam = d.beam if beam is None else beam
     device = next(model.parameters()).device
     generator = None
@@ -53,12 +59,13 @@ def search_examples(model, task, vocabs, examples: Sequence[Example], decode_cfg
     chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
     for chunk in progress(chunks, "sample" if sampling else "decode", show_progress):
         inputs = task.to_device(task.decode_inputs([examples[i] for i in chunk], vocabs), device)
-        max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b)
+        max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=specials.get("pad", Vocab.pad))
         hyp = decode(model, inputs, max_len, beam=beam, len_penalty=d.len_penalty, nbest=nbest, sampling=sampling,
-                     generator=generator)
+                     generator=generator, **specials)
         lists = hyp.nbest if hyp.nbest is not None else [[(t, s)] for t, s in zip(hyp.tokens, hyp.scores)]
         for i, entries in zip(chunk, lists):
-            out[i] = [Candidate(vocabs["tgt"].decode(toks), score, normalized(score, len(toks), d.len_penalty))
+            out[i] = [Candidate(words(toks), score, normalized(score, len(toks), d.len_penalty),
+                                tuple(toks))
                       for toks, score in entries[:nbest]]
     return out
 
@@ -76,12 +83,15 @@ def teacher_forced(model, task, vocabs, examples: Sequence[Example], batch_size:
             yield model(b).float(), b["tgt_out"]
 
 
-def target_scores(model, task, vocabs, examples: Sequence[Example], batch_size: int = 64) -> list[Tensor]:
-    """Each example's teacher-forced log-probability of each target token the model sees (subword pieces for a
-    subword task) and of </s>: a (len + 1,) CPU tensor each; their sum is the sequence's log-probability."""
+def target_scores(model, task, vocabs, examples: Sequence[Example], batch_size: int = 64, pad: int = Vocab.pad
+                  ) -> list[tuple[list[int], Tensor]]:
+    """Each example's target ids as the model sees them (subword pieces for a subword task, then </s>) and the
+    teacher-forced log-probability of each: (ids, a (len + 1,) CPU tensor); the sum is the sequence's
+    log-probability. `pad`: the padding id of `tgt_out`."""
     out = []
     for lp, tgt_out in teacher_forced(model, task, vocabs, examples, batch_size):
         tok = lp.gather(-1, tgt_out[..., None])[..., 0].cpu()
-        for row, n in zip(tok, tgt_out.ne(Vocab.pad).sum(1).tolist()):
-            out.append(row[:n].clone())
+        ids = tgt_out.cpu()
+        for row, t, n in zip(tok, ids, tgt_out.ne(pad).sum(1).tolist()):
+            out.append((t[:n].tolist(), row[:n].clone()))
     return out

@@ -53,7 +53,7 @@ def target_log_probs(run, examples, batch_size: int = 32) -> list[float]:
     (`decode.batched.target_scores`, what `Run.score` and `Run.token_log_probs` read)."""
     from structseq.decode.batched import target_scores
 
-    return [float(t.sum()) for t in target_scores(run.model, run.task, run.vocabs, examples, batch_size)]
+    return [float(t.sum()) for _, t in target_scores(run.model, run.task, run.vocabs, examples, batch_size)]
 
 
 def score_contrastive(run, examples, batch_size: int = 32, context: str = "source") -> dict:
@@ -83,7 +83,7 @@ def backward_perplexity(reverse_run, sources: Sequence[str], generations: Sequen
         raise ValueError(f"{len(sources)} sources but {len(generations)} generations")
     examples = [Example.from_text(s, g) for s, g in zip(sources, generations)]
     scores = target_scores(reverse_run.model, reverse_run.task, reverse_run.vocabs, examples, batch_size)
-    total, n = sum(float(t.sum()) for t in scores), sum(len(t) for t in scores)
+    total, n = sum(float(t.sum()) for _, t in scores), sum(len(t) for _, t in scores)
     return Score("backward_perplexity", math.exp(-total / max(n, 1)),
                  signature("backward_ppl", reverse=str(reverse_run.run_dir), units="model-tokens+eos", n=n),
                  len(examples))

@@ -37,9 +37,9 @@ def max_lengths(src: Tensor, a: float, b: int, pad: int = Vocab.pad) -> Tensor:
 
 
 @torch.no_grad()
-def greedy(model, inputs: Mapping[str, Tensor], max_len: Tensor, eos: int = Vocab.eos, bos: int = Vocab.bos
-           ) -> Hypotheses:
-    return beam_search(model, inputs, 1, max_len, len_penalty=0.0, eos=eos, bos=bos)
+def greedy(model, inputs: Mapping[str, Tensor], max_len: Tensor, eos: int = Vocab.eos, bos: int = Vocab.bos,
+           pad: int = Vocab.pad) -> Hypotheses:
+    return beam_search(model, inputs, 1, max_len, len_penalty=0.0, eos=eos, bos=bos, pad=pad)
 
 
 def _reorder(state, select, shared: frozenset[str], shrunk: bool):
@@ -221,20 +221,23 @@ def sample(model, inputs: Mapping[str, Tensor], max_len: Tensor, sampling: Sampl
 
 
 def decode(model, inputs: Mapping[str, Tensor], max_len: Tensor, *, beam: int = 1, len_penalty: float = 1.0,
-           nbest: int = 1, sampling: Sampling | None = None, generator: torch.Generator | None = None) -> Hypotheses:
+           nbest: int = 1, sampling: Sampling | None = None, generator: torch.Generator | None = None,
+           eos: int = Vocab.eos, bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
     """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`).
 
     `nbest` > 1: `Hypotheses.nbest` holds the `nbest` best entries of each sentence (beam search with a beam of
-    at least `nbest`, ranked by `normalized`); `sampling`: `nbest` samples each instead of search."""
+    at least `nbest`, ranked by `normalized`); `sampling`: `nbest` samples each instead of search. `eos`, `bos`,
+    `pad`: the model's special ids (a pretrained tokenizer's own)."""
+    ids = {"eos": eos, "bos": bos, "pad": pad}
     if sampling is not None:
-        return sample(model, inputs, max_len, sampling, n=nbest, len_penalty=len_penalty, generator=generator)
+        return sample(model, inputs, max_len, sampling, n=nbest, len_penalty=len_penalty, generator=generator, **ids)
     if nbest > 1:
-        hyp = beam_search(model, inputs, max(beam, nbest), max_len, len_penalty, nbest=True)
+        hyp = beam_search(model, inputs, max(beam, nbest), max_len, len_penalty, nbest=True, **ids)
         hyp.nbest = [entries[:nbest] for entries in hyp.nbest]
         return hyp
     if beam <= 1:
-        return greedy(model, inputs, max_len)
-    return beam_search(model, inputs, beam, max_len, len_penalty)
+        return greedy(model, inputs, max_len, **ids)
+    return beam_search(model, inputs, beam, max_len, len_penalty, **ids)
 
 
 def sequence_log_prob(log_probs: Tensor, tgt_out: Tensor, pad: int = Vocab.pad) -> Tensor:
