@@ -79,4 +79,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from structseq.errors import run_cli
+
+    sys.exit(run_cli(main))

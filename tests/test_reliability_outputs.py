@@ -346,3 +346,21 @@ def test_every_malformed_plan_is_one_line(tmp_path, monkeypatch, capsys):
     records.write_text('{"config": "c", "seed": 1}\n{"config": \n')  # a torn record
     _one_line_error(run_cli(plan.main, [str(tmp_path / "plan.yaml")]), capsys.readouterr().err,
                     f"{records}:2: not a JSON record")
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}_outputs", ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_reproduce_and_update_tables_errors_are_one_line(tmp_path, capsys):
+    reproduce, update_tables = _script("reproduce"), _script("update_tables")
+    torn = tmp_path / "r.jsonl"
+    torn.write_text('{"config": "c", "seed": 1}\n{"config": "c", "se\n')
+    code = run_cli(reproduce.main, ["configs/scan-jump/lstm-256.yaml", "--out", str(torn)])
+    _one_line_error(code, capsys.readouterr().err, f"{torn}:2: not a JSON record")
+    code = run_cli(update_tables.main, [str(tmp_path / "nope.md")])
+    _one_line_error(code, capsys.readouterr().err, "nope.md: No such file or directory")

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 from structseq.errors import StructseqError
+from structseq.outputs import atomic_write
 from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, resolve_checkpoint, save_checkpoint
 from structseq.train.rundir import check_directory, read_run_config, write_config
 
@@ -59,7 +60,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None 
     else:
         _export_structseq(ckpt, name, out)
         record["format"] = "structseq"
-    (out / "structseq-export.json").write_text(json.dumps(record, indent=1) + "\n")
+    atomic_write(out / "structseq-export.json", json.dumps(record, indent=1) + "\n")
     return record
 
 
@@ -76,5 +77,4 @@ def _export_structseq(ckpt: dict, name: str, out: Path) -> None:
     save_checkpoint({k: ckpt[k] for k in KEEP if k in ckpt}, out / "checkpoints" / f"{name}.pt")
     write_config(out, dict(ckpt["config"]))
     for vocab, tokens in ckpt["vocab"].items():
-        (out / "vocab").mkdir(exist_ok=True)
-        (out / "vocab" / f"{vocab}.txt").write_text("".join(f"{t}\n" for t in tokens), encoding="utf-8")
+        atomic_write(out / "vocab" / f"{vocab}.txt", "".join(f"{t}\n" for t in tokens))
