@@ -92,7 +92,8 @@ def test_one_registry_names_config_and_builder():
 
 def test_task_section_shorthand_and_unknown_task():
     assert config_from_dict({"task": "seq2seq"}).task.type == "seq2seq"
-    assert config_from_dict({}).to_dict()["task"] == {"type": "seq2seq"}
+    assert config_from_dict({}).to_dict()["task"] == {"type": "seq2seq", "subword": "none", "subword_vocab_size": 8000,
+                                                      "tokenizer_path": None}  # the seq2seq task's own keys
     with pytest.raises(ConfigError, match="'task.type': unknown task 'nosuch'"):
         config_from_dict({"task": "nosuch"})
 

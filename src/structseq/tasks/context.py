@@ -4,10 +4,11 @@ Batches hold `src` (S ids + </s>), `ctx` (C ids + </s>; an empty row of padding 
 context) and the teacher-forcing tensors. S and C share the source vocabulary (one encoder reads both);
 `<sep>` (the sequential model's separator) and `<brk>` (between context sentences) are always in it.
 
-Task keys: how much context to keep, subword units for real text (a BPE model learned on the training
-split with Hugging Face `tokenizers`, applied to S, C and T, saved in every checkpoint as the task's state
-and undone before any metric), seeded data augmentation (p1: drop C; p2: predict C from S), and `reverse`
-(train T -> S without context: the reverse model of the backward-perplexity diagnostic).
+Task keys: how much context to keep, subword units for real text (`task.subword`, shared with the seq2seq
+task: a BPE model learned on the training split or a given tokenizer, applied to S, C and T, saved in every
+checkpoint as the task's state and undone before any metric), seeded data augmentation (p1: drop C; p2:
+predict C from S), and `reverse` (train T -> S without context: the reverse model of the backward-perplexity
+diagnostic).
 """
 
 from __future__ import annotations
@@ -19,60 +20,46 @@ import numpy as np
 import torch
 from torch import nn
 
-from structseq.config import _f
 from structseq.data.batching import Batch, encode_source, pad_sequences, target_batch
-from structseq.data.context import BRK
 from structseq.data.example import Example
+from structseq.data.limits import BRK
 from structseq.data.vocab import SPECIALS, Vocab
 from structseq.errors import ConfigError, DataError
+from structseq.fields import option
 from structseq.models.context import SEP
-from structseq.tasks.base import Encoded, TaskOptions, Vocabs
-from structseq.tasks.seq2seq import Seq2SeqTask
+from structseq.registry import register_task
+from structseq.tasks.base import Encoded, Vocabs
+from structseq.tasks.seq2seq import Seq2SeqTask, Seq2SeqTaskOptions
 
 RESERVED = (SEP, BRK)
 
 
 @dataclass
-class ContextTaskOptions(TaskOptions):
-    type: str = _f("context-seq2seq", "context-aware sequence to sequence (source, context, target)")
-    context_sentences: int | None = _f(None, "keep the last N '<brk>'-separated context sentences (null: all read)")
-    max_context_tokens: int | None = _f(None, "keep the last N context tokens, after subwords (null: all)")
-    p_drop_context: float = _f(0.0, "augmentation p1: probability that a training example loses its context")
-    p_predict_context: float = _f(0.0, "augmentation p2: probability that a training example becomes S -> C "
-                                       "(predict the context from the source)")
-    subword: str = _f("none", "none | bpe (Hugging Face tokenizers, learned on the training split)")
-    subword_vocab_size: int = _f(8000, "BPE vocabulary size (pieces), one model for source, context and target")
-    reverse: bool = _f(False, "train the reverse model T -> S without context (for backward perplexity)")
+class ContextTaskOptions(Seq2SeqTaskOptions):  # subword, subword_vocab_size, tokenizer_path: the seq2seq task's
+    type: str = option("context-seq2seq", "context-aware sequence to sequence (source, context, target)")
+    context_sentences: int | None = option(None, "keep the last N '<brk>'-separated context sentences (null: all read; "
+                                                 "0: none, a sentence-level model)", ge=0)
+    max_context_tokens: int | None = option(None, "keep the last N context tokens, after subwords (null: all; 0: none)",
+                                            ge=0)
+    p_drop_context: float = option(0.0, "augmentation p1: probability that a training example loses its context",
+                                   ge=0, le=1)
+    p_predict_context: float = option(0.0, "augmentation p2: probability that a training example becomes S -> C "
+                                           "(predict the context from the source)", ge=0, le=1)
+    reverse: bool = option(False, "train the reverse model T -> S without context (for backward perplexity)")
 
 
+@register_task("context-seq2seq")
 class ContextSeq2SeqTask(Seq2SeqTask):
-    name = "context-seq2seq"
     options_class = ContextTaskOptions
     archs = ("context-transformer",)
-
-    @property
-    def tokenized_output(self) -> bool:
-        return self.subword is None  # with subwords, outputs are detokenised text: keep sacrebleu's check
+    keep_tokens = RESERVED
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        o = self.options
-        if not (0 <= o.p_drop_context <= 1 and 0 <= o.p_predict_context <= 1
-                and o.p_drop_context + o.p_predict_context <= 1):
-            raise ConfigError("'task.p_drop_context' and 'task.p_predict_context' must be probabilities summing to <= 1")
-        if o.subword not in ("none", "bpe"):
-            raise ConfigError(f"'task.subword': unknown '{o.subword}'; choices: none, bpe")
-        self.subword = None  # a `Subword` once learned (build_vocabs) or loaded (load_state_dict)
-
-    # ------------------------------------------------------------------ task state (saved in checkpoints)
-    def state_dict(self) -> dict:
-        return {"subword": self.subword.to_str()} if self.subword is not None else {}
-
-    def load_state_dict(self, state: dict) -> None:
-        from structseq.data.subword import Subword
-
-        if state.get("subword"):
-            self.subword = Subword.from_str(state["subword"], keep=RESERVED)
+        o = self.options  # each value's range is its field's (ContextTaskOptions); here what involves two
+        if o.p_drop_context + o.p_predict_context > 1:
+            raise ConfigError(f"'task.p_drop_context' ({o.p_drop_context}) + 'task.p_predict_context' "
+                              f"({o.p_predict_context}) must not exceed 1: they are probabilities of one draw")
 
     # ------------------------------------------------------------------ data
     def prepare(self, e: Example) -> Example:
@@ -92,26 +79,30 @@ class ContextSeq2SeqTask(Seq2SeqTask):
             sentences.append(cur)
             kept = sentences[-o.context_sentences:] if o.context_sentences > 0 else []
             ctx = tuple(t for i, s in enumerate(kept) for t in ([BRK] if i else []) + s) or None
-        if self.subword is not None:
-            sw = self.subword
-            e = Example(sw.encode(e.source), sw.encode(e.target), e.category, None if ctx is None else sw.encode(ctx),
-                        e.meta)
-            ctx = e.context
+        e = self.to_pieces(replace(e, context=ctx))
+        ctx = e.context
         if ctx and o.max_context_tokens is not None:
             ctx = ctx[-o.max_context_tokens:] if o.max_context_tokens > 0 else None
-        return replace(e, context=ctx or None)
+        e = replace(e, context=ctx or None)
+        self.check_pieces(e)
+        return e
 
-    def finish(self, tokens: Sequence[str]) -> list[str]:
-        """Model output tokens -> words (subwords undone)."""
-        return list(self.subword.decode(tokens)) if self.subword is not None else list(tokens)
+    def check_examples(self, examples: Sequence[Example], where: str) -> None:
+        """A target for each example, and a context for at least one unless this model is meant to go without
+        (task.reverse, context_sentences 0, max_context_tokens 0, p_drop_context 1): a file with no context
+        column would otherwise train or evaluate a context model with no context at all."""
+        super().check_examples(examples, where)
+        o = self.options
+        without = o.reverse or o.context_sentences == 0 or o.max_context_tokens == 0 or o.p_drop_context == 1
+        held_out = where.endswith("(held out)")  # a sample of a training split that has contexts
+        if examples and not (without or held_out) and not any(e.context for e in examples):
+            raise DataError("no example has a context: a context-aware task needs a 'context' column (a TSV header "
+                            "or data.columns naming it) or document files; to go without on purpose, set "
+                            "task.context_sentences: 0", where)
 
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
         o, d = self.options, self.cfg.data
-        if o.subword == "bpe" and self.subword is None:
-            from structseq.data.subword import Subword
-
-            sides = ((e.source, e.target, e.context or ()) for e in train)
-            self.subword = Subword.learn((s for triple in sides for s in triple), o.subword_vocab_size, keep=RESERVED)
+        self.learn_subword(train)
         prepared = [self.prepare(e) for e in train]
         inputs = [e.source for e in prepared] + [e.context for e in prepared if e.context]
         outputs = [e.target for e in prepared] + ([e.context for e in prepared if e.context]
@@ -170,11 +161,6 @@ class ContextSeq2SeqTask(Seq2SeqTask):
                       "ctx": _pad([encode_source(vocabs["src"], e.context) if e.context else [] for e in prepared])})
 
     @torch.no_grad()
-    def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
-                show_progress: bool = False) -> list[list[str]]:
-        return [self.finish(p) for p in super().predict(model, examples, vocabs, beam=beam, show_progress=show_progress)]
-
-    @torch.no_grad()
     def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
         if self.options.reverse:  # exact match against the reversed targets
             examples = [Example(e.target, e.source, e.category, None, e.meta) for e in examples]
@@ -192,12 +178,10 @@ class ContextSeq2SeqTask(Seq2SeqTask):
             raise DataError("expected 'source<TAB>context', found more than two columns")
         return Example.from_text(source, context=context if context.strip() else None)
 
-    def evaluate(self, examples, predictions, *, dataset: str, split: str, data_root=None,
-                 bleu_tokenize: str | None = None) -> dict:
-        if self.options.reverse:
+    def metric_inputs(self, examples, predictions, *, dataset: str, split: str, data_root=None):
+        if self.options.reverse:  # the reverse model's outputs are the sources
             examples = [Example(e.target, e.source, e.category, None, e.meta) for e in examples]
-        return super().evaluate(examples, predictions, dataset=dataset, split=split, data_root=data_root,
-                                bleu_tokenize=bleu_tokenize)
+        return super().metric_inputs(examples, predictions, dataset=dataset, split=split, data_root=data_root)
 
     def prediction_rows(self, examples, predictions):
         header, rows = super().prediction_rows(examples, predictions)

@@ -1,16 +1,29 @@
-"""Sequence to sequence: one token sequence in, one out (SCAN, COGS, Colors, translation)."""
+"""Sequence to sequence: one token sequence in, one out (SCAN, COGS, Colors, translation).
+
+Raw text in and out (`task.subword`, for this task and every task built on it): `bpe` learns a BPE model on
+the training split (source, target and context sides, Hugging Face `tokenizers`), `tokenizer` uses a given one
+(`task.tokenizer_path`); either is saved in every checkpoint as the task's state. The model reads and writes
+pieces (`prepare`); outputs are turned back into words (`finish`) before anything else sees them, so every
+metric, the predictions file and `predict` read detokenised text against the original references.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
+from structseq.config import TaskOptions
 from structseq.data.batching import Batch, encode_source, pad_sequences, target_batch
 from structseq.data.example import Example
+from structseq.data.limits import LengthLimit, input_limits, over_limit
+from structseq.data.subword import KINDS
 from structseq.data.vocab import Vocab
-from structseq.errors import DataError
+from structseq.errors import ConfigError, DataError
+from structseq.fields import option
 from structseq.metrics.base import MetricInputs
 from structseq.nn.loss import label_smoothed_nll
 from structseq.progress import progress
@@ -18,20 +31,102 @@ from structseq.registry import register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
 
 
+@dataclass
+class Seq2SeqTaskOptions(TaskOptions):
+    subword: str = option("none", "subword units for raw text: none (the data's whitespace tokens) | bpe (learned "
+                                  "on the training split with Hugging Face tokenizers) | tokenizer (a given one, "
+                                  "task.tokenizer_path); saved in every checkpoint, undone before every metric",
+                          choices=KINDS)
+    subword_vocab_size: int = option(8000, "BPE vocabulary size (pieces), one model for every side (source, "
+                                           "context, target)", ge=1)
+    tokenizer_path: str | None = option(None, "with subword: tokenizer, a tokenizers JSON file or a Hugging Face "
+                                              "tokenizer folder (its tokenizer.json, else its fast tokenizer; read "
+                                              "locally only); SentencePiece .model files are not read")
+
+
 @register_task("seq2seq")
 class Seq2SeqTask(Task):
+    options_class = Seq2SeqTaskOptions
     valid_metrics = {"loss": "min", "exact_match": "max", "bleu": "max"}
     metrics = ("exact_match", "token_accuracy", "bleu", "nltk_bleu", "per_category")
+    #: tokens that subword units never split (the context task's separators)
+    keep_tokens: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        o = self.options
+        kind, path = getattr(o, "subword", "none"), getattr(o, "tokenizer_path", None)
+        if (kind == "tokenizer") != (path is not None):
+            raise ConfigError("'task.subword: tokenizer' and 'task.tokenizer_path' go together: set both (a given "
+                              "tokenizer) or neither" + (f"; task.subword is {kind!r}" if path is not None else ""))
+        self.subword = None  # a Subword / GivenTokenizer once learned or loaded (build_vocabs, load_state_dict)
+        self.limit = LengthLimit(**input_limits(cfg))  # what the model takes (subword pieces are checked here)
 
     @property
     def tokenized_output(self) -> bool:
         """Outputs are the data's own whitespace tokens, like its references: BLEU needs no detokenising, and
-        sacrebleu's warning that it looks tokenised is noise (silenced; no score or signature changes)."""
-        return True
+        sacrebleu's warning that it looks tokenised is noise (silenced; no score or signature changes). With
+        subwords, outputs are detokenised text: sacrebleu's check stays."""
+        return getattr(self.options, "subword", "none") == "none"
+
+    # ------------------------------------------------------------------ task state (saved in checkpoints)
+    def state_dict(self) -> dict:
+        sw = self.subword
+        return {"subword": sw.to_str(), "subword_kind": sw.kind} if sw is not None else {}
+
+    def load_state_dict(self, state: dict) -> None:
+        from structseq.data.subword import from_state
+
+        if state.get("subword"):
+            self.subword = from_state(state, keep=self.keep_tokens)
+
+    # ------------------------------------------------------------------ subwords
+    def learn_subword(self, train: Sequence[Example]) -> None:
+        """`task.subword`'s model, unless one was loaded: BPE learned on every side of the training examples,
+        or the given tokenizer (`task.tokenizer_path`)."""
+        from structseq.data.subword import GivenTokenizer, Subword, load_tokenizer
+
+        kind = getattr(self.options, "subword", "none")
+        if self.subword is not None or kind == "none":
+            return
+        if kind == "tokenizer":
+            self.subword = GivenTokenizer(load_tokenizer(self.options.tokenizer_path), self.keep_tokens)
+            return
+        sides = ((e.source, e.target, e.context or ()) for e in train)
+        self.subword = Subword.learn((s for triple in sides for s in triple), self.options.subword_vocab_size,
+                                     keep=self.keep_tokens)
+
+    def to_pieces(self, e: Example) -> Example:
+        """`e` in subword pieces (every side), or `e` itself without subwords."""
+        sw = self.subword
+        if sw is None:
+            return e
+        return Example(sw.encode(e.source), sw.encode(e.target), e.category,
+                       None if e.context is None else sw.encode(e.context), e.meta)
+
+    def check_pieces(self, e: Example) -> None:
+        """A DataError when a side in pieces is longer than the model takes (words were checked when read)."""
+        over = over_limit(e, self.limit) if self.subword is not None else None
+        if over is not None:
+            side, n, most, key = over
+            raise DataError(f"an example's {side} has {n} subword pieces, more than {key} {most} (it starts: "
+                            f"{' '.join(self.finish(getattr(e, side)[:12]))} ...)")
+
+    def prepare(self, e: Example) -> Example:
+        """The example the model sees: subword pieces, checked against the model's limits."""
+        e = self.to_pieces(e)
+        self.check_pieces(e)
+        return e
+
+    def finish(self, tokens: Sequence[str]) -> list[str]:
+        """Model output tokens -> words (subwords undone)."""
+        return list(self.subword.decode(tokens)) if self.subword is not None else list(tokens)
 
     # ------------------------------------------------------------------ data
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
         d = self.cfg.data
+        self.learn_subword(train)
+        train = [self.prepare(e) for e in train] if self.subword is not None else train
         if d.share_vocab:
             shared = Vocab.build([e.source for e in train] + [e.target for e in train], d.min_freq)
             return {"src": shared, "tgt": shared}
@@ -44,7 +139,8 @@ class Seq2SeqTask(Task):
                 raise DataError(f"example {i + 1} has no target", where)
 
     def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
-        return {"src": encode_source(vocabs["src"], example.source), "tgt": vocabs["tgt"].encode(example.target)}
+        e = self.prepare(example)
+        return {"src": encode_source(vocabs["src"], e.source), "tgt": vocabs["tgt"].encode(e.target)}
 
     def length(self, encoded: Encoded) -> int:
         return max(len(encoded["src"]) - 1, len(encoded["tgt"]))
@@ -92,7 +188,7 @@ class Seq2SeqTask(Task):
     # ------------------------------------------------------------------ prediction
     def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         """The model inputs of a batch to decode (no target needed)."""
-        return Batch({"src": pad_sequences([encode_source(vocabs["src"], e.source) for e in examples])})
+        return Batch({"src": pad_sequences([encode_source(vocabs["src"], self.prepare(e).source) for e in examples])})
 
     @torch.no_grad()
     def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
@@ -110,7 +206,7 @@ class Seq2SeqTask(Task):
             max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b)
             hyp = decode(model, inputs, max_len, beam=beam, len_penalty=d.len_penalty)
             for i, toks in zip(chunk, hyp.tokens):
-                out[i] = vocabs["tgt"].decode(toks)
+                out[i] = self.finish(vocabs["tgt"].decode(toks))
         return out  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ evaluation
