@@ -225,7 +225,7 @@ class Run(NamedVocabs):
                 examples = load_dataset(split, name, data_root)
             elif d.dataset == "files" or _is_file_spec(split):
                 dataset, name = d.dataset, split
-                examples = load_dataset(split, split, data_root, columns=d.columns)
+                examples = load_dataset(split, split, data_root, columns=d.columns, fields=d.fields)
             else:
                 dataset, name = d.dataset, split
                 examples = load_dataset(d.dataset, split, data_root)
@@ -361,7 +361,8 @@ def _check_beam(beam: int | None) -> None:
 
 def _is_file_spec(split: str) -> bool:
     """A split given as a file: it exists, or it looks like a path (a folder, a suffix) or `SRC,TGT`."""
-    return Path(split).exists() or "," in split or "/" in split or Path(split).suffix in (".tsv", ".txt", ".gz")
+    return (Path(split).exists() or "," in split or "/" in split
+            or Path(split).suffix in (".tsv", ".txt", ".gz", ".jsonl"))
 
 
 def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str = "auto") -> Run:

@@ -41,6 +41,11 @@ class DataConfig:
     columns: list[str] | None = option(None, "names of a TSV file's columns (source, target, context, category; other "
                                          "names go to the example's meta; '-' drops one); null: the file's header "
                                          "line, else source, target")
+    fields: dict[str, str] | None = option(None, "JSON Lines (.jsonl) files: each example field and the JSON key it "
+                                                 "reads, e.g. {source: utterance, target: plan} (fields: source, "
+                                                 "target, context, category; another name goes to the example's "
+                                                 "meta); every key of a line must be mapped and every mapped key "
+                                                 "present; null: the keys are the field names")
     bleu_tokenize: str | None = option(None, "sacrebleu tokenizer (13a, zh, intl, char, none, ...); null: the dataset's "
                                          "declared one (zh for Chinese targets), else 13a", choices=_bleu_tokenizers)
     max_train_examples: int | None = option(None, "use only the first N training examples (quick runs)", ge=1)
@@ -53,6 +58,24 @@ class DataConfig:
                        choices=("skip", "error"))
     min_freq: int = option(1, "minimum token count to enter a vocabulary", ge=1)
     share_vocab: bool = option(False, "one vocabulary for source and target (needed to tie all embeddings)")
+
+    def __post_init__(self):
+        """`fields`: identifiers to JSON keys, `source` among them, no key read twice."""
+        f = self.fields
+        if f is None:
+            return
+        if not isinstance(f, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in f.items()):
+            raise ConfigError(f"'data.fields' must map example fields to JSON keys (non-empty strings), e.g. "
+                              f"{{source: utterance, target: plan}}; got {f!r}")
+        bad = [k for k in f if not k.isidentifier()]
+        if bad:
+            raise ConfigError(f"'data.fields': {bad[0]!r} is not a field name (source, target, context, category, or "
+                              "an identifier for the example's meta)")
+        if "source" not in f:
+            raise ConfigError(f"'data.fields' must map 'source' (it maps {', '.join(f)})")
+        twice = sorted({v for v in f.values() if list(f.values()).count(v) > 1})
+        if twice:
+            raise ConfigError(f"'data.fields': JSON key {twice[0]!r} is read by more than one field")
 
 
 @dataclass

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from structseq.cli import compose, context, lexicon
 from structseq.cli.average import average as average_command
+from structseq.cli.compare import compare as compare_command
 from structseq.cli.evaluate import category_columns, metric_rows, print_metrics  # noqa: F401 (re-exported)
 from structseq.cli.evaluate import evaluate as evaluate_command
 from structseq.cli.evaluate import predict as predict_command
@@ -34,6 +35,7 @@ app.command("export")(export_command)
 app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
 app.command("score")(score_command)
+app.command("compare")(compare_command)
 console = Console()
 
 

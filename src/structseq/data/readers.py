@@ -1,7 +1,9 @@
-"""Readers for the generic formats: TSV with named columns and line-aligned parallel files."""
+"""Readers for the generic formats: TSV with named columns, JSON Lines with a field mapping and line-aligned
+parallel files."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -64,6 +66,58 @@ def _is_header(cells: list[str]) -> bool:
             and all(c == "-" or c.isidentifier() for c in cells))
 
 
+#: JSON Lines keys without `data.fields`: the example fields themselves (source and target required)
+JSONL_REQUIRED, JSONL_OPTIONAL = ("source", "target"), ("context", "category")
+
+
+def _jsonl_value(value, key: str, path, n: int) -> str:
+    """A JSON value as an example's text: a string, or a list of strings (tokens)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(t, str) for t in value):
+        return " ".join(value)
+    raise DataError(f"key {key!r} holds {type(value).__name__} {json.dumps(value)[:60]}; expected a string or a "
+                    "list of strings", path, n)
+
+
+def _jsonl_object(line: str, path, n: int) -> dict:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise DataError(f"not valid JSON ({e.msg}, column {e.colno})", path, n) from None
+    if not isinstance(obj, dict):
+        raise DataError(f"expected a JSON object per line, found {type(obj).__name__}", path, n)
+    return obj
+
+
+def read_jsonl(path: str | Path, fields: Mapping[str, str] | None = None) -> list[Example]:
+    """One JSON object per line. `fields` maps each example field to the key it reads (`data.fields`, e.g.
+    `{source: utterance, target: plan}`; a name that is not an `Example` field goes to `Example.meta`); without
+    it, the keys are the field names (source and target, optionally context and category). A key the mapping
+    does not name, a mapped key missing from a line, an empty source or target, a value that is not a string
+    (or a list of strings), or a line that is not a JSON object is a DataError naming the file and line."""
+    mapping = dict(fields) if fields is not None else None
+    examples = []
+    for n, line in iter_lines(path):
+        if not line.strip():
+            continue
+        obj = _jsonl_object(line, path, n)
+        if mapping is None:
+            wanted = {k: k for k in JSONL_REQUIRED + tuple(k for k in JSONL_OPTIONAL if k in obj)}
+            hint = "; name them with data.fields (e.g. {source: utterance, target: plan})"
+        else:
+            wanted, hint = mapping, f" (data.fields reads {', '.join(mapping.values())})"
+        unknown = [k for k in obj if k not in wanted.values()]
+        if unknown:
+            raise DataError(f"unknown key {unknown[0]!r}{hint}", path, n)
+        missing = [k for k in wanted.values() if k not in obj]
+        if missing:
+            raise DataError(f"missing key {missing[0]!r}{hint}", path, n)
+        row = {name: _jsonl_value(obj[key], key, path, n) for name, key in wanted.items()}
+        admit(examples, _checked(path, n, row, [k for k in ("source", "target") if k in row]), n, path)
+    return examples
+
+
 def read_parallel(source_path: str | Path, target_path: str | Path, meta: Mapping[str, str | Path] | None = None
                   ) -> list[Example]:
     """Two line-aligned files; `meta` names further line-aligned files whose lines land in `Example.meta`."""
@@ -86,8 +140,15 @@ def read_parallel(source_path: str | Path, target_path: str | Path, meta: Mappin
     return out
 
 
-def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Example]:
-    """A user-given file: `a.tsv` (named columns, see `read_tsv`), a SCAN `IN: ... OUT: ...` file,
+def is_jsonl(spec: str | Path) -> bool:
+    """A JSON Lines file by its name: `.jsonl` (or `.jsonl.gz`)."""
+    return str(spec).endswith((".jsonl", ".jsonl.gz"))
+
+
+def read_file(spec: str | Path, columns: Sequence[str] | None = None, fields: Mapping[str, str] | None = None
+              ) -> list[Example]:
+    """A user-given file: `a.tsv` (named columns, see `read_tsv`), `a.jsonl` (JSON Lines; `fields` maps the
+    example fields to its keys, see `read_jsonl`), a SCAN `IN: ... OUT: ...` file,
     `SRC_FILE,TGT_FILE` (line-aligned; documents when they hold `<d>` markers: `SRC_FILE,TGT_FILE,N` gives each
     sentence the N previous source sentences of its document as context, 2 by default), or a supertagged corpus
     (`word|category` tokens or CCGbank `.auto`, see `data.tlgbank`)."""
@@ -106,6 +167,8 @@ def read_file(spec: str | Path, columns: Sequence[str] | None = None) -> list[Ex
 
             return read_documents(src, tgt, int(rest[0]) if rest else 2)
         return read_parallel(src, tgt)
+    if is_jsonl(spec):
+        return read_jsonl(spec, fields)
     first = first_line(spec)
     if first.startswith("IN: "):
         from structseq.data.scan import read_scan_file

@@ -135,15 +135,15 @@ def dataset_split(spec: str) -> tuple[str, str] | None:
 
 
 def load_dataset(name: str, split: str = "train", data_root: str | Path | None = None,
-                 columns: Sequence[str] | None = None) -> list[Example]:
+                 columns: Sequence[str] | None = None, fields: dict[str, str] | None = None) -> list[Example]:
     """Examples of a named dataset split; `name` may also be `NAME:SPLIT` (then `split` is ignored), which
     is how configs with `dataset: files` name registered splits, or a file path (`split` ignored too;
-    `columns` names a TSV file's columns, see `read_tsv`)."""
+    `columns` names a TSV file's columns, see `read_tsv`; `fields` a JSON Lines file's keys, see `read_jsonl`)."""
     spec = dataset_split(name)
     if spec is not None:
         name, split = spec
     elif name not in datasets() and (Path(name).exists() or "," in name or "/" in name):
-        return read_file(name, columns)
+        return read_file(name, columns, fields)
     return get_dataset(name).load(split, resolve_root(data_root))
 
 

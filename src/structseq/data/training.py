@@ -28,7 +28,8 @@ class TrainingData(NamedVocabs):
 def load_split(cfg, split: str, data_root=None) -> list[Example]:
     """A split of the configured dataset, a file (`data.dataset: files`) or NAME:SPLIT of any dataset."""
     d = cfg.data
-    return load_dataset(d.dataset if d.dataset != "files" else split, split, data_root, columns=d.columns)
+    return load_dataset(d.dataset if d.dataset != "files" else split, split, data_root, columns=d.columns,
+                        fields=d.fields)
 
 
 def _configured_split(cfg, key: str, data_root) -> list[Example]:
