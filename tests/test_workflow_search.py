@@ -104,6 +104,8 @@ def test_mismatched_vocabularies_are_an_error_naming_both_runs(runs):
     with pytest.raises(ConfigError) as e:
         api.load_ensemble([runs["a"], runs["other"]])
     assert str(runs["a"]) in str(e.value) and str(runs["other"]) in str(e.value) and "vocabular" in str(e.value)
+    with pytest.raises(ConfigError, match="named twice"):
+        api.load_ensemble([runs["a"], runs["a"]])
     r = CliRunner().invoke(app, ["evaluate", str(runs["a"]), str(runs["other"]), "--json"])
     assert r.exit_code != 0 and str(runs["other"]) in str(r.exception)
 

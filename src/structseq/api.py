@@ -407,7 +407,7 @@ def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None,
     members' mean probability); one run is returned as it is. Every run must have the same vocabularies (a
     ConfigError names the two runs that differ) and task; the first run's config (decode settings, limits)
     and task serve the ensemble."""
-    from structseq.decode.ensemble import Ensemble, check_same_vocabs
+    from structseq.decode.ensemble import Ensemble, check_members
 
     if not run_dirs:
         raise ConfigError("give at least one run directory")
@@ -415,14 +415,7 @@ def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None,
         return load_run(run_dirs[0], checkpoint, device=device)
     runs = [load_run(d, checkpoint, device=device) for d in run_dirs]
     names = [str(r.run_dir) for r in runs]
-    if len(set(names)) < len(names):
-        raise ConfigError(f"a run is named twice in the ensemble: {' '.join(names)}")
-    tasks = {r.task.name for r in runs}
-    if len(tasks) > 1:
-        raise ConfigError(f"an ensemble needs one task, but its runs have {', '.join(sorted(tasks))} "
-                          f"({', '.join(f'{n}: {r.task.name}' for n, r in zip(names, runs))})")
-    check_same_vocabs({n: r.vocabs for n, r in zip(names, runs)})
-    first = runs[0]
+    check_members(names, [r.task.name for r in runs], [r.vocabs for r in runs])
     model = Ensemble([r.model for r in runs], names).eval()
-    checkpoints = sorted({r.checkpoint for r in runs})
-    return replace(first, model=model, checkpoint="+".join(checkpoints), members=tuple(names))
+    return replace(runs[0], model=model, checkpoint="+".join(sorted({r.checkpoint for r in runs})),
+                   members=tuple(names))

@@ -62,6 +62,17 @@ class Ensemble(Autoregressive):
         return average_log_probs([m(batch) for m in self.members])
 
 
+def check_members(names: Sequence[str], tasks: Sequence[str], vocabs: Sequence[dict]) -> None:
+    """Runs fit together as an ensemble: each named once, one task, the same vocabularies (`check_same_vocabs`);
+    a ConfigError naming the runs otherwise."""
+    if len(set(names)) < len(names):
+        raise ConfigError(f"a run is named twice in the ensemble: {' '.join(names)}")
+    if len(set(tasks)) > 1:
+        raise ConfigError(f"an ensemble needs one task, but its runs have {', '.join(sorted(set(tasks)))} "
+                          f"({', '.join(f'{n}: {t}' for n, t in zip(names, tasks))})")
+    check_same_vocabs(dict(zip(names, vocabs)))
+
+
 def check_same_vocabs(named: dict[str, dict]) -> None:
     """Every run (name -> its vocabularies by name, e.g. {"src": Vocab, "tgt": Vocab}) has the first run's
     vocabularies, token for token in id order; a ConfigError naming both runs and the first difference."""
