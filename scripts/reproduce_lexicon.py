@@ -222,10 +222,14 @@ def main(argv=None) -> None:
                 print(f.result(), flush=True)
     text, data = render(a.table, datasets, collect(a.table, datasets, runs, results), a.budget)
     stem = out / f"{a.table}-{a.budget}"
-    stem.with_suffix(".md").write_text(text)
-    stem.with_suffix(".json").write_text(json.dumps(data, indent=1))
+    from structseq.outputs import atomic_write
+
+    atomic_write(stem.with_suffix(".md"), text)
+    atomic_write(stem.with_suffix(".json"), json.dumps(data, indent=1))
     print(text + f"\nwritten: {stem}.md, {stem}.json")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from structseq.errors import run_cli
+
+    sys.exit(run_cli(main))

@@ -132,9 +132,14 @@ def main() -> None:
     if args.plot:
         plot({c: runs[c] for c in configs}, args.plot)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1) + "\n")
+        from structseq.outputs import atomic_write
+
+        atomic_write(args.out, json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from structseq.errors import run_cli
+
+    sys.exit(run_cli(main))

@@ -61,9 +61,9 @@ def update(path: Path, check: bool) -> list[str]:
         out += [text[last:m.start("text")], new]
         last = m.end("text")
     if not check and stale:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text("".join(out) + text[last:], encoding="utf-8")
-        tmp.replace(path)
+        from structseq.outputs import atomic_write
+
+        atomic_write(path, "".join(out) + text[last:])
     return stale
 
 
