@@ -82,18 +82,17 @@ def _count_flops(trainer) -> tuple[int, int, float]:
     from torch.utils.flop_counter import FlopCounterMode
 
     from structseq.data.vocab import Vocab
-    from structseq.nn.loss import label_smoothed_nll
 
     p = trainer.progress
     saved = (p.epoch, p.batch_in_epoch)
     b = trainer._next_batch()
     p.epoch, p.batch_in_epoch = saved
     with FlopCounterMode(display=False) as counter:
-        loss, _ = label_smoothed_nll(trainer.model(b), b.tgt_out, 0.1)
+        loss, _, _ = trainer.task.loss(trainer.model, b, 0.1)  # any task (seq2seq: label-smoothed NLL)
         loss.backward()
     trainer.optimizer.zero_grad(set_to_none=True)
     ids = [b[k] for k in ("src", "tgt_in") if k in b]
-    share = sum(int(t.ne(Vocab.pad).sum()) for t in ids) / sum(t.numel() for t in ids)
+    share = sum(int(t.ne(Vocab.pad).sum()) for t in ids) / sum(t.numel() for t in ids) if ids else 1.0
     return int(counter.get_total_flops()), int(b.num_tokens), share
 
 

@@ -1,0 +1,77 @@
+"""The GPU readiness pieces cannot rot where no GPU is (issue 33): a subset of the `gpu` tests runs on the CPU,
+and scripts/device_check.sh and scripts/device_reproduce.sh run end to end in their --cpu-smoke setting."""
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
+#: the gpu tests run here on the CPU: one architecture through training, numerics, decoding, syncs and resume
+SMOKE = [f"tests/test_gpu.py::{name}" for name in (
+    "test_every_architecture_trains_and_its_loss_falls[transformer-fp32]",
+    "test_teacher_forced_equals_incremental[transformer]",
+    "test_decoding_on_the_device_equals_the_cpu[transformer]",
+    "test_no_sync_per_update_beyond_the_logging_interval[transformer]",
+    "test_resume_on_the_device_is_bit_exact_and_the_checkpoint_evaluates_on_a_cpu")]
+
+
+def _junit(path: Path) -> dict:
+    suite = ET.parse(path).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    return {k: int(suite.get(k)) for k in ("tests", "failures", "errors", "skipped")}
+
+
+def test_gpu_tests_run_on_the_cpu(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "pytest", *SMOKE, "-m", "gpu", "-p", "no:cacheprovider",
+                        "--junitxml", str(tmp_path / "j.xml")], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600, env={**ENV, "STRUCTSEQ_TEST_DEVICE": "cpu"})
+    assert r.returncode == 0, r.stdout[-4000:]
+    assert _junit(tmp_path / "j.xml") == {"tests": len(SMOKE), "failures": 0, "errors": 0, "skipped": 0}
+
+
+def _script(*args, timeout=900):
+    r = subprocess.run(["bash", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=ENV)
+    return r.returncode, r.stdout + r.stderr
+
+
+def _machine_named(path: Path) -> dict:
+    info = json.loads(path.read_text())
+    assert info["device_name"] and info["torch"] and info["date"], info
+    return info
+
+
+def test_device_scripts_run_on_the_cpu(tmp_path):
+    check = tmp_path / "check"
+    rc, out = _script(ROOT / "scripts/device_check.sh", check, "--cpu-smoke")
+    assert rc == 0, out[-4000:]
+    assert _machine_named(check / "device.json")["device"] == "cpu"
+    imports = json.loads((check / "imports.json").read_text())
+    assert {row["module"] for row in imports["imports"]} >= {"torch", "yaml", "structseq.cli"}
+    assert _junit(check / "gpu-tests.xml")["tests"] == 1 and "== summary" in (check / "check.log").read_text()
+    for section, key in (("gemm", "flops_per_s"), ("train", "target_tokens_per_s"), ("decode", "sentences_per_s")):
+        data = json.loads((check / "bench" / f"{section}.json").read_text())
+        assert data["machine"]["device_name"] and data["machine"]["load_avg"] and data["machine"]["date"]
+        assert data["rows"] and all(row.get(key, 0) > 0 for row in data["rows"]), data["rows"]
+    models = {row["model"] for row in json.loads((check / "bench/train.json").read_text())["rows"]}
+    assert len(models) == 9 and "cogs/rdangle-sep-oinf" in models and "maruf-ted/interleave" in models
+    assert len(list(check.rglob("*"))) - 1 <= 8  # a device call brings back at most 8 files
+
+    first, again = tmp_path / "first", tmp_path / "again"
+    # budgets far above the seconds this takes on an idle machine: they are caps, and CI machines may be loaded
+    rc, out = _script(ROOT / "scripts/device_reproduce.sh", first, "--cpu-smoke", "--budget-s", 400)
+    assert rc == 0, out[-4000:]
+    _machine_named(first / "device.json")
+    progress = json.loads((first / "progress.json").read_text())
+    assert progress["finished"] and progress["steps"] == progress["max_steps"] == 120, progress
+    assert sum(c["updates"] for c in progress["chunks"]) == 120 and progress["updates_per_min"] > 0
+    assert all(progress["eval"][s]["exact_match"]["n"] == 20 for s in ("gen", "test"))
+    assert progress["config"]["model"]["positions"] == "relative" and progress["config"]["train"]["seed"] == 1
+    assert list(first.glob("run.tar.gz.part-*")) and (first / "reproduce.log").exists()
+    rc, out = _script(ROOT / "scripts/device_reproduce.sh", again, first, "--cpu-smoke", "--budget-s", 300)
+    assert rc == 0 and "evaluated already" in out, out[-4000:]
+    carried = json.loads((again / "progress.json").read_text())
+    assert carried["chunks"] == progress["chunks"] and carried["eval"] == progress["eval"]
