@@ -36,7 +36,8 @@ class Batch(dict):
         """The same batch with every tensor on `device` (nested lists/dicts of tensors too)."""
         from structseq.state import map_state
 
-        return Batch(map_state(dict(self), lambda t: t.to(device)), self.index, self.num_tokens)
+        # non_blocking: a host-to-GPU copy does not wait for the GPU to finish the previous update
+        return Batch(map_state(dict(self), lambda t: t.to(device, non_blocking=True)), self.index, self.num_tokens)
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad: int = Vocab.pad) -> torch.Tensor:

@@ -28,14 +28,12 @@ checkpoint), `checkpoint` (the file format, best/last resolution, `train.init_fr
 
 from __future__ import annotations
 
-import math
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -44,7 +42,7 @@ from structseq.config import Config, config_from_dict
 from structseq.data.batching import Batch, make_batches
 from structseq.data.training import load_training_data
 from structseq.data.vocab import Vocab
-from structseq.errors import ConfigError, DivergedError, StructseqError
+from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import build_model
 from structseq.tasks import get_task
 from structseq.train import distributed, rundir
@@ -60,26 +58,9 @@ from structseq.train.checkpoint import (
 from structseq.train.device import resolve_device
 from structseq.train.loggers import check_loggers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
-from structseq.train.progress import ProgressBar
+from structseq.train.progress import LossWatch, Progress, ProgressBar
 from structseq.train.resume import check_vocabs, file_identity, finished, finished_summary, plan_resume
 from structseq.train.rng import rng_state, seed_everything, set_rng_state
-
-
-@dataclass
-class Progress:
-    """Where training stands; saved in every checkpoint."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0
-    best: float | None = None
-    bad_validations: int = 0
-    history: list = field(default_factory=list)
-    #: why the run stopped: max_steps | early_stopping | interrupted (None: running, or killed)
-    stopped: str | None = None
-    #: wall seconds spent in the training loop (updates and the validations between them), summed over
-    #: resumes; the work a kill lost after the last checkpoint is not counted, its redo is
-    train_seconds: float = 0.0
 
 
 class Trainer:
@@ -251,7 +232,7 @@ class Trainer:
         ntok = self.dist.sum_int(sum(b.num_tokens for b in batches))  # the whole update's units, every rank
         scale = self.dist.world_size / max(ntok, 1)  # DDP averages gradients over ranks: undo, then normalise
         self.optimizer.zero_grad(set_to_none=True)
-        total = 0.0
+        total = torch.zeros((), dtype=torch.float64, device=self.device)  # on the device: no sync per update
         for i, b in enumerate(batches):
             sync = self.dist.no_sync(self.ddp_model) if i < len(batches) - 1 else nullcontext()
             with sync, self._autocast():
@@ -262,9 +243,9 @@ class Trainer:
                     (loss * scale).backward()
                 else:
                     (loss / ntok).backward()  # the exact arithmetic of one process
-            total += nll.item()
-        if cfg.optim.clip_norm > 0:  # the norm before clipping, logged as grad_norm
-            self._grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm))
+            total += nll.detach().double()
+        if cfg.optim.clip_norm > 0:  # the norm before clipping, logged as grad_norm (a tensor: read when logged)
+            self._grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm)
         step = self.progress.step + 1
         lr = cfg.optim.lr * self.lr_at(step)
         for g in self.optimizer.param_groups:
@@ -274,7 +255,9 @@ class Trainer:
         # models' inference caches (derived weights) key on: bump them, so no cache outlives an update
         torch.autograd.graph.increment_version([p for p in self.model.parameters() if p.requires_grad])
         self.progress.step = step
-        return self.dist.sum_float(total) / max(ntok, 1), ntok
+        if self.dist.world_size > 1:  # the all-reduce syncs anyway
+            return self.dist.sum_float(float(total)) / max(ntok, 1), ntok
+        return total / max(ntok, 1), ntok
 
     def request_stop(self) -> None:
         """Finish the current update, save the last checkpoint and return (what Ctrl-C does)."""
@@ -336,6 +319,7 @@ class Trainer:
         log = open_loggers(self.out, cfg.to_dict(), p.step) if self.dist.is_main else None
         bar = ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
         t_log, tok_log, loss_log, n_log, norm_log = time.perf_counter(), 0, 0.0, 0, 0.0
+        watch = LossWatch()
         stopped = "max_steps"
         previous_handlers = self._install_interrupt_handler()
         try:
@@ -346,18 +330,20 @@ class Trainer:
                 p.train_seconds, t_prev = p.train_seconds + (now - t_prev), now
                 tok_log, loss_log, n_log = tok_log + ntok, loss_log + loss, n_log + 1
                 norm_log += getattr(self, "_grad_norm", 0.0)
-                if not math.isfinite(loss):
-                    raise DivergedError(loss, p.step)
+                watch.see(loss, p.step)
+                validate_now = cfg.train.valid_every and p.step % cfg.train.valid_every == 0
+                saving = validate_now or (cfg.train.save_every and p.step % cfg.train.save_every == 0)
+                if p.step % cfg.train.log_every == 0 or p.step == cfg.train.max_steps or saving or self._stop:
+                    watch.check()  # a non-finite loss never reaches a log line or a checkpoint
                 if p.step % cfg.train.log_every == 0 or p.step == cfg.train.max_steps:
                     dt = time.perf_counter() - t_log
-                    rec = {"step": p.step, "loss": loss_log / n_log, "lr": self.optimizer.param_groups[0]["lr"],
+                    rec = {"step": p.step, "loss": float(loss_log) / n_log, "lr": self.optimizer.param_groups[0]["lr"],
                            "tokens_per_s": tok_log / dt if dt > 0 else 0.0, "epoch": p.epoch}
                     if cfg.optim.clip_norm > 0:
-                        rec["grad_norm"] = norm_log / n_log  # mean gradient norm (before clipping)
+                        rec["grad_norm"] = float(norm_log) / n_log  # mean gradient norm (before clipping)
                     self._write(log, rec)
                     bar.update(p.step, rec)
                     t_log, tok_log, loss_log, n_log, norm_log = time.perf_counter(), 0, 0.0, 0, 0.0
-                validate_now = cfg.train.valid_every and p.step % cfg.train.valid_every == 0
                 if validate_now or p.step == cfg.train.max_steps:
                     if self._validate_and_save(log):
                         stopped = "early_stopping"

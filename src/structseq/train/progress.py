@@ -1,9 +1,15 @@
-"""The training progress bar: updates done, loss, learning rate and throughput on stderr."""
+"""Where training stands (`Progress`, saved in every checkpoint), the watch on the loss, and the progress bar
+(updates done, loss, learning rate and throughput on stderr)."""
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
+
+import torch
+
+from structseq.errors import DivergedError
 
 
 class ProgressBar:
@@ -33,3 +39,43 @@ class ProgressBar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    best: float | None = None
+    bad_validations: int = 0
+    history: list = field(default_factory=list)
+    #: why the run stopped: max_steps | early_stopping | interrupted (None: running, or killed)
+    stopped: str | None = None
+    #: wall seconds spent in the training loop (updates and the validations between them), summed over
+    #: resumes; the work a kill lost after the last checkpoint is not counted, its redo is
+    train_seconds: float = 0.0
+
+
+class LossWatch:
+    """Notices a non-finite training loss without a host-device sync per update: the first bad update's step
+    and loss stay on the device and are read at `check` (before a log line, a validation or a checkpoint), so
+    a diverged update still never reaches a checkpoint and the error names the update that diverged."""
+
+    def __init__(self):
+        self.step: torch.Tensor | None = None
+        self.loss: torch.Tensor | None = None
+
+    def see(self, loss, step: int) -> None:
+        loss = torch.as_tensor(loss, dtype=torch.float64)
+        if self.step is None:
+            self.step = torch.full((), -1, dtype=torch.long, device=loss.device)
+            self.loss = torch.zeros((), dtype=torch.float64, device=loss.device)
+        first = ~torch.isfinite(loss) & (self.step < 0)
+        self.step = torch.where(first, step, self.step)
+        self.loss = torch.where(first, loss, self.loss)
+
+    def check(self) -> None:
+        if self.step is not None and int(self.step) >= 0:
+            raise DivergedError(float(self.loss), int(self.step))
