@@ -37,8 +37,8 @@ def _load(tmp_path, text: str, overrides=()):
 @pytest.mark.parametrize("text, message", [
     ("optim: {accumulate: 0}", r"'optim.accumulate' must be >= 1, got 0"),
     ("train: {patience: -1}", r"'train.patience' must be >= 0, got -1"),
-    ("train: {valid_metric: bleu}", r"'train.valid_metric': 'bleu' is not a metric of task 'seq2seq'; "
-                                    r"choices: loss, exact_match"),
+    ("train: {valid_metric: chrf}", r"'train.valid_metric': 'chrf' is not a metric of task 'seq2seq'; "
+                                    r"choices: loss, exact_match, bleu"),
     ("train: {max_steps: 0}", r"'train.max_steps' must be >= 1, got 0"),
     ("decode: {beam: 0}", r"'decode.beam' must be >= 1, got 0"),
     ("optim: {batch_size: 0}", r"'optim.batch_size' must be >= 1, got 0"),

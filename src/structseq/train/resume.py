@@ -18,7 +18,7 @@ from structseq.train.checkpoint import RESUME_KEYS, RUN_KEYS, load_checkpoint
 RESUME_OVERRIDES = ("train.max_steps",)
 #: runtime settings `--resume` may change too: how the run computes and reports, not what (threads change no
 #: result; another device may change the last bits, as any device does; log_every only spaces the metrics lines)
-RUNTIME_SETTINGS = ("train.threads", "train.device", "train.log_every")
+RUNTIME_SETTINGS = ("train.threads", "train.device", "train.log_every", "train.tensorboard", "train.wandb")
 
 
 def finished(progress: Mapping, max_steps: int) -> str | None:

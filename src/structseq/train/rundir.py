@@ -37,7 +37,7 @@ LOCK = ".lock"
 MARKER = ".structseq-run"
 #: the names a run writes; a new run refuses a directory holding any of them that no run created
 DATA_FILES = "data-files.json"
-OWNED = ("config.yaml", "metrics.jsonl", "config-history.jsonl", DATA_FILES, "checkpoints", "predictions")
+OWNED = ("config.yaml", "metrics.jsonl", "config-history.jsonl", DATA_FILES, "checkpoints", "predictions", "tensorboard")
 
 
 class RunDirError(StructseqError):
