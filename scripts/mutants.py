@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all", action="store_true", help="also run the pending mutants")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (default 900)")
     p.add_argument("--list", action="store_true", help="list the mutants and whether each still applies")
+    p.add_argument("--merge", action="store_true", help="update the mutants run now in an existing --out report "
+                                                         "(keep the others' last results) and rescore")
     a = p.parse_args(argv)
     table = load_table(a.table)
     if a.only:
@@ -180,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{m['file']}")
         return 0
     results = evaluate(table, a.root, run_all=a.all, timeout=a.timeout)
+    if a.merge and a.out.is_file():
+        fresh = {r["id"]: r for r in results}
+        old = json.loads(a.out.read_text(encoding="utf-8"))["mutants"]
+        results = [fresh.pop(r["id"], r) for r in old] + list(fresh.values())
     total = score(results)
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=a.root, capture_output=True, text=True)
     report = {"table": str(a.table.relative_to(a.root) if a.table.is_relative_to(a.root) else a.table),

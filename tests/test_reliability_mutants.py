@@ -85,6 +85,48 @@ def test_contrastive_scores_only_the_current_target(tmp_path):
         assert score == pytest.approx(total, abs=1e-3)
 
 
+# ------------------------------------------------------------------ search
+class _Chain:
+    """A toy autoregressive model over <pad> <s> </s> <unk> a: after <s>, </s> has probability 0.4 and `a` 0.6;
+    after `a`, each 0.5. Its best sequence by score is [] (</s> at once, log 0.4); by score per token (length
+    penalty 1, </s> counted) it is [a] ((log 0.6 + log 0.5) / 2 > log 0.4)."""
+
+    sentence_state = frozenset()
+
+    def encode(self, inputs):
+        return {"n": inputs["src"].new_zeros(inputs["src"].shape[0])}
+
+    def init_state(self, enc):
+        return enc
+
+    def step(self, prev, state):
+        import math
+
+        from structseq.data.vocab import Vocab
+
+        lp = torch.full((prev.shape[0], 5), -1e4)
+        first = prev.eq(Vocab.bos)
+        lp[:, Vocab.eos] = torch.where(first, math.log(0.4), math.log(0.5))
+        lp[:, 4] = torch.where(first, math.log(0.6), math.log(0.5))
+        return lp, state
+
+
+def test_length_penalty_ranks_hypotheses_of_different_lengths():
+    """Mutant beam-length-penalty-ignored: the suite's length-penalty test ranks hypotheses that all end at the
+    length limit (an untrained model), where any penalty gives the same order."""
+    import math
+
+    from structseq.decode.search import beam_search
+
+    inputs, max_len = {"src": torch.ones(1, 3, dtype=torch.long)}, torch.tensor([6])
+    plain = beam_search(_Chain(), inputs, 3, max_len, len_penalty=0.0)
+    assert plain.tokens == [[]] and plain.scores[0] == pytest.approx(math.log(0.4))
+    per_token = beam_search(_Chain(), inputs, 3, max_len, len_penalty=1.0, nbest=True)
+    assert per_token.tokens == [[4]] and per_token.scores[0] == pytest.approx(math.log(0.6) + math.log(0.5))
+    ranked = [s / (len(t) + 1) for t, s in per_token.nbest[0]]
+    assert ranked == sorted(ranked, reverse=True) and len({len(t) for t, _ in per_token.nbest[0]}) > 1
+
+
 # ------------------------------------------------------------------ supertag metrics
 def test_frequency_bins_at_their_boundaries():
     """Mutant supertag-bins-off-by-one: counts 100, 99, 10, 9, 1, 0 (Kogkalidis & Moortgat's bins)."""
@@ -131,7 +173,7 @@ def test_data_parallel_gradients_are_normalised_by_the_global_token_count(tmp_pa
     two.dist = _TwinRanks()
     loss_two, n_two = two._update()
     assert n_two == 2 * n_one
-    assert loss_two == pytest.approx(loss_one, rel=1e-6)
+    assert float(loss_two) == pytest.approx(float(loss_one), rel=1e-6)  # the loss may stay on the device
     for (name, p), q in zip(one.model.named_parameters(), two.model.parameters()):
         if p.grad is not None:
             assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-7), name

@@ -241,7 +241,14 @@ def test_full_disk_during_a_checkpoint_save_names_the_file(tmp_path, monkeypatch
     import yaml
 
     cfg.write_text(yaml.safe_dump(toy_config(toy_tsv(tmp_path), max_steps=2).to_dict()))
-    monkeypatch.setattr(os, "fsync", _enospc)
+    real_fsync = os.fsync
+
+    def checkpoints_hit_a_full_disk(fd):  # the run's config.yaml is written first, on a disk with room
+        if "/checkpoints/" in os.readlink(f"/proc/self/fd/{fd}"):
+            _enospc()
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", checkpoints_hit_a_full_disk)
     code, err = _main(monkeypatch, capsys, "train", cfg, "-o", tmp_path / "run", "-q")
     _one_line_error(code, err, str(tmp_path / "run" / "checkpoints"), ".pt: No space left on device")
 
