@@ -15,7 +15,7 @@ from structseq.config import config_from_dict
 from structseq.data.registry import dataset_split, load_dataset
 from structseq.data.vocab import Vocab
 from structseq.metrics import CTER, compute_all
-from structseq.models.registry import build_model
+from structseq.models import build_model
 from structseq.tasks import get_task
 
 CG_TEST = "cognition:cg-test"

@@ -9,7 +9,7 @@ import torch
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
 from structseq.models.context import SEP, join_sequential
-from structseq.models.registry import build_model
+from structseq.models import build_model
 
 VOCAB = Vocab.build([["a", "b", "c", "d", "e", "f", "g", "h", SEP]])
 TVOCAB = Vocab.build([["a", "b", "x", "y", "z"]])

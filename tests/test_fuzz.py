@@ -177,7 +177,7 @@ def _untrained_run():
     from structseq.api import Run
     from structseq.config import config_from_dict
     from structseq.data.vocab import Vocab
-    from structseq.models.registry import build_model
+    from structseq.models import build_model
     from structseq.tasks import get_task
 
     cfg = config_from_dict({"model": {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8, "layers": 1},

@@ -50,8 +50,9 @@ def train(config: str | Path | Config, out_dir: str | Path, *, overrides: list[s
 def resume(run_dir: str | Path, *, overrides: list[str] = (), data_root=None, show_progress: bool = True) -> dict:
     """Continue an interrupted run exactly where its last checkpoint left it, with its saved config.
 
-    The one change a resumed run accepts is a larger budget, `overrides=["train.max_steps=N"]` (recorded in
-    the run's config-history.jsonl); any other override is an error. A run that already finished (its
+    A resumed run accepts a larger budget, `overrides=["train.max_steps=N"]`, and the runtime settings
+    `train.threads`, `train.device`, `train.log_every`, `train.tensorboard`, `train.wandb` (recorded in the run's config-history.jsonl); any other
+    override is an error, and so is a data file whose content changed since the run started. A run that already finished (its
     max_steps reached, or stopped early) is left unchanged: the summary says so (`stopped` is
     `already_finished`, `reason` why)."""
     return loop.resume(run_dir, overrides=overrides, data_root=data_root, show_progress=show_progress)
@@ -135,27 +136,37 @@ class Run(NamedVocabs):
             raise StructseqError(f"{len(sources)} sources but {len(contexts)} contexts")
         examples = [Example.from_text(s, context=None if contexts is None else contexts[i])
                     for i, s in enumerate(sources)]
+        for i, e in enumerate(examples, 1):
+            self.check_input(e, "<input>", i)
         return [self.task.format_prediction(p) for p in self.decode_examples(examples, beam=beam)]
+
+    def check_input(self, example: Example, where: str, line: int) -> None:
+        """A DataError naming `where:line` for a reserved token in the source or context, or either longer than
+        the run's limits (`data.limits.input_limits`: data.max_length, else model.max_length;
+        model.max_context_length)."""
+        from structseq.data.limits import check_tokens, input_limits
+
+        limits = input_limits(self.config)
+        check_tokens(example.source, "source", where, line, limits["max_length"], limits["length_key"])
+        check_tokens(getattr(example, "context", None) or (), "context", where, line, limits["max_context"],
+                     limits["context_key"])
 
     def predict(self, lines: Sequence[str], *, beam: int | None = None, where: str = "<input>",
                 sampling: Sampling | None = None, show_progress: bool = False) -> list[str]:
         """`structseq predict`: each input line parsed by the task (e.g. `source<TAB>context`), one output line.
-        A line holding a reserved token or longer than `data.max_length` is a DataError naming `where:line`.
-        With `sampling`, one sample each instead of search."""
+        A line holding a reserved token or longer than the run's limits (`check_input`) is a DataError naming
+        `where:line`. With `sampling`, one sample each instead of search."""
         _check_beam(beam)
         examples = self.parse_lines(lines, where)
         return [self.task.format_prediction(p)
                 for p in self.decode_examples(examples, beam=beam, sampling=sampling, show_progress=show_progress)]
 
     def parse_lines(self, lines: Sequence[str], where: str = "<input>") -> list[Example]:
-        """`predict`'s input lines as examples, each checked for reserved tokens and `data.max_length`."""
-        from structseq.data.limits import check_tokens
-
+        """`predict`'s input lines as examples, each checked (`check_input`)."""
         examples = []
         for i, line in enumerate(lines, 1):
             e = self.task.parse_input(line)
-            check_tokens(e.source, "source", where, i, self.config.data.max_length)
-            check_tokens(getattr(e, "context", None) or (), "context", where, i)
+            self.check_input(e, where, i)
             examples.append(e)
         return examples
 
@@ -212,14 +223,14 @@ class Run(NamedVocabs):
     # ---------------------------------------------------------------- evaluation
     def load_split(self, split: str | None = None, data_root=None) -> tuple[str, str, list[Example]]:
         """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT. An example
-        longer than `data.max_length` is a DataError naming its line."""
-        from structseq.data.limits import length_limit
+        longer than the run's limits (`data.limits.input_limits`) is a DataError naming its line."""
+        from structseq.data.limits import input_limits, length_limit, over_limit
         from structseq.errors import DataError
 
         d = self.config.data
         split = split or (d.test[0] if d.test else "test")
         spec = dataset_split(split)
-        with length_limit(d.max_length):
+        with length_limit(**input_limits(self.config)) as limit:
             if spec:
                 dataset, name = spec
                 examples = load_dataset(split, name, data_root)
@@ -229,11 +240,11 @@ class Run(NamedVocabs):
             else:
                 dataset, name = d.dataset, split
                 examples = load_dataset(d.dataset, split, data_root)
-        if d.max_length is not None:  # generated splits are not read from lines
-            for i, e in enumerate(examples):
-                if max(len(e.source), len(e.target)) > d.max_length:
-                    raise DataError(f"example {i + 1} has {max(len(e.source), len(e.target))} tokens, more than "
-                                    f"data.max_length {d.max_length}", f"{dataset}/{name}")
+        for i, e in enumerate(examples):  # generated splits are not read from lines
+            over = over_limit(e, limit)
+            if over is not None:
+                side, n, most, key = over
+                raise DataError(f"example {i + 1}: {side} has {n} tokens, more than {key} {most}", f"{dataset}/{name}")
         return dataset, name, examples
 
     def evaluate(self, split: str | None = None, *, beam: int | None = None, data_root=None,
@@ -242,11 +253,13 @@ class Run(NamedVocabs):
         """Decode a split (default: the config's first test split) and compute every metric of the task.
 
         `split` is a split of the training dataset, a file, or `NAME:SPLIT` of any registered dataset (e.g.
-        `cognition:cg-test`). For seq2seq: exact match, token accuracy, BLEU with its signature, per-category
+        `cognition:cg-test`). The report holds the registered metrics the task and the dataset name, each with
+        a signature stating its scale; for seq2seq: exact match, token accuracy, BLEU, NLTK BLEU, per-category
         exact match; CoGnition splits also get character BLEU and, on cg-test, the compound error rate.
-        `limit`: the split's first N examples only; `sampling`: one sample per example instead of search. An
-        ensemble (`load_ensemble`), a limit and sampling are stated in the report and in every signature, and
-        their predictions go to a file of their own (`_variant`)."""
+        `bleu_tokenize` is applied as the config override `data.bleu_tokenize` (a ConfigError for a task that
+        reports no BLEU). `limit`: the split's first N examples only; `sampling`: one sample per example instead
+        of search. An ensemble (`load_ensemble`), a limit and sampling are stated in the report and in every
+        signature, and their predictions go to a file of their own (`_variant`)."""
         from structseq.config import _bleu_tokenizers
         from structseq.fields import check_value
 
@@ -262,10 +275,9 @@ class Run(NamedVocabs):
             where = split if d.dataset == "files" or _is_file_spec(split) else f"{dataset}/{split_name}"
             raise StructseqError(f"{where}: no examples to evaluate (an empty file?)")
         self.task.check_examples(examples, f"{dataset}/{split_name}")
+        scorer = self._scoring_task(dataset, bleu_tokenize)
         predictions = self.decode_examples(examples, beam=beam, show_progress=show_progress, sampling=sampling)
-        extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
-        metrics = self.task.evaluate(examples, predictions, dataset=dataset, split=split_name, data_root=data_root,
-                                     **extra)
+        metrics = scorer.evaluate(examples, predictions, dataset=dataset, split=split_name, data_root=data_root)
         beam = self.config.decode.beam if beam is None else beam
         metrics.update({"dataset": dataset, "split": split_name, "n": len(examples), "beam": beam,
                         "checkpoint": self.checkpoint, "seed": self.config.train.seed, "task": self.task.name})
@@ -301,6 +313,20 @@ class Run(NamedVocabs):
             _append_signatures(metrics, "|" + "|".join(notes))
         return suffix
 
+    def _scoring_task(self, dataset: str, bleu_tokenize: str | None) -> Task:
+        """The run's task, or with `bleu_tokenize` the same task under the config override `data.bleu_tokenize`
+        (its learned state copied; the run's config is left as it is). A ConfigError when the task reports no
+        BLEU on this dataset."""
+        if not bleu_tokenize:
+            return self.task
+        if "bleu" not in self.task.metric_names(dataset):
+            raise ConfigError(f"--bleu-tokenize: task {self.task.name} reports no BLEU (its metrics: "
+                              f"{', '.join(self.task.metric_names(dataset)) or 'its own'})")
+        cfg = config_from_dict(apply_overrides(self.config.to_dict(), [f"data.bleu_tokenize={bleu_tokenize}"]),
+                               saved=True)
+        task = get_task(cfg)
+        task.load_state_dict(self.task.state_dict())
+        return task
 
     def _write_predictions(self, spec: str, dataset: str, split_name: str, examples, predictions, metrics,
                            variant: str = "") -> None:

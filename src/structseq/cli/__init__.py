@@ -13,10 +13,11 @@ from rich.table import Table
 from structseq.cli import compose, context, lexicon
 from structseq.cli.average import average as average_command
 from structseq.cli.compare import compare as compare_command
+from structseq.cli.config import config as config_command
+from structseq.cli.export import export as export_command
 from structseq.cli.evaluate import category_columns, metric_rows, print_metrics  # noqa: F401 (re-exported)
 from structseq.cli.evaluate import evaluate as evaluate_command
 from structseq.cli.evaluate import predict as predict_command
-from structseq.cli.export import export as export_command
 from structseq.cli.options import DataRoot
 from structseq.cli.plot import plot as plot_command
 from structseq.cli.score import score as score_command
@@ -29,9 +30,10 @@ app.add_typer(data_app, name="data")
 app.add_typer(lexicon.app, name="lexicon")
 app.add_typer(compose.app, name="compose")
 app.add_typer(context.app, name="context")
+app.command("config")(config_command)
+app.command("export")(export_command)
 app.command("plot")(plot_command)
 app.command("average")(average_command)
-app.command("export")(export_command)
 app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
 app.command("score")(score_command)
@@ -72,7 +74,8 @@ def data_list(data_root: Optional[Path] = DataRoot, as_json: bool = typer.Option
 
 
 @data_app.command("show")
-def data_show(name: str, split: str = typer.Option("train", "--split", "-s"), n: int = typer.Option(5, "-n"),
+def data_show(name: str, split: str = typer.Option("train", "--split", "-s"),
+              n: int = typer.Option(5, "-n", min=0, help="examples to show (>= 0)"),
               data_root: Optional[Path] = DataRoot):
     """Print the first N examples of a dataset split (or of a data file)."""
     from structseq.data.registry import load_dataset
@@ -96,8 +99,9 @@ TRAIN_HELP = "\n\n".join([
     "never overwrites files it did not create (an existing file as --out, your own config.yaml in -o .).",
     "Ctrl-C or SIGTERM finishes the current update, saves checkpoints/last.pt and exits with 128 + the signal "
     "number; --resume RUN_DIR then continues bit-exactly. --resume leaves a finished run (train.max_steps "
-    "reached, or early stopping) unchanged; --resume RUN_DIR --set train.max_steps=N extends its budget "
-    "(recorded in RUN_DIR/config-history.jsonl).",
+    "reached, or early stopping) unchanged; --resume RUN_DIR --set train.max_steps=N extends its budget, and "
+    "the runtime settings train.threads, train.device, train.log_every, train.tensorboard and train.wandb may change (recorded in "
+    "RUN_DIR/config-history.jsonl); data files whose content changed since the run started are refused.",
 ])
 
 
@@ -105,7 +109,8 @@ TRAIN_HELP = "\n\n".join([
 def train(
     config: Optional[Path] = typer.Argument(None, help="YAML config file"),
     set_: list[str] = typer.Option([], "--set", help="override, e.g. --set optim.lr=1e-3 (repeatable); with "
-                                                     "--resume only --set train.max_steps=N (extend the run)"),
+                                                     "--resume only train.max_steps=N (extend the run) and runtime settings "
+                                                     "(train.threads, train.device, train.log_every, train.tensorboard, train.wandb)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="run directory, new or one a run created "
                                        "[default: runs/<config name>]"),
     seed: Optional[int] = typer.Option(None, "--seed", help="shortcut for --set train.seed=N"),
@@ -122,7 +127,7 @@ def train(
                  if given]
         if extra:
             raise StructseqError(f"--resume continues {resume} with its saved config: {' and '.join(extra)} cannot "
-                                 "be combined with it (the one change allowed: --set train.max_steps=N)")
+                                 "be combined with it (--set may extend train.max_steps or change runtime settings)")
         summary = api.resume(resume, overrides=set_, data_root=data_root, show_progress=not quiet)
         out = resume
     else:

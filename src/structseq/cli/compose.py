@@ -14,9 +14,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from structseq.cli.options import OVERWRITE_HELP, DataRoot
 from structseq.compose.corpus import read_corpora, read_sentences, use_data_root, write_tsv
 from structseq.compose.degree import NgramDictionary, score_pool
-from structseq.compose.plot import BINNINGS, align, bleu_difference_by_degree, plot_difference, read_scores, score_difference_by_degree
+from structseq.compose.plot import (
+    BINNINGS,
+    align,
+    bleu_difference_by_degree,
+    plot_difference,
+    read_scores,
+    score_difference_by_degree,
+)
 from structseq.compose.select import (
     BuildConfig,
     build_benchmark,
@@ -27,7 +35,6 @@ from structseq.compose.select import (
 )
 from structseq.compose.stats import get_tagger, table2_stats
 from structseq.compose.uncertainty import MEASURES, load_ensemble, score_ensemble
-from structseq.cli.options import OVERWRITE_HELP, DataRoot
 from structseq.errors import ConfigError, DataError, StructseqError
 from structseq.outputs import Outputs
 

@@ -29,12 +29,10 @@ import random
 from pathlib import Path
 
 from structseq.data.example import Example
-from structseq.data.limits import admit
-from structseq.data.readers import iter_lines
+from structseq.data.limits import BRK, admit  # BRK: between context sentences
+from structseq.data.dataset import Dataset
+from structseq.textio import iter_lines, read_text
 from structseq.errors import DataError
-from structseq.textio import read_text
-
-BRK = "<brk>"  # between context sentences
 
 # ---------------------------------------------------------------------------------------------- ctx-commands
 PRIMITIVES = {"walk": "WALK", "run": "RUN", "jump": "JUMP", "look": "LOOK"}
@@ -295,8 +293,6 @@ def _commands(split: str, root: Path) -> list[Example]:
 def context_datasets() -> dict:
     """The registry entries of this module (`structseq.data.registry` adds them)."""
     from functools import partial
-
-    from structseq.data.registry import Dataset
 
     table = {"ctx-commands": Dataset(
         "ctx-commands", "commands whose nonce words are defined in a long noisy context (embedded; Wang et al. "
