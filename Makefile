@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: venv demo test test-slow bench tables mutants clean
+.PHONY: venv demo test lint test-slow bench tables mutants clean
 
 $(BIN)/structseq: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,8 +20,14 @@ venv: $(BIN)/structseq
 demo: venv
 	$(BIN)/structseq demo
 
-test: venv
-	$(BIN)/python -m pytest
+# lint (ruff and the layers contract), then the default suite on two processes
+test: venv lint
+	$(BIN)/python -m pytest -n 2
+
+lint: venv
+	$(BIN)/ruff check src tests scripts benchmarks
+	$(BIN)/ruff format --check src tests scripts benchmarks
+	$(BIN)/lint-imports
 
 test-slow: venv
 	$(BIN)/python -m pytest -m slow
@@ -32,7 +38,8 @@ bench: venv
 	$(BIN)/python benchmarks/bench_lexicon.py
 	$(BIN)/python benchmarks/bench_dangle.py
 
-# Rewrite every generated table of README.md and RESULTS.md from the records in results/ (the suite checks them).
+# Rewrite every generated table (RESULTS.md, docs/performance.md, docs/reproduction.md) from the records in results/
+# (the suite checks them).
 tables: venv
 	$(BIN)/python scripts/update_tables.py
 

@@ -27,7 +27,9 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--lengths", type=int, nargs="+", default=[10, 30, 60])
-    p.add_argument("-o", "--output", default=str(Path(__file__).resolve().parent / "work" / "bench_cache_attention.json"))
+    p.add_argument(
+        "-o", "--output", default=str(Path(__file__).resolve().parent / "work" / "bench_cache_attention.json")
+    )
     args = p.parse_args(argv)
 
     import torch
@@ -48,10 +50,10 @@ def main(argv=None) -> None:
             return F.scaled_dot_product_attention(q, k, v)
 
         def plain():
-            return torch.matmul(torch.matmul(q, k.transpose(-1, -2)).mul_(dh ** -0.5).softmax(-1), v)
+            return torch.matmul(torch.matmul(q, k.transpose(-1, -2)).mul_(dh**-0.5).softmax(-1), v)
 
         def elementwise():  # vectorised over every (sentence, head) instead of one tiny GEMV each
-            w = (k * q).sum(-1, keepdim=True).mul_(dh ** -0.5).softmax(-2)
+            w = (k * q).sum(-1, keepdim=True).mul_(dh**-0.5).softmax(-2)
             return (v * w).sum(-2, keepdim=True)
 
         def read():
@@ -69,20 +71,40 @@ def main(argv=None) -> None:
                 times[name].append((time.perf_counter() - t) / args.calls)
         kv_bytes = 2 * B * H * L * dh * 4
         med = {n: statistics.median(v) for n, v in times.items()}
-        rows.append({"cached_positions": L, "fused_ms": med["fused"] * 1e3, "plain_ms": med["plain"] * 1e3,
-                     "fused_over_plain": med["fused"] / med["plain"],
-                     "rounds_ratio": [a / b for a, b in zip(times["fused"], times["plain"])],
-                     "elementwise_ms": med["elementwise"] * 1e3, "fused_over_elementwise": med["fused"] / med["elementwise"],
-                     "read_ms": med["read"] * 1e3, "fused_over_read": med["fused"] / med["read"],
-                     "kv_mb": kv_bytes / 1e6, "fused_gb_s": kv_bytes / med["fused"] / 1e9,
-                     "read_gb_s": kv_bytes / med["read"] / 1e9})
-        print(f"{L:3d} positions: fused {med['fused'] * 1e3:.2f} ms, plain {med['plain'] * 1e3:.2f} ms, "
-              f"elementwise {med['elementwise'] * 1e3:.2f} ms; keys+values {kv_bytes / 1e6:.1f} MB read at "
-              f"{kv_bytes / med['fused'] / 1e9:.1f} GB/s; reading them alone {med['read'] * 1e3:.2f} ms "
-              f"({kv_bytes / med['read'] / 1e9:.1f} GB/s)")
-    out = {"batch": B, "heads": H, "head_dim": dh, "cache_capacity": cap, "threads": args.threads,
-           "rounds": args.rounds, "calls": args.calls, "rows": rows,
-           "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+        rows.append(
+            {
+                "cached_positions": L,
+                "fused_ms": med["fused"] * 1e3,
+                "plain_ms": med["plain"] * 1e3,
+                "fused_over_plain": med["fused"] / med["plain"],
+                "rounds_ratio": [a / b for a, b in zip(times["fused"], times["plain"])],
+                "elementwise_ms": med["elementwise"] * 1e3,
+                "fused_over_elementwise": med["fused"] / med["elementwise"],
+                "read_ms": med["read"] * 1e3,
+                "fused_over_read": med["fused"] / med["read"],
+                "kv_mb": kv_bytes / 1e6,
+                "fused_gb_s": kv_bytes / med["fused"] / 1e9,
+                "read_gb_s": kv_bytes / med["read"] / 1e9,
+            }
+        )
+        print(
+            f"{L:3d} positions: fused {med['fused'] * 1e3:.2f} ms, plain {med['plain'] * 1e3:.2f} ms, "
+            f"elementwise {med['elementwise'] * 1e3:.2f} ms; keys+values {kv_bytes / 1e6:.1f} MB read at "
+            f"{kv_bytes / med['fused'] / 1e9:.1f} GB/s; reading them alone {med['read'] * 1e3:.2f} ms "
+            f"({kv_bytes / med['read'] / 1e9:.1f} GB/s)"
+        )
+    out = {
+        "batch": B,
+        "heads": H,
+        "head_dim": dh,
+        "cache_capacity": cap,
+        "threads": args.threads,
+        "rounds": args.rounds,
+        "calls": args.calls,
+        "rows": rows,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.output}")

@@ -25,8 +25,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ["configs/scan-jump/transformer-cpu.yaml", "configs/scan-jump/lstm-cpu.yaml",
-           "configs/scan-jump/rdangle-sep-cpu.yaml", "configs/scan-jump/dangle-cpu.yaml"]
+CONFIGS = [
+    "configs/scan-jump/transformer-cpu.yaml",
+    "configs/scan-jump/lstm-cpu.yaml",
+    "configs/scan-jump/rdangle-sep-cpu.yaml",
+    "configs/scan-jump/dangle-cpu.yaml",
+]
 
 WORKER = r"""
 import json, sys, tempfile, time, torch
@@ -63,15 +67,27 @@ print(json.dumps({"sentences_per_s": len(examples) / dt, "outputs": hash(str(out
 
 def measure_decode(src: Path, run_dir: str, split: str, sentences: int, beam: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
-    out = subprocess.run([sys.executable, "-c", DECODE_WORKER, run_dir, split, str(sentences), str(beam)], env=env,
-                         capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", DECODE_WORKER, run_dir, split, str(sentences), str(beam)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def measure(src: Path, config: str, warmup: int, updates: int) -> float:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", WORKER, str(ROOT / config), str(warmup), str(updates)], env=env,
-                         capture_output=True, text=True, check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER, str(ROOT / config), str(warmup), str(updates)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["target_tokens_per_s"]
 
 
@@ -90,10 +106,20 @@ def main() -> None:
     ap.add_argument("-o", "--output", type=Path)
     args = ap.parse_args()
     load_before = os.getloadavg()
-    commit = lambda p: subprocess.run(["git", "-C", str(p), "rev-parse", "--short", "HEAD"],  # noqa: E731
-                                      capture_output=True, text=True).stdout.strip()
-    result = {"old": commit(args.old), "new": commit(args.new), "rounds": args.rounds, "updates": args.updates,
-              "warmup": args.warmup, "load_before": load_before, "configs": {}}
+    commit = lambda p: subprocess.run(
+        ["git", "-C", str(p), "rev-parse", "--short", "HEAD"],  # noqa: E731
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    result = {
+        "old": commit(args.old),
+        "new": commit(args.new),
+        "rounds": args.rounds,
+        "updates": args.updates,
+        "warmup": args.warmup,
+        "load_before": load_before,
+        "configs": {},
+    }
     if args.decode:
         result.update(decode=args.decode, split=args.split, sentences=args.sentences, beams={})
         for beam in args.beams:
@@ -104,12 +130,20 @@ def main() -> None:
             same = len({r["outputs"] for r in old + new}) == 1
             o, n = [r["sentences_per_s"] for r in old], [r["sentences_per_s"] for r in new]
             ratios = [b / a for a, b in zip(o, n)]
-            result["beams"][str(beam)] = {"old_sent_s": o, "new_sent_s": n, "old_median": statistics.median(o),
-                                          "new_median": statistics.median(n), "ratio_median": statistics.median(ratios),
-                                          "same_outputs": same}
-            print(f"beam {beam}: old {statistics.median(o):.1f} sent/s, new {statistics.median(n):.1f} sent/s, "
-                  f"new/old {statistics.median(ratios):.3f} (rounds {[round(r, 3) for r in ratios]}), "
-                  f"outputs {'equal' if same else 'DIFFER'}", flush=True)
+            result["beams"][str(beam)] = {
+                "old_sent_s": o,
+                "new_sent_s": n,
+                "old_median": statistics.median(o),
+                "new_median": statistics.median(n),
+                "ratio_median": statistics.median(ratios),
+                "same_outputs": same,
+            }
+            print(
+                f"beam {beam}: old {statistics.median(o):.1f} sent/s, new {statistics.median(n):.1f} sent/s, "
+                f"new/old {statistics.median(ratios):.3f} (rounds {[round(r, 3) for r in ratios]}), "
+                f"outputs {'equal' if same else 'DIFFER'}",
+                flush=True,
+            )
         args.configs = []
     for config in args.configs:
         old, new = [], []
@@ -117,10 +151,18 @@ def main() -> None:
             old.append(measure(args.old / "src", config, args.warmup, args.updates))
             new.append(measure(args.new / "src", config, args.warmup, args.updates))
         ratios = [n / o for n, o in zip(new, old)]
-        result["configs"][config] = {"old_tok_s": old, "new_tok_s": new, "old_median": statistics.median(old),
-                                     "new_median": statistics.median(new), "ratio_median": statistics.median(ratios)}
-        print(f"{config}: old {statistics.median(old):.0f} tok/s, new {statistics.median(new):.0f} tok/s, "
-              f"new/old {statistics.median(ratios):.3f} (rounds {[round(r, 3) for r in ratios]})", flush=True)
+        result["configs"][config] = {
+            "old_tok_s": old,
+            "new_tok_s": new,
+            "old_median": statistics.median(old),
+            "new_median": statistics.median(new),
+            "ratio_median": statistics.median(ratios),
+        }
+        print(
+            f"{config}: old {statistics.median(old):.0f} tok/s, new {statistics.median(new):.0f} tok/s, "
+            f"new/old {statistics.median(ratios):.3f} (rounds {[round(r, 3) for r in ratios]})",
+            flush=True,
+        )
     result["load_after"] = os.getloadavg()
     result["time"] = time.strftime("%Y-%m-%d %H:%M:%S")
     text = json.dumps(result, indent=1)

@@ -19,7 +19,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,8 +52,12 @@ print(json.dumps({"mode": mode, "cold_s": cold, "steady_s": dt, "tokens": n, "to
 
 def measure(mode: str, args) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-    r = subprocess.run([sys.executable, "-c", WORKER, str(HERE), mode, str(args.threads), str(args.warmup),
-                        str(args.updates)], capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, "-c", WORKER, str(HERE), mode, str(args.threads), str(args.warmup), str(args.updates)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"{mode} worker failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -73,24 +76,37 @@ def main(argv=None) -> None:
     for r in range(args.rounds):
         for mode in ("eager", "compile"):
             runs[mode].append(measure(mode, args))
-        print(f"round {r + 1}: eager {runs['eager'][-1]['tokens_per_s']:.0f} tok/s, compiled "
-              f"{runs['compile'][-1]['tokens_per_s']:.0f} tok/s (cold {runs['compile'][-1]['cold_s']:.0f} s vs "
-              f"{runs['eager'][-1]['cold_s']:.0f} s)", file=sys.stderr)
+        print(
+            f"round {r + 1}: eager {runs['eager'][-1]['tokens_per_s']:.0f} tok/s, compiled "
+            f"{runs['compile'][-1]['tokens_per_s']:.0f} tok/s (cold {runs['compile'][-1]['cold_s']:.0f} s vs "
+            f"{runs['eager'][-1]['cold_s']:.0f} s)",
+            file=sys.stderr,
+        )
     ratios = [c["tokens_per_s"] / e["tokens_per_s"] for e, c in zip(runs["eager"], runs["compile"])]
     e_upd = statistics.median(x["s_per_update"] for x in runs["eager"])
     c_upd = statistics.median(x["s_per_update"] for x in runs["compile"])
     extra_cold = statistics.median(c["cold_s"] - e["cold_s"] for e, c in zip(runs["eager"], runs["compile"]))
-    result = {"threads": args.threads, "warmup": args.warmup, "updates": args.updates, "rounds": args.rounds,
-              "median_tokens_per_s": {m: statistics.median(x["tokens_per_s"] for x in v) for m, v in runs.items()},
-              "round_ratios_compiled_over_eager": ratios, "ratio_median": statistics.median(ratios),
-              "extra_cold_start_s": extra_cold,
-              "break_even_updates": extra_cold / (e_upd - c_upd) if e_upd > c_upd else None,
-              "runs": runs, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-              "torch": __import__("torch").__version__}
+    result = {
+        "threads": args.threads,
+        "warmup": args.warmup,
+        "updates": args.updates,
+        "rounds": args.rounds,
+        "median_tokens_per_s": {m: statistics.median(x["tokens_per_s"] for x in v) for m, v in runs.items()},
+        "round_ratios_compiled_over_eager": ratios,
+        "ratio_median": statistics.median(ratios),
+        "extra_cold_start_s": extra_cold,
+        "break_even_updates": extra_cold / (e_upd - c_upd) if e_upd > c_upd else None,
+        "runs": runs,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "torch": __import__("torch").__version__,
+    }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=1))
-    print(f"compiled / eager {result['ratio_median']:.2f}x, cold start +{extra_cold:.0f} s; wrote {args.output}",
-          file=sys.stderr)
+    print(
+        f"compiled / eager {result['ratio_median']:.2f}x, cold start +{extra_cold:.0f} s; wrote {args.output}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

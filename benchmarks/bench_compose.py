@@ -164,7 +164,10 @@ def main() -> None:
     train_real = files["train"][None]
     results: dict = {
         "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version(), "numpy": np.__version__},
-        "data": {"real_train_sentences": files["real_train_sentences"], "real_pool_sentences": files["real_pool_sentences"]},
+        "data": {
+            "real_train_sentences": files["real_train_sentences"],
+            "real_pool_sentences": files["real_pool_sentences"],
+        },
         "by_pool_size": [],
         "by_max_n": [],
         "by_train_size": [],
@@ -173,7 +176,10 @@ def main() -> None:
     for size in sizes:
         row = run_child(train_real, files["pool"][size], None, False)
         results["by_pool_size"].append(row)
-        print(f"pool {size:>9}: {row['seconds_total']:6.1f}s total, {row['sentences_per_s_score']:>8} sent/s scoring, {row['peak_rss_mib']} MiB", flush=True)
+        print(
+            f"pool {size:>9}: {row['seconds_total']:6.1f}s total, {row['sentences_per_s_score']:>8} sent/s scoring, {row['peak_rss_mib']} MiB",
+            flush=True,
+        )
     for max_n in [1, 2, 3, 4, 6, None]:
         row = run_child(train_real, files["pool"][top], max_n, False)
         results["by_max_n"].append(row)
@@ -182,7 +188,10 @@ def main() -> None:
         row = run_child(files["train"][size], files["pool"][top], None, False)
         results["by_train_size"].append(row)
         atoms = row["atoms_per_n"]
-        print(f"train {size:>7}: {row['seconds_total']:6.1f}s total, {sum(atoms.values())} atoms up to n={max(map(int, atoms))}", flush=True)
+        print(
+            f"train {size:>7}: {row['seconds_total']:6.1f}s total, {sum(atoms.values())} atoms up to n={max(map(int, atoms))}",
+            flush=True,
+        )
     results["explain"] = run_child(train_real, files["pool"][top], None, True)
     print(f"explain: {results['explain']['seconds_total']:.1f}s, {results['explain']['peak_rss_mib']} MiB", flush=True)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

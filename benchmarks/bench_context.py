@@ -33,17 +33,30 @@ def measure(variant: str, ctx_len: int, args) -> dict:
     from structseq.config import config_from_dict
     from structseq.data.vocab import Vocab
     from structseq.decode.search import greedy
-    from structseq.models.context import SEP
     from structseq.models import build_model
+    from structseq.models.context import SEP
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
     vocab = Vocab.build([[f"w{i}" for i in range(args.vocab)] + [SEP]])
-    cfg = config_from_dict({"task": "context-seq2seq", "model": {
-        "arch": "context-transformer", "decoder": variant, "d_model": args.d_model, "n_heads": 4,
-        "ffn_dim": 2 * args.d_model, "encoder_layers": 2, "decoder_layers": 4, "source_layers": [1, 4],
-        "context_layers": [2, 3], "dropout": 0.0}})
+    cfg = config_from_dict(
+        {
+            "task": "context-seq2seq",
+            "model": {
+                "arch": "context-transformer",
+                "decoder": variant,
+                "d_model": args.d_model,
+                "n_heads": 4,
+                "ffn_dim": 2 * args.d_model,
+                "encoder_layers": 2,
+                "decoder_layers": 4,
+                "source_layers": [1, 4],
+                "context_layers": [2, 3],
+                "dropout": 0.0,
+            },
+        }
+    )
     model = build_model(cfg.model, {"src": vocab, "tgt": vocab}, task="context-seq2seq").to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(1)  # the same batches for every variant
@@ -55,8 +68,12 @@ def measure(variant: str, ctx_len: int, args) -> dict:
     src = torch.cat([ids(args.src_len), torch.full((B, 1), 2)], 1).to(device)
     ctx = torch.cat([ids(ctx_len), torch.full((B, 1), 2)], 1).to(device)
     tgt = ids(args.tgt_len)
-    batch = {"src": src, "ctx": ctx, "tgt_in": torch.cat([torch.ones(B, 1, dtype=torch.long), tgt], 1).to(device),
-             "tgt_out": torch.cat([tgt, torch.full((B, 1), 2)], 1).to(device)}
+    batch = {
+        "src": src,
+        "ctx": ctx,
+        "tgt_in": torch.cat([torch.ones(B, 1, dtype=torch.long), tgt], 1).to(device),
+        "tgt_out": torch.cat([tgt, torch.full((B, 1), 2)], 1).to(device),
+    }
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -89,10 +106,14 @@ def measure(variant: str, ctx_len: int, args) -> dict:
         greedy(model, {"src": src, "ctx": ctx}, max_len)
     sync()
     decode_s = time.perf_counter() - t0
-    out = {"variant": variant, "context_tokens": ctx_len, "train_target_tokens_per_s": args.steps * B * (args.tgt_len + 1)
-           / train_s, "decode_sentences_per_s": args.decode_reps * B / decode_s,
-           "peak_rss_growth_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss) / 1024,
-           "parameters": sum(p.numel() for p in model.parameters())}
+    out = {
+        "variant": variant,
+        "context_tokens": ctx_len,
+        "train_target_tokens_per_s": args.steps * B * (args.tgt_len + 1) / train_s,
+        "decode_sentences_per_s": args.decode_reps * B / decode_s,
+        "peak_rss_growth_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss) / 1024,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
     if device.type == "cuda":
         out["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
     return out
@@ -111,9 +132,13 @@ def main(argv=None) -> None:
     p.add_argument("--decode-reps", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="measure every (length, variant) cell this many times, the variants alternating within each "
-                        "round; the table gives medians, and ratios as the median of the per-round ratios")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every (length, variant) cell this many times, the variants alternating within each "
+        "round; the table gives medians, and ratios as the median of the per-round ratios",
+    )
     p.add_argument("--out", default=None, help="write the rows as JSON here")
     p.add_argument("--one", nargs=2, metavar=("VARIANT", "LENGTH"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -136,15 +161,19 @@ def main(argv=None) -> None:
     for k in range(args.rounds):
         for n in args.lengths:
             for v in args.variants:
-                res = subprocess.run([sys.executable, __file__, *kept, "--one", v, str(n)], capture_output=True,
-                                     text=True)
+                res = subprocess.run(
+                    [sys.executable, __file__, *kept, "--one", v, str(n)], capture_output=True, text=True
+                )
                 if res.returncode:
                     raise SystemExit(res.stderr)
                 r = json.loads(res.stdout.strip().splitlines()[-1])
                 measured.setdefault((n, v), []).append(r)
-                print(f"round {k + 1} ctx {n:4d} {v:12s} train {r['train_target_tokens_per_s']:8.0f} tgt tok/s  "
-                      f"decode {r['decode_sentences_per_s']:7.1f} sent/s  peak +{r['peak_rss_growth_mib']:.0f} MiB"
-                      + (f" cuda {r['peak_cuda_mib']:.0f} MiB" if "peak_cuda_mib" in r else ""), flush=True)
+                print(
+                    f"round {k + 1} ctx {n:4d} {v:12s} train {r['train_target_tokens_per_s']:8.0f} tgt tok/s  "
+                    f"decode {r['decode_sentences_per_s']:7.1f} sent/s  peak +{r['peak_rss_growth_mib']:.0f} MiB"
+                    + (f" cuda {r['peak_cuda_mib']:.0f} MiB" if "peak_cuda_mib" in r else ""),
+                    flush=True,
+                )
     rows = []
     for (n, v), rs in measured.items():
         row = {"variant": v, "context_tokens": n, "rounds": rs, "parameters": rs[0]["parameters"]}
@@ -158,10 +187,14 @@ def main(argv=None) -> None:
                 row[f"{name}_speed_vs_sequential_rounds"] = ratios
                 row[f"{name}_speed_vs_sequential"] = statistics.median(ratios)
         rows.append(row)
-    summary = {"rows": rows, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-               "settings": {k: v for k, v in vars(args).items() if k not in ("one", "out")},
-               "cpu_count": os.cpu_count(),
-               "command": "python benchmarks/bench_context.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    summary = {
+        "rows": rows,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "settings": {k: v for k, v in vars(args).items() if k not in ("one", "out")},
+        "cpu_count": os.cpu_count(),
+        "command": "python benchmarks/bench_context.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)

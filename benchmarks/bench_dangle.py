@@ -45,10 +45,20 @@ def models(size: str) -> tuple[dict, dict, dict]:
     d = {**SIZES[size], "dropout": 0.1, "positions": "relative", "max_relative": 16}
     n = d["encoder_layers"]
     transformer = {"arch": "transformer", **d}
-    sep = {"arch": "rdangle-sep", **d, "encoder_layers": n - 1, "fusion_layers": 1, "post_fusion_layers": 1,
-           "share_post_fusion": True}
-    shr = {"arch": "rdangle-shr", **{k: v for k, v in d.items() if k != "encoder_layers"}, "fusion_layers": 1,
-           "post_fusion_layers": n - 1}  # R-Dangle_shr has no value encoder
+    sep = {
+        "arch": "rdangle-sep",
+        **d,
+        "encoder_layers": n - 1,
+        "fusion_layers": 1,
+        "post_fusion_layers": 1,
+        "share_post_fusion": True,
+    }
+    shr = {
+        "arch": "rdangle-shr",
+        **{k: v for k, v in d.items() if k != "encoder_layers"},
+        "fusion_layers": 1,
+        "post_fusion_layers": n - 1,
+    }  # R-Dangle_shr has no value encoder
     return transformer, sep, shr
 
 
@@ -56,13 +66,25 @@ TRANSFORMER, SEP, SHR = models("medium")
 
 
 def config(model: dict, batch_size: int, seed: int = 1) -> str:
-    return json.dumps({"data": {"dataset": "cogs", "valid": "dev"}, "model": model,
-                       "optim": {"lr": 5e-4, "schedule": "inverse_sqrt", "warmup": 4000, "max_tokens": None,
-                                 "batch_size": batch_size, "label_smoothing": 0.1},
-                       "train": {"seed": seed, "max_steps": 10 ** 6, "valid_every": 0}})
+    return json.dumps(
+        {
+            "data": {"dataset": "cogs", "valid": "dev"},
+            "model": model,
+            "optim": {
+                "lr": 5e-4,
+                "schedule": "inverse_sqrt",
+                "warmup": 4000,
+                "max_tokens": None,
+                "batch_size": batch_size,
+                "label_smoothing": 0.1,
+            },
+            "train": {"seed": seed, "max_steps": 10**6, "valid_every": 0},
+        }
+    )
 
 
 # --------------------------------------------------------------------------- workers (subprocess side)
+
 
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -101,6 +123,7 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
     flops = None
     if formulation == "batched":  # FLOPs of one forward+backward of the first timed batch (not applied)
         from bench_train import _count_flops
+
         flops = _count_flops(trainer)[0]
     base = _rss_mb()
     times, tokens = [], []
@@ -111,16 +134,29 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
         tokens.append(ntok)
     shutil.rmtree(out, ignore_errors=True)
     m_t, m_tok = sum(times[warmup:]), sum(tokens[warmup:])
-    out = {"formulation": formulation, "updates": updates, "warmup": warmup, "s_per_update": m_t / (updates - warmup),
-           "target_tokens_per_s": m_tok / m_t, "peak_rss_mb": _rss_mb(), "rss_before_training_mb": base,
-           "parameters": trainer.model.num_parameters()}
+    out = {
+        "formulation": formulation,
+        "updates": updates,
+        "warmup": warmup,
+        "s_per_update": m_t / (updates - warmup),
+        "target_tokens_per_s": m_tok / m_t,
+        "peak_rss_mb": _rss_mb(),
+        "rss_before_training_mb": base,
+        "parameters": trainer.model.num_parameters(),
+    }
     if flops is not None:
         from bench_train import worker_matmul
+
         # every batch has the same number of sentences; FLOPs per target token from the counted batch
-        out.update({"flops_first_batch": flops, "target_tokens_first_batch": tokens[0],
-                    "flops_per_target_token": flops / tokens[0],
-                    "flops_per_s": flops / tokens[0] * m_tok / m_t,
-                    "matmul_flops_per_s_same_process": worker_matmul(threads)["gflops_best"] * 1e9})
+        out.update(
+            {
+                "flops_first_batch": flops,
+                "target_tokens_first_batch": tokens[0],
+                "flops_per_target_token": flops / tokens[0],
+                "flops_per_s": flops / tokens[0] * m_tok / m_t,
+                "matmul_flops_per_s_same_process": worker_matmul(threads)["gflops_best"] * 1e9,
+            }
+        )
         out["mfu"] = out["flops_per_s"] / out["matmul_flops_per_s_same_process"]
     return out
 
@@ -139,8 +175,10 @@ def worker_agree(cfg_json: str, threads: int) -> dict:
     real = b.tgt_out.ne(0)
     with torch.no_grad():
         ours = model(b)
-        diffs = {name: float((ours - fn(model, b.src, b.tgt_in))[real].abs().max())
-                 for name, fn in (("per_step", ref.per_step_log_probs), ("batch_copy", ref.batch_copy_log_probs))}
+        diffs = {
+            name: float((ours - fn(model, b.src, b.tgt_in))[real].abs().max())
+            for name, fn in (("per_step", ref.per_step_log_probs), ("batch_copy", ref.batch_copy_log_probs))
+        }
     shutil.rmtree(out, ignore_errors=True)
     return {"max_abs_logprob_diff": diffs}
 
@@ -170,7 +208,7 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
     ex = trainer.data.train[:n_sent]
     t = time.perf_counter()
     for i in range(0, len(ex), 32):
-        part = ex[i:i + 32]
+        part = ex[i : i + 32]
         b = collate(part, range(len(part)), trainer.data.src_vocab, None)
         with torch.no_grad():
             beam_search(NoEos(), b, beam, torch.full((len(part),), out_len), len_penalty=0.0)
@@ -181,10 +219,12 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
 
 # --------------------------------------------------------------------------- driver
 
+
 def run_worker(kind: str, *args, threads: int) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    r = subprocess.run([sys.executable, __file__, "--worker", kind, json.dumps(args)], capture_output=True,
-                       text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, json.dumps(args)], capture_output=True, text=True, env=env
+    )
     if r.returncode != 0:
         raise RuntimeError(f"worker {kind} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -195,14 +235,29 @@ def log(msg: str) -> None:
 
 
 def section_intervals(args) -> dict:
-    out = {"transformer": run_worker("train", config(TRANSFORMER, args.batch_size), args.threads, args.updates,
-                                     args.warmup, threads=args.threads)}
+    out = {
+        "transformer": run_worker(
+            "train", config(TRANSFORMER, args.batch_size), args.threads, args.updates, args.warmup, threads=args.threads
+        )
+    }
     log(f"transformer: {out['transformer']['s_per_update']:.2f} s/update")
-    out["dangle (shr, o=1)"] = run_worker("train", config({**SHR, "interval": 1}, args.batch_size), args.threads,
-                                          args.updates, args.warmup, threads=args.threads)
+    out["dangle (shr, o=1)"] = run_worker(
+        "train",
+        config({**SHR, "interval": 1}, args.batch_size),
+        args.threads,
+        args.updates,
+        args.warmup,
+        threads=args.threads,
+    )
     for o in args.intervals:
-        r = run_worker("train", config({**SEP, "interval": o}, args.batch_size), args.threads, args.updates,
-                       args.warmup, threads=args.threads)
+        r = run_worker(
+            "train",
+            config({**SEP, "interval": o}, args.batch_size),
+            args.threads,
+            args.updates,
+            args.warmup,
+            threads=args.threads,
+        )
         out[f"rdangle-sep o={o or 'inf'}"] = r
         log(f"rdangle-sep o={o or 'inf'}: {r['s_per_update']:.2f} s/update, peak RSS {r['peak_rss_mb']:.0f} MB")
     base = out["transformer"]["s_per_update"]
@@ -213,8 +268,10 @@ def section_intervals(args) -> dict:
         # throughput ratio: the overhead, 1 when the model computes as efficiently as the Transformer)
         r["flops_per_token_vs_transformer"] = r["flops_per_target_token"] / t["flops_per_target_token"]
         r["flop_throughput_vs_transformer"] = r["flops_per_s"] / t["flops_per_s"]
-        log(f"  FLOPs/token x{r['flops_per_token_vs_transformer']:.1f}, "
-            f"FLOP/s x{r['flop_throughput_vs_transformer']:.2f} of the Transformer's, MFU {r['mfu']:.2f}")
+        log(
+            f"  FLOPs/token x{r['flops_per_token_vs_transformer']:.1f}, "
+            f"FLOP/s x{r['flop_throughput_vs_transformer']:.2f} of the Transformer's, MFU {r['mfu']:.2f}"
+        )
     return out
 
 
@@ -228,8 +285,10 @@ def section_formulations(args) -> dict:
         for f in ("per_step", "batch_copy"):
             res[f"speedup_over_{f}"] = res[f]["s_per_update"] / res["batched"]["s_per_update"]
         out[f"o={o}"] = res
-        log(f"o={o}: batched {res['batched']['s_per_update']:.2f} s, per-step x{res['speedup_over_per_step']:.2f}, "
-            f"batch-copy x{res['speedup_over_batch_copy']:.2f}, agreement {res['agreement']['max_abs_logprob_diff']}")
+        log(
+            f"o={o}: batched {res['batched']['s_per_update']:.2f} s, per-step x{res['speedup_over_per_step']:.2f}, "
+            f"batch-copy x{res['speedup_over_batch_copy']:.2f}, agreement {res['agreement']['max_abs_logprob_diff']}"
+        )
     return out
 
 
@@ -237,10 +296,16 @@ def section_decode(args) -> dict:
     out = {}
     models = {"transformer": TRANSFORMER, **{f"rdangle-sep o={o or 'inf'}": {**SEP, "interval": o} for o in (1, 4, 0)}}
     for name, m in models.items():
-        out[name] = {f"beam{k}": run_worker("decode", config(m, args.batch_size), args.threads, args.decode_sentences,
-                                            k, 30, threads=args.threads) for k in (1, 5)}
-        log(f"decode {name}: greedy {out[name]['beam1']['sentences_per_s']:.1f} sent/s, "
-            f"beam5 {out[name]['beam5']['sentences_per_s']:.1f} sent/s")
+        out[name] = {
+            f"beam{k}": run_worker(
+                "decode", config(m, args.batch_size), args.threads, args.decode_sentences, k, 30, threads=args.threads
+            )
+            for k in (1, 5)
+        }
+        log(
+            f"decode {name}: greedy {out[name]['beam1']['sentences_per_s']:.1f} sent/s, "
+            f"beam5 {out[name]['beam5']['sentences_per_s']:.1f} sent/s"
+        )
     return out
 
 
@@ -291,9 +356,13 @@ def main() -> None:
     TRANSFORMER, SEP, SHR = models(args.size)
     WORK.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    result = {"machine": {"node": platform.node(), "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()},
-              "models": {"transformer": TRANSFORMER, "rdangle-sep": SEP, "dangle": SHR},
-              "size": args.size, "batch_size": args.batch_size, "threads": args.threads}
+    result = {
+        "machine": {"node": platform.node(), "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()},
+        "models": {"transformer": TRANSFORMER, "rdangle-sep": SEP, "dangle": SHR},
+        "size": args.size,
+        "batch_size": args.batch_size,
+        "threads": args.threads,
+    }
     if args.only in (None, "intervals"):
         result["intervals"] = section_intervals(args)
         plot(result["intervals"], Path(args.plot))

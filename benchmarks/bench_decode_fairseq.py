@@ -70,6 +70,7 @@ def _env(threads: int) -> dict:
 
 # --------------------------------------------------------------------------- preparation (cached)
 
+
 def prepare_test(n: int, threads: int) -> tuple[Path, Path, list[str]]:
     """The train data-bin (fairseq_baseline), a test data-bin with the train dictionaries, the raw references."""
     train_bin = fb.prepare_data(fb.DEFAULT_SPLIT, threads)
@@ -80,12 +81,28 @@ def prepare_test(n: int, threads: int) -> tuple[Path, Path, list[str]]:
     for lang, col in ((fb.SRC_LANG, 0), (fb.TGT_LANG, 1)):
         (raw / f"test.{lang}").write_text("".join(p[col] + "\n" for p in pairs), encoding="utf-8")
     if not (test_bin / f"test.{fb.SRC_LANG}-{fb.TGT_LANG}.{fb.SRC_LANG}.bin").exists():
-        subprocess.run([str(fb.VENV_BIN / "fairseq-preprocess"), "--source-lang", fb.SRC_LANG,
-                        "--target-lang", fb.TGT_LANG, "--testpref", str(raw / "test"),
-                        "--srcdict", str(train_bin / f"dict.{fb.SRC_LANG}.txt"),
-                        "--tgtdict", str(train_bin / f"dict.{fb.TGT_LANG}.txt"),
-                        "--destdir", str(test_bin), "--workers", "1"],
-                       check=True, env=fb.fairseq_env(threads), stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                str(fb.VENV_BIN / "fairseq-preprocess"),
+                "--source-lang",
+                fb.SRC_LANG,
+                "--target-lang",
+                fb.TGT_LANG,
+                "--testpref",
+                str(raw / "test"),
+                "--srcdict",
+                str(train_bin / f"dict.{fb.SRC_LANG}.txt"),
+                "--tgtdict",
+                str(train_bin / f"dict.{fb.TGT_LANG}.txt"),
+                "--destdir",
+                str(test_bin),
+                "--workers",
+                "1",
+            ],
+            check=True,
+            env=fb.fairseq_env(threads),
+            stdout=subprocess.DEVNULL,
+        )
     return train_bin, test_bin, [p[1] for p in pairs]
 
 
@@ -109,8 +126,7 @@ def train_fairseq(train_bin: Path, args) -> Path:
     out[out.index("--lr") + 1] = str(args.lr)
     out[out.index("--warmup-updates") + 1] = str(args.warmup)
     out += ["--log-interval", "50", "--save-dir", str(ckpt_dir), "--no-epoch-checkpoints"]
-    subprocess.run(out, check=True, env=fb.fairseq_env(args.threads), cwd=str(WORK),
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(out, check=True, env=fb.fairseq_env(args.threads), cwd=str(WORK), stdout=subprocess.DEVNULL)
     if not ckpt.exists():
         raise RuntimeError(f"fairseq-train wrote no {ckpt}")
     return ckpt
@@ -124,24 +140,56 @@ def train_ours(args) -> Path:
     sys.path.insert(0, str(ROOT / "src"))
     from bench_train import FAIRSEQ_OPTIM, TRANSFORMER
 
-    cfg = {"data": {"dataset": "scan-simple", "valid": "test"},
-           "model": TRANSFORMER,
-           "optim": {**FAIRSEQ_OPTIM, "lr": args.lr, "warmup": args.warmup, "max_tokens": args.max_tokens},
-           "train": {"seed": args.seed, "max_steps": args.updates, "valid_every": 0, "threads": args.threads,
-                     "log_every": 50}}
+    cfg = {
+        "data": {"dataset": "scan-simple", "valid": "test"},
+        "model": TRANSFORMER,
+        "optim": {**FAIRSEQ_OPTIM, "lr": args.lr, "warmup": args.warmup, "max_tokens": args.max_tokens},
+        "train": {
+            "seed": args.seed,
+            "max_steps": args.updates,
+            "valid_every": 0,
+            "threads": args.threads,
+            "log_every": 50,
+        },
+    }
     cfg_path = WORK / "structseq.json"
     cfg_path.write_text(json.dumps(cfg))
-    subprocess.run([sys.executable, "-m", "structseq", "train", str(cfg_path), "--out", str(run_dir)],
-                   check=True, env=_env(args.threads), stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "structseq", "train", str(cfg_path), "--out", str(run_dir)],
+        check=True,
+        env=_env(args.threads),
+        stdout=subprocess.DEVNULL,
+    )
     return run_dir
 
 
 # --------------------------------------------------------------------------- measurements
 
+
 def run_fairseq_generate(ckpt: Path, test_bin: Path, beam: int, batch: int | None, threads: int) -> dict:
-    cmd = [str(fb.VENV_BIN / "fairseq-generate"), str(test_bin), "--path", str(ckpt), "--gen-subset", "test",
-           "--source-lang", fb.SRC_LANG, "--target-lang", fb.TGT_LANG, "--cpu", "--beam", str(beam),
-           "--nbest", "1", "--max-len-a", "0", "--max-len-b", str(MAX_LEN), "--lenpen", "1"]
+    cmd = [
+        str(fb.VENV_BIN / "fairseq-generate"),
+        str(test_bin),
+        "--path",
+        str(ckpt),
+        "--gen-subset",
+        "test",
+        "--source-lang",
+        fb.SRC_LANG,
+        "--target-lang",
+        fb.TGT_LANG,
+        "--cpu",
+        "--beam",
+        str(beam),
+        "--nbest",
+        "1",
+        "--max-len-a",
+        "0",
+        "--max-len-b",
+        str(MAX_LEN),
+        "--lenpen",
+        "1",
+    ]
     cmd += ["--batch-size", str(batch)] if batch else []  # default: --max-tokens 12000 (fairseq-generate's own)
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=fb.fairseq_env(threads), cwd=str(WORK))
@@ -156,14 +204,32 @@ def run_fairseq_generate(ckpt: Path, test_bin: Path, beam: int, batch: int | Non
         if line.startswith("H-"):
             idx, _score, text = line.split("\t", 2)
             hyps[int(idx[2:])] = text
-    return {"gen_s": float(m.group(3)), "sentences_per_s": float(m.group(4)), "wall_s": wall,
-            "hypotheses": [hyps[i] for i in sorted(hyps)]}
+    return {
+        "gen_s": float(m.group(3)),
+        "sentences_per_s": float(m.group(4)),
+        "wall_s": wall,
+        "hypotheses": [hyps[i] for i in sorted(hyps)],
+    }
 
 
 def run_ours(run_dir: Path, sources: Path, beam: int, batch: int, threads: int) -> dict:
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", OURS_WORKER, str(run_dir), str(sources), str(batch), str(MAX_LEN),
-                        str(threads), str(beam)], capture_output=True, text=True, env=_env(threads))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            OURS_WORKER,
+            str(run_dir),
+            str(sources),
+            str(batch),
+            str(MAX_LEN),
+            str(threads),
+            str(beam),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(threads),
+    )
     wall = time.perf_counter() - t
     if r.returncode != 0:
         raise RuntimeError(f"structseq worker failed:\n{r.stderr[-3000:]}")
@@ -172,8 +238,10 @@ def run_ours(run_dir: Path, sources: Path, beam: int, batch: int, threads: int) 
 
 
 def quality(hyps: list[str], refs: list[str]) -> dict:
-    return {"exact_match": sum(h == r for h, r in zip(hyps, refs)) / len(refs),
-            "mean_output_tokens": statistics.mean(len(h.split()) for h in hyps)}
+    return {
+        "exact_match": sum(h == r for h, r in zip(hyps, refs)) / len(refs),
+        "mean_output_tokens": statistics.mean(len(h.split()) for h in hyps),
+    }
 
 
 def main(argv=None) -> None:
@@ -188,8 +256,11 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     p.add_argument("--settings", nargs="+", default=["default", "matched"], choices=["default", "matched"])
-    p.add_argument("--train-only", choices=["both", "fairseq", "structseq"],
-                   help="prepare and train (both or one of) the models, measure nothing")
+    p.add_argument(
+        "--train-only",
+        choices=["both", "fairseq", "structseq"],
+        help="prepare and train (both or one of) the models, measure nothing",
+    )
     p.add_argument("-o", "--output", default=str(HERE / "work" / "bench_decode_fairseq.json"))
     args = p.parse_args(argv)
 
@@ -212,26 +283,46 @@ def main(argv=None) -> None:
             for r in range(args.rounds):
                 f_runs.append(run_fairseq_generate(ckpt, test_bin, beam, f_batch, args.threads))
                 o_runs.append(run_ours(run_dir, sources, beam, o_batch, args.threads))
-                log(f"{setting} beam {beam} round {r + 1}: fairseq {f_runs[-1]['sentences_per_s']:.1f} sent/s, "
-                    f"structseq {o_runs[-1]['sentences_per_s']:.1f} sent/s")
+                log(
+                    f"{setting} beam {beam} round {r + 1}: fairseq {f_runs[-1]['sentences_per_s']:.1f} sent/s, "
+                    f"structseq {o_runs[-1]['sentences_per_s']:.1f} sent/s"
+                )
             ratios = [o["sentences_per_s"] / f["sentences_per_s"] for f, o in zip(f_runs, o_runs)]
             wall_ratios = [f["wall_s"] / o["wall_s"] for f, o in zip(f_runs, o_runs)]
-            rows.append({
-                "setting": setting, "beam": beam,
-                "batch": {"fairseq": f_batch or "max_tokens 12000", "structseq": o_batch},
-                "sentences_per_s": {"fairseq": statistics.median(x["sentences_per_s"] for x in f_runs),
-                                    "structseq": statistics.median(x["sentences_per_s"] for x in o_runs)},
-                "round_ratios": ratios, "ratio_median_of_rounds": statistics.median(ratios),
-                "process_wall_s": {"fairseq": statistics.median(x["wall_s"] for x in f_runs),
-                                   "structseq": statistics.median(x["wall_s"] for x in o_runs)},
-                "process_wall_ratio_median": statistics.median(wall_ratios),
-                "quality": {"fairseq": quality(f_runs[0]["hypotheses"], refs),
-                            "structseq": quality(o_runs[0]["hypotheses"], refs)},
-            })
+            rows.append(
+                {
+                    "setting": setting,
+                    "beam": beam,
+                    "batch": {"fairseq": f_batch or "max_tokens 12000", "structseq": o_batch},
+                    "sentences_per_s": {
+                        "fairseq": statistics.median(x["sentences_per_s"] for x in f_runs),
+                        "structseq": statistics.median(x["sentences_per_s"] for x in o_runs),
+                    },
+                    "round_ratios": ratios,
+                    "ratio_median_of_rounds": statistics.median(ratios),
+                    "process_wall_s": {
+                        "fairseq": statistics.median(x["wall_s"] for x in f_runs),
+                        "structseq": statistics.median(x["wall_s"] for x in o_runs),
+                    },
+                    "process_wall_ratio_median": statistics.median(wall_ratios),
+                    "quality": {
+                        "fairseq": quality(f_runs[0]["hypotheses"], refs),
+                        "structseq": quality(o_runs[0]["hypotheses"], refs),
+                    },
+                }
+            )
             log(f"{setting} beam {beam}: structseq / fairseq {rows[-1]['ratio_median_of_rounds']:.2f}x")
-    result = {"updates": args.updates, "sentences": args.sentences, "max_len": MAX_LEN, "threads": args.threads,
-              "rounds": args.rounds, "data": f"SCAN simple: train {fb.DEFAULT_SPLIT}, test {TEST_SPLIT}",
-              "rows": rows, "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+    result = {
+        "updates": args.updates,
+        "sentences": args.sentences,
+        "max_len": MAX_LEN,
+        "threads": args.threads,
+        "rounds": args.rounds,
+        "data": f"SCAN simple: train {fb.DEFAULT_SPLIT}, test {TEST_SPLIT}",
+        "rows": rows,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=1))
     log(f"wrote {args.output}")

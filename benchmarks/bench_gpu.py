@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE))
 
 # ---------------------------------------------------------------- the machine
 
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -61,11 +62,22 @@ def _git_commit() -> str | None:
 
 def machine_info(device: str = "auto") -> dict:
     """What ran the numbers: device name, versions, load average, date (torch's fields None without torch)."""
-    info = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(), "device": "cpu",
-            "device_name": _cpu_model(), "cpu_model": _cpu_model(), "cpus": os.cpu_count(),
-            "load_avg": list(os.getloadavg()), "python": platform.python_version(), "torch": None, "cuda": None,
-            "cudnn": None, "tf32_matmul": None, "git_commit": _git_commit(),
-            "command": " ".join([Path(sys.executable).name, *sys.argv])}
+    info = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": platform.node(),
+        "device": "cpu",
+        "device_name": _cpu_model(),
+        "cpu_model": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "load_avg": list(os.getloadavg()),
+        "python": platform.python_version(),
+        "torch": None,
+        "cuda": None,
+        "cudnn": None,
+        "tf32_matmul": None,
+        "git_commit": _git_commit(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    }
     try:
         import torch
     except ImportError as e:
@@ -80,8 +92,10 @@ def device_json(path: Path) -> dict:
     """machine_info plus nvidia-smi's report (None where there is none)."""
     info = machine_info()
     smi = shutil.which("nvidia-smi")
-    queries = {"nvidia_smi_gpus": ["--query-gpu=name,memory.total,driver_version,clocks.max.sm",
-                                   "--format=csv,noheader"], "nvidia_smi": []}
+    queries = {
+        "nvidia_smi_gpus": ["--query-gpu=name,memory.total,driver_version,clocks.max.sm", "--format=csv,noheader"],
+        "nvidia_smi": [],
+    }
     for key, args in queries.items():
         try:
             info[key] = subprocess.run([smi, *args], capture_output=True, text=True, timeout=60).stdout if smi else None
@@ -111,13 +125,16 @@ class Section:
         return row
 
     def write(self) -> None:
-        machine = {**self.machine, "load_avg": list(os.getloadavg()),
-                   "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        _write_json(self.path, {"section": self.name, "machine": machine, "settings": self.settings,
-                                "rows": self.rows})
+        machine = {
+            **self.machine,
+            "load_avg": list(os.getloadavg()),
+            "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        _write_json(self.path, {"section": self.name, "machine": machine, "settings": self.settings, "rows": self.rows})
 
 
 # ---------------------------------------------------------------- measurements
+
 
 def _sync(device: str) -> None:
     import torch
@@ -142,7 +159,7 @@ def gemm_flops(device: str, dtype: str, n: int, reps: int) -> float:
             for _ in range(reps):
                 a @ b
             _sync(device)
-            best = max(best, 2 * n ** 3 * reps / (time.perf_counter() - t))
+            best = max(best, 2 * n**3 * reps / (time.perf_counter() - t))
         return best
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
@@ -165,15 +182,35 @@ SPECS = [
     Spec("cogs/lstm-lex-simple", "configs/cogs/lstm-lex-simple.yaml", (), COGS_FALLBACK),
     Spec("cogs/rdangle-sep-o1", "configs/cogs/rdangle-sep.yaml", ("model.interval=1",), COGS_FALLBACK),
     Spec("cogs/rdangle-sep-oinf", "configs/cogs/rdangle-sep.yaml", ("model.interval=0",), COGS_FALLBACK),
-    Spec("tlgbank-light/supertag-tree", "configs/tlgbank-light/tree.yaml", (),
-         ("data.dataset=ab-grammar", "data.valid=dev")),
-    Spec("maruf-ted/interleave", "configs/ctx-maruf-ted/interleave.yaml", (),
-         ("data.dataset=ctx-commands", "data.train=train", "data.valid=valid", "data.test=[test]")),
+    Spec(
+        "tlgbank-light/supertag-tree",
+        "configs/tlgbank-light/tree.yaml",
+        (),
+        ("data.dataset=ab-grammar", "data.valid=dev"),
+    ),
+    Spec(
+        "maruf-ted/interleave",
+        "configs/ctx-maruf-ted/interleave.yaml",
+        (),
+        ("data.dataset=ctx-commands", "data.train=train", "data.valid=valid", "data.test=[test]"),
+    ),
 ]
 #: --cpu-smoke: every model at a tiny size (only the keys its schema has are set)
-SMOKE_MODEL = {"d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1, "decoder_layers": 1,
-               "embed_dim": 16, "hidden_dim": 16, "layers": 1, "node_dim": 8, "node_heads": 2, "state_heads": 2,
-               "fusion_layers": 1, "post_fusion_layers": 1}
+SMOKE_MODEL = {
+    "d_model": 16,
+    "n_heads": 2,
+    "ffn_dim": 32,
+    "encoder_layers": 1,
+    "decoder_layers": 1,
+    "embed_dim": 16,
+    "hidden_dim": 16,
+    "layers": 1,
+    "node_dim": 8,
+    "node_heads": 2,
+    "state_heads": 2,
+    "fusion_layers": 1,
+    "post_fusion_layers": 1,
+}
 SMOKE_ENCODER = {"word_dim": 8, "char_dim": 4, "char_filters": 4, "hidden": 8, "layers": 1}
 
 
@@ -194,8 +231,9 @@ def load_spec(spec: Spec, overrides: list[str]):
 def smoke_overrides(cfg) -> list[str]:
     model = cfg.to_dict()["model"]
     keep_decoder = model["arch"] == "context-transformer"  # its source/context layer lists index the decoder
-    sets = [f"model.{k}={v}" for k, v in SMOKE_MODEL.items()
-            if k in model and not (keep_decoder and k == "decoder_layers")]
+    sets = [
+        f"model.{k}={v}" for k, v in SMOKE_MODEL.items() if k in model and not (keep_decoder and k == "decoder_layers")
+    ]
     sets += [f"model.encoder.{k}={v}" for k, v in SMOKE_ENCODER.items() if k in (model.get("encoder") or {})]
     sets += ["data.max_train_examples=200", "optim.accumulate=1", "decode.max_len_a=0", "decode.max_len_b=8"]
     o = cfg.optim
@@ -209,8 +247,14 @@ def make_trainer(spec: Spec, args, work: Path):
     from structseq.errors import StructseqError
     from structseq.train.loop import Trainer
 
-    common = [*spec.set, f"train.device={args.device}", "train.bf16=false", "train.max_steps=1000000",
-              "train.valid_every=0", "train.threads=0"]
+    common = [
+        *spec.set,
+        f"train.device={args.device}",
+        "train.bf16=false",
+        "train.max_steps=1000000",
+        "train.valid_every=0",
+        "train.threads=0",
+    ]
     if args.cpu_smoke:
         common += smoke_overrides(load_spec(spec, common))
     try:
@@ -231,7 +275,7 @@ def peak_memory(device: str, reset: bool = False) -> float:
     if device == "cuda":
         if reset:
             torch.cuda.reset_peak_memory_stats()
-        return torch.cuda.max_memory_allocated() / 2 ** 20
+        return torch.cuda.max_memory_allocated() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -249,10 +293,19 @@ def measure_train(trainer, precision: str, flops: tuple, gemm: dict, args) -> di
     dt = time.perf_counter() - t0
     counted, counted_tokens, non_pad = flops
     model_flops = counted / counted_tokens * tokens / dt
-    row = {"precision": precision, "updates": n, "warmup": args.warmup, "seconds": dt, "target_tokens": tokens,
-           "target_tokens_per_s": tokens / dt, "s_per_update": dt / n, "peak_memory_mib": peak_memory(args.device),
-           "flops_per_target_token": counted / counted_tokens, "model_flops_per_s": model_flops,
-           "non_padding_share": non_pad}
+    row = {
+        "precision": precision,
+        "updates": n,
+        "warmup": args.warmup,
+        "seconds": dt,
+        "target_tokens": tokens,
+        "target_tokens_per_s": tokens / dt,
+        "s_per_update": dt / n,
+        "peak_memory_mib": peak_memory(args.device),
+        "flops_per_target_token": counted / counted_tokens,
+        "model_flops_per_s": model_flops,
+        "non_padding_share": non_pad,
+    }
     for kind, peak in gemm.items():
         row[f"mfu_vs_{kind}_gemm"] = model_flops / peak
     return row
@@ -273,13 +326,19 @@ def measure_decode(trainer, beam: int, args) -> dict:
         model.train()
     dt = time.perf_counter() - t
     lengths = [len(p) for p in preds if isinstance(p, (list, tuple))]
-    return {"beam": beam, "sentences": len(examples), "seconds": dt, "sentences_per_s": len(examples) / dt,
-            "output_tokens": sum(lengths) / len(lengths) if lengths else None,
-            "max_len": [trainer.cfg.decode.max_len_a, trainer.cfg.decode.max_len_b],
-            "batch_size": trainer.cfg.decode.batch_size}
+    return {
+        "beam": beam,
+        "sentences": len(examples),
+        "seconds": dt,
+        "sentences_per_s": len(examples) / dt,
+        "output_tokens": sum(lengths) / len(lengths) if lengths else None,
+        "max_len": [trainer.cfg.decode.max_len_a, trainer.cfg.decode.max_len_b],
+        "batch_size": trainer.cfg.decode.batch_size,
+    }
 
 
 # ---------------------------------------------------------------- driver
+
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -340,8 +399,13 @@ def main(argv=None) -> None:
             try:
                 run_spec(spec, args, work, gemm, precisions, sections, say, over_budget)
             except Exception as e:  # one model's failure (missing data, out of memory) is a row, not the end
-                sections["train"].add({"model": spec.name, "error": f"{type(e).__name__}: {e}",
-                                       "traceback": traceback.format_exc()[-2000:]})
+                sections["train"].add(
+                    {
+                        "model": spec.name,
+                        "error": f"{type(e).__name__}: {e}",
+                        "traceback": traceback.format_exc()[-2000:],
+                    }
+                )
                 say(f"{spec.name}: FAILED {type(e).__name__}: {e}")
             if args.device == "cuda":
                 torch.cuda.empty_cache()
@@ -350,23 +414,30 @@ def main(argv=None) -> None:
     say(f"done in {time.perf_counter() - start:.0f}s")
 
 
-def run_spec(spec: Spec, args, work: Path, gemm: dict, precisions: list[str], sections: dict, say,
-             over_budget) -> None:
+def run_spec(spec: Spec, args, work: Path, gemm: dict, precisions: list[str], sections: dict, say, over_budget) -> None:
     from bench_train import _count_flops
 
     t = time.perf_counter()
     trainer, data = make_trainer(spec, args, work / spec.name.replace("/", "_"))
     setup_s = time.perf_counter() - t
     flops = _count_flops(trainer)
-    common = {"model": spec.name, "config": spec.config, "set": list(spec.set), "data": data,
-              "arch": trainer.cfg.model.arch, "parameters": sum(p.numel() for p in trainer.model.parameters()),
-              "setup_s": setup_s}
+    common = {
+        "model": spec.name,
+        "config": spec.config,
+        "set": list(spec.set),
+        "data": data,
+        "arch": trainer.cfg.model.arch,
+        "parameters": sum(p.numel() for p in trainer.model.parameters()),
+        "setup_s": setup_s,
+    }
     for precision in precisions:
         if over_budget(f"{spec.name} {precision}"):
             return
         row = sections["train"].add({**common, **measure_train(trainer, precision, flops, gemm, args)})
-        say(f"train {spec.name} {precision}: {row['target_tokens_per_s']:.0f} target tok/s, "
-            f"MFU {row['mfu_vs_bf16_gemm']:.3f} of bf16 GEMM, peak {row['peak_memory_mib']:.0f} MiB")
+        say(
+            f"train {spec.name} {precision}: {row['target_tokens_per_s']:.0f} target tok/s, "
+            f"MFU {row['mfu_vs_bf16_gemm']:.3f} of bf16 GEMM, peak {row['peak_memory_mib']:.0f} MiB"
+        )
     for beam in (1, 5):
         if over_budget(f"{spec.name} beam {beam}"):
             return

@@ -59,9 +59,18 @@ def child(method: str, dataset: str) -> None:
     start = time.perf_counter()
     lexicon = LEARNERS[method](examples)
     seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "peak_mb": (_status_kb("VmHWM") - base) / 1024,
-                      "rss_peak_mb": _status_kb("VmHWM") / 1024, "pairs": len(examples),
-                      "entries": lexicon.num_entries, "sources": len(lexicon)}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_mb": (_status_kb("VmHWM") - base) / 1024,
+                "rss_peak_mb": _status_kb("VmHWM") / 1024,
+                "pairs": len(examples),
+                "entries": lexicon.num_entries,
+                "sources": len(lexicon),
+            }
+        )
+    )
 
 
 def run_learners(repeats: int) -> list[dict]:
@@ -72,15 +81,23 @@ def run_learners(repeats: int) -> list[dict]:
         for method in LEARNERS:
             runs = []
             for _ in range(repeats):
-                out = subprocess.run([sys.executable, __file__, "--child", method, dataset], check=True,
-                                     capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", method, dataset], check=True, capture_output=True, text=True
+                )
                 runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
             best = min(runs, key=lambda r: r["seconds"])
-            row = {"dataset": dataset, "method": method, **best,
-                   "seconds_all": [round(r["seconds"], 3) for r in runs],
-                   "peak_mb": max(r["peak_mb"] for r in runs)}
-            print(f"{dataset:14s} {method:9s} {row['seconds']:7.2f}s  +{row['peak_mb']:7.1f} MB  "
-                  f"{row['entries']} entries", file=sys.stderr)
+            row = {
+                "dataset": dataset,
+                "method": method,
+                **best,
+                "seconds_all": [round(r["seconds"], 3) for r in runs],
+                "peak_mb": max(r["peak_mb"] for r in runs),
+            }
+            print(
+                f"{dataset:14s} {method:9s} {row['seconds']:7.2f}s  +{row['peak_mb']:7.1f} MB  "
+                f"{row['entries']} entries",
+                file=sys.stderr,
+            )
             rows.append(row)
     return rows
 
@@ -123,12 +140,15 @@ def setup() -> None:
     print(f"aligners installed in {VENV}", file=sys.stderr)
 
 
-def _keys(corpus, links_per_pair) -> "object":
+def _keys(corpus, links_per_pair) -> object:
     import numpy as np
 
     num_tgt = len(corpus.tgt_ids)
-    keys = [(corpus.src_off[k] + i) * num_tgt + corpus.tgt_off[k] + j
-            for k, links in enumerate(links_per_pair) for i, j in links]
+    keys = [
+        (corpus.src_off[k] + i) * num_tgt + corpus.tgt_off[k] + j
+        for k, links in enumerate(links_per_pair)
+        for i, j in links
+    ]
     return np.unique(np.asarray(keys, dtype=np.int64))
 
 
@@ -140,7 +160,7 @@ def run_compare(repeats: int, threads: int) -> dict:
     from structseq.paths import data_root
 
     lines = (data_root() / SCAN_FILE).read_text(encoding="utf-8").splitlines()[:SCAN_PAIRS]
-    pairs = [tuple(line[len("IN: "):].split(" OUT: ")) for line in lines]
+    pairs = [tuple(line[len("IN: ") :].split(" OUT: ")) for line in lines]
     result: dict = {"pairs": len(pairs), "iterations": ITERATIONS, "threads_cpp": threads, "models": {}}
     if not VENV_PY.exists():
         result["skipped"] = f"no aligner venv at {VENV}; run with --setup"
@@ -153,14 +173,26 @@ def run_compare(repeats: int, threads: int) -> dict:
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
 
         def tool(name: str, diagonal: bool) -> dict:
-            job = {"tool": name, "joint": str(tmp / "joint.txt"), "src": str(tmp / "src.txt"),
-                   "tgt": str(tmp / "tgt.txt"), "fwd": str(tmp / "fwd"), "rev": str(tmp / "rev"),
-                   "iterations": ITERATIONS, "diagonal": diagonal}
+            job = {
+                "tool": name,
+                "joint": str(tmp / "joint.txt"),
+                "src": str(tmp / "src.txt"),
+                "tgt": str(tmp / "tgt.txt"),
+                "fwd": str(tmp / "fwd"),
+                "rev": str(tmp / "rev"),
+                "iterations": ITERATIONS,
+                "diagonal": diagonal,
+            }
             (tmp / "job.json").write_text(json.dumps(job))
             best = None
             for _ in range(repeats):
-                out = subprocess.run([str(VENV_PY), "-c", ALIGNER_SCRIPT, str(tmp / "job.json")], env=env,
-                                     check=True, capture_output=True, text=True)
+                out = subprocess.run(
+                    [str(VENV_PY), "-c", ALIGNER_SCRIPT, str(tmp / "job.json")],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 res = json.loads(out.stdout.strip().splitlines()[-1])
                 res["seconds"] = res["train_seconds"] + res["align_seconds"]
                 if best is None or res["seconds"] < best["seconds"]:
@@ -176,28 +208,39 @@ def run_compare(repeats: int, threads: int) -> dict:
                 fwd, rev = align(corpus, **opts), align(corpus.swapped(), **opts)
                 ours_links = symmetrise(corpus, fwd, rev, "intersect")
                 runs.append(time.perf_counter() - t0)
-            row = {"ours": {"seconds": min(runs), "seconds_all": [round(r, 3) for r in runs],
-                            "intersect_links": int(len(ours_links)),
-                            "settings": "numpy EM, forward+reverse, Viterbi, intersection"}}
+            row = {
+                "ours": {
+                    "seconds": min(runs),
+                    "seconds_all": [round(r, 3) for r in runs],
+                    "intersect_links": int(len(ours_links)),
+                    "settings": "numpy EM, forward+reverse, Viterbi, intersection",
+                }
+            }
             if VENV_PY.exists():
                 sa = tool("systran-align", diagonal)
                 theirs = _keys(corpus, sa["links"])
                 union = symmetrise(corpus, fwd, rev, "union")
                 row["systran-align"] = {
-                    "seconds": sa["seconds"], "train_seconds": sa["train_seconds"],
-                    "align_seconds": sa["align_seconds"], "links": int(len(theirs)),
+                    "seconds": sa["seconds"],
+                    "train_seconds": sa["train_seconds"],
+                    "align_seconds": sa["align_seconds"],
+                    "links": int(len(theirs)),
                     "their_links_in_our_intersection": float(np.isin(theirs, ours_links).mean()),
                     "their_links_in_our_union": float(np.isin(theirs, union).mean()),
                     "settings": f"generate_alignment_probabilities(iterations={ITERATIONS}, favor_diagonal="
-                                f"{diagonal}, optimize_tension={diagonal}) + Aligner.align_batch"}
+                    f"{diagonal}, optimize_tension={diagonal}) + Aligner.align_batch",
+                }
                 row["ratio_ours_over_systran"] = row["ours"]["seconds"] / sa["seconds"]
                 if not diagonal:  # eflomal has no fast_align-style diagonal prior; compare on Model 1 only
                     ef = tool("eflomal", False)
                     ef_links = np.intersect1d(_keys(corpus, ef["fwd"]), _keys(corpus, ef["rev"]))
-                    row["eflomal"] = {"seconds": ef["seconds"], "intersect_links": int(len(ef_links)),
-                                      "its_links_in_our_intersection": float(np.isin(ef_links, ours_links).mean()),
-                                      "settings": f"model=1 (IBM1, Gibbs), n_iterations=({ITERATIONS}, 0, 0), "
-                                                  "n_samplers=1, fwd+rev links, intersection by us"}
+                    row["eflomal"] = {
+                        "seconds": ef["seconds"],
+                        "intersect_links": int(len(ef_links)),
+                        "its_links_in_our_intersection": float(np.isin(ef_links, ours_links).mean()),
+                        "settings": f"model=1 (IBM1, Gibbs), n_iterations=({ITERATIONS}, 0, 0), "
+                        "n_samplers=1, fwd+rev links, intersection by us",
+                    }
                     row["ratio_ours_over_eflomal"] = row["ours"]["seconds"] / ef["seconds"]
             result["models"][model] = row
             summary = "  ".join(f"{k} {v['seconds']:.2f}s" for k, v in row.items() if isinstance(v, dict))
@@ -220,8 +263,9 @@ def main() -> None:
     if args.setup:
         setup()
         return
-    report: dict = {"machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                                "load_avg_start": os.getloadavg()}}
+    report: dict = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()}
+    }
     if args.part in ("learners", "all"):
         report["learners"] = run_learners(args.repeats)
     if args.part in ("compare", "all"):

@@ -35,9 +35,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))  # the test oracles (tests/oracles)
-CONFIGS = ["configs/scan-jump/lstm-cpu.yaml", "configs/scan-jump/lstm-cpu-short.yaml",
-           "configs/scan-around-right/lstm-cpu.yaml", "configs/cogs/lstm-cpu-short.yaml",
-           "configs/cogs/lstm-cpu.yaml", "configs/tatoeba-en-zh/lstm-cpu-short.yaml", "configs/scan-jump/lstm.yaml"]
+CONFIGS = [
+    "configs/scan-jump/lstm-cpu.yaml",
+    "configs/scan-jump/lstm-cpu-short.yaml",
+    "configs/scan-around-right/lstm-cpu.yaml",
+    "configs/cogs/lstm-cpu-short.yaml",
+    "configs/cogs/lstm-cpu.yaml",
+    "configs/tatoeba-en-zh/lstm-cpu-short.yaml",
+    "configs/scan-jump/lstm.yaml",
+]
 IMPLS = ("reference", "fast", "fast-bf16")
 
 
@@ -45,8 +51,9 @@ def _trainer(config: str, out: str, overrides: list[str]):
     from structseq.config import load_config
     from structseq.train.loop import Trainer
 
-    cfg = load_config(str(ROOT / config), ["train.threads=1", "train.valid_every=0", "train.log_every=1000000",
-                                           *overrides])
+    cfg = load_config(
+        str(ROOT / config), ["train.threads=1", "train.valid_every=0", "train.log_every=1000000", *overrides]
+    )
     return Trainer(cfg, out, show_progress=False)
 
 
@@ -72,15 +79,18 @@ def worker_train(impl: str, config: str, warmup: int, updates: int, overrides: l
         for _ in range(updates):
             tokens += t._update()[1]
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"target_tokens": tokens, "tok_s": tokens / wall, "cpu_tok_s": tokens / cpu,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "target_tokens": tokens,
+        "tok_s": tokens / wall,
+        "cpu_tok_s": tokens / cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def worker_decode(impl: str, config: str, sentences: int, out_len: int, beam: int) -> dict:
     import torch
 
     from bench_train import _NoEos  # </s> suppressed: every sentence decodes out_len tokens
-
     from structseq.decode.search import beam_search
 
     with tempfile.TemporaryDirectory() as out:
@@ -89,20 +99,29 @@ def worker_decode(impl: str, config: str, sentences: int, out_len: int, beam: in
         examples = t.data.train[:sentences]
         wall, cpu = time.perf_counter(), time.process_time()
         for i in range(0, len(examples), 64):
-            ex = examples[i:i + 64]
+            ex = examples[i : i + 64]
             b = t.task.batch(ex, t.data.vocabs)
             with torch.no_grad():
-                beam_search(_NoEos(model), b, beam, torch.full((len(ex),), out_len),
-                            len_penalty=0.0 if beam == 1 else 1.0)
+                beam_search(
+                    _NoEos(model), b, beam, torch.full((len(ex),), out_len), len_penalty=0.0 if beam == 1 else 1.0
+                )
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"sent_s": len(examples) / wall, "cpu_sent_s": len(examples) / cpu,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "sent_s": len(examples) / wall,
+        "cpu_sent_s": len(examples) / cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def run(kind: str, *args) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, __file__, "--worker", kind, json.dumps(args)], env=env, cwd=ROOT,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, json.dumps(args)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         raise RuntimeError(f"worker {kind} {args} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -118,8 +137,14 @@ def compare(kind: str, rounds: int, *args, key: str, impls: tuple[str, str] = ("
     ratios = [f[key] / r[key] for r, f in zip(got[a], got[b])]
     cpu_key = "cpu_" + key
     cpu_ratios = [f[cpu_key] / r[cpu_key] for r, f in zip(got[a], got[b])]
-    out = {"impls": list(impls), "rounds": got, "ratio_median": statistics.median(ratios), "ratios": ratios,
-           "cpu_ratio_median": statistics.median(cpu_ratios), "cpu_ratios": cpu_ratios}
+    out = {
+        "impls": list(impls),
+        "rounds": got,
+        "ratio_median": statistics.median(ratios),
+        "ratios": ratios,
+        "cpu_ratio_median": statistics.median(cpu_ratios),
+        "cpu_ratios": cpu_ratios,
+    }
     for impl in impls:
         out[f"{impl}_median"] = statistics.median(r[key] for r in got[impl])
         out[f"{impl}_peak_rss_mb"] = max(r["peak_rss_mb"] for r in got[impl])
@@ -137,8 +162,14 @@ def main() -> None:
     ap.add_argument("--decode-sentences", type=int, default=128)
     ap.add_argument("--decode-len", type=int, default=30)
     ap.add_argument("--skip-decode", action="store_true")
-    ap.add_argument("--impls", nargs=2, default=["reference", "fast"], choices=IMPLS, metavar="IMPL",
-                    help=f"the two implementations compared, A then B (ratio B / A; choices {', '.join(IMPLS)})")
+    ap.add_argument(
+        "--impls",
+        nargs=2,
+        default=["reference", "fast"],
+        choices=IMPLS,
+        metavar="IMPL",
+        help=f"the two implementations compared, A then B (ratio B / A; choices {', '.join(IMPLS)})",
+    )
     ap.add_argument("-o", "--output", type=Path)
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -149,29 +180,58 @@ def main() -> None:
         torch.set_num_threads(1)
         print(json.dumps({"train": worker_train, "decode": worker_decode}[kind](*wargs)))
         return
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    result = {"commit": commit, "threads": 1, "rounds": args.rounds, "warmup": args.warmup, "updates": args.updates,
-              "load_before": os.getloadavg(), "cpu_count": os.cpu_count(), "train": {}, "decode": {}}
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    result = {
+        "commit": commit,
+        "threads": 1,
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+        "updates": args.updates,
+        "load_before": os.getloadavg(),
+        "cpu_count": os.cpu_count(),
+        "train": {},
+        "decode": {},
+    }
     for config in args.configs:
         big = config.endswith("/lstm.yaml")
         updates = args.big_updates if big else args.updates
-        r = compare("train", args.rounds, config, 1 if big else args.warmup, updates, [], key="tok_s",
-                    impls=tuple(args.impls))
+        r = compare(
+            "train", args.rounds, config, 1 if big else args.warmup, updates, [], key="tok_s", impls=tuple(args.impls)
+        )
         result["train"][config] = {"updates": updates, **r}
         a, b = args.impls
-        print(f"train {config}: {a} {r[a + '_median']:.0f} tok/s, {b} {r[b + '_median']:.0f} tok/s, "
-              f"{b}/{a} {r['ratio_median']:.2f} (CPU time {r['cpu_ratio_median']:.2f}), "
-              f"rounds {[round(x, 2) for x in r['ratios']]}", flush=True)
+        print(
+            f"train {config}: {a} {r[a + '_median']:.0f} tok/s, {b} {r[b + '_median']:.0f} tok/s, "
+            f"{b}/{a} {r['ratio_median']:.2f} (CPU time {r['cpu_ratio_median']:.2f}), "
+            f"rounds {[round(x, 2) for x in r['ratios']]}",
+            flush=True,
+        )
     if not args.skip_decode:
         for beam in (1, 5):
-            r = compare("decode", args.rounds, args.decode_config, args.decode_sentences, args.decode_len, beam,
-                        key="sent_s", impls=tuple(args.impls))
-            result["decode"][f"beam{beam}"] = {"config": args.decode_config, "sentences": args.decode_sentences,
-                                               "output_tokens": args.decode_len, **r}
+            r = compare(
+                "decode",
+                args.rounds,
+                args.decode_config,
+                args.decode_sentences,
+                args.decode_len,
+                beam,
+                key="sent_s",
+                impls=tuple(args.impls),
+            )
+            result["decode"][f"beam{beam}"] = {
+                "config": args.decode_config,
+                "sentences": args.decode_sentences,
+                "output_tokens": args.decode_len,
+                **r,
+            }
             a, b = args.impls
-            print(f"decode beam {beam}: {a} {r[a + '_median']:.1f} sent/s, {b} {r[b + '_median']:.1f} "
-                  f"sent/s, {b}/{a} {r['ratio_median']:.2f} (CPU time {r['cpu_ratio_median']:.2f})", flush=True)
+            print(
+                f"decode beam {beam}: {a} {r[a + '_median']:.1f} sent/s, {b} {r[b + '_median']:.1f} "
+                f"sent/s, {b}/{a} {r['ratio_median']:.2f} (CPU time {r['cpu_ratio_median']:.2f})",
+                flush=True,
+            )
     result["load_after"] = os.getloadavg()
     result["time"] = time.strftime("%Y-%m-%d %H:%M:%S")
     print(f"load average before {result['load_before']}, after {result['load_after']}")

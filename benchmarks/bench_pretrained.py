@@ -35,14 +35,29 @@ WORK = HERE / "work"
 sys.path.insert(0, str(HERE.parent / "tests"))  # tests/hf_tiny.py: tiny random checkpoints built offline
 
 SIZES = {  # small: BART-base's shape (6 + 6 layers, FFN 4d) at width 256; tiny: the smoke test's
-    "small": {"d_model": 256, "layers": 6, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
-              "encoder_ffn_dim": 1024, "decoder_ffn_dim": 1024, "fusion_layers": 2},
-    "tiny": {"d_model": 32, "layers": 2, "encoder_attention_heads": 2, "decoder_attention_heads": 2,
-             "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "fusion_layers": 1},
+    "small": {
+        "d_model": 256,
+        "layers": 6,
+        "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 1024,
+        "decoder_ffn_dim": 1024,
+        "fusion_layers": 2,
+    },
+    "tiny": {
+        "d_model": 32,
+        "layers": 2,
+        "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2,
+        "encoder_ffn_dim": 64,
+        "decoder_ffn_dim": 64,
+        "fusion_layers": 1,
+    },
 }
 
 
 # ---------------------------------------------------------------- data and the base checkpoint
+
 
 def sentences(n: int, smoke: bool, data_root=None) -> tuple[list[tuple[str, str]], str]:
     """n (source, target) pairs and where they come from: COGS training sentences when available (not in smoke
@@ -70,8 +85,16 @@ def make_base(folder: Path, pairs, size: str) -> Path:
 
     words = sorted({w for s, t in pairs for w in (*s.split(), *t.split())})
     shape = {k: v for k, v in SIZES[size].items() if k not in ("d_model", "layers", "fusion_layers")}
-    return tiny_bart(folder, words, d_model=SIZES[size]["d_model"], layers=SIZES[size]["layers"], dropout=0.1,
-                     seed=1, max_position_embeddings=1024, **shape)
+    return tiny_bart(
+        folder,
+        words,
+        d_model=SIZES[size]["d_model"],
+        layers=SIZES[size]["layers"],
+        dropout=0.1,
+        seed=1,
+        max_position_embeddings=1024,
+        **shape,
+    )
 
 
 def model_config(base: Path, size: str, interval: int | None) -> dict:
@@ -79,11 +102,17 @@ def model_config(base: Path, size: str, interval: int | None) -> dict:
     if interval is None:
         return {"arch": "hf-seq2seq", "pretrained": str(base)}
     k1 = SIZES[size]["fusion_layers"]
-    return {"arch": "rdangle-pretrained", "pretrained": str(base), "interval": interval, "fusion_layers": k1,
-            "post_fusion_layers": SIZES[size]["layers"] - k1}
+    return {
+        "arch": "rdangle-pretrained",
+        "pretrained": str(base),
+        "interval": interval,
+        "fusion_layers": k1,
+        "post_fusion_layers": SIZES[size]["layers"] - k1,
+    }
 
 
 # ---------------------------------------------------------------- one measurement (a worker)
+
 
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -154,40 +183,53 @@ def measure(spec: dict) -> dict:
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(1)
     device = torch.device(spec["device"])
-    cfg = config_from_dict({"task": "hf-seq2seq", "model": spec["model"],
-                            "decode": {"max_len_a": 0.0, "max_len_b": spec["decode_len"], "batch_size": 32}})
+    cfg = config_from_dict(
+        {
+            "task": "hf-seq2seq",
+            "model": spec["model"],
+            "decode": {"max_len_a": 0.0, "max_len_b": spec["decode_len"], "batch_size": 32},
+        }
+    )
     task = get_task(cfg)
     examples = [Example.from_text(s, t) for s, t in spec["pairs"]]
     vocabs = task.build_vocabs(examples)
     model = build_model(cfg.model, vocabs, task="hf-seq2seq").to(device).train()
     B = spec["batch"]
-    batches = [task.batch(examples[i:i + B], vocabs) for i in range(0, len(examples) - B + 1, B)]
+    batches = [task.batch(examples[i : i + B], vocabs) for i in range(0, len(examples) - B + 1, B)]
     times = _train(task, model, batches, spec, device)
     model.eval()
     decode = examples[: spec["decode_sentences"]]
     start = time.perf_counter()
     task.predict(FixedLength(model, task.ids.eos), decode, vocabs, beam=1)
     decode_s = time.perf_counter() - start
-    out = {"s_per_update": statistics.median(t for t, _ in times),
-           "target_tokens_per_s": sum(n for _, n in times) / sum(t for t, _ in times),
-           "peak_rss_mb": _rss_mb(), "decode_sentences_per_s": len(decode) / decode_s,
-           "parameters": sum(p.numel() for p in model.parameters())}
+    out = {
+        "s_per_update": statistics.median(t for t, _ in times),
+        "target_tokens_per_s": sum(n for _, n in times) / sum(t for t, _ in times),
+        "peak_rss_mb": _rss_mb(),
+        "decode_sentences_per_s": len(decode) / decode_s,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
     if device.type == "cuda":
-        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2 ** 20
+        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return out
 
 
 def run_measure(spec: dict, isolated: bool) -> dict:
     if not isolated:
         return measure(spec)
-    r = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True,
-                       env={**os.environ, "OMP_NUM_THREADS": str(spec["threads"])})
+    r = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": str(spec["threads"])},
+    )
     if r.returncode:
         raise RuntimeError(f"worker failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 # ---------------------------------------------------------------- the run
+
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -200,8 +242,12 @@ def main(argv=None) -> dict:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", default="cpu", help="cpu | cuda (record the device with the numbers)")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast in training (GPUs)")
-    p.add_argument("--decode-length", type=int, default=None,
-                   help="output pieces every sentence decodes (default: the sentences' mean target length)")
+    p.add_argument(
+        "--decode-length",
+        type=int,
+        default=None,
+        help="output pieces every sentence decodes (default: the sentences' mean target length)",
+    )
     p.add_argument("--data-root", default=None)
     p.add_argument("--out", type=Path, default=WORK / "bench_pretrained.json")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -221,25 +267,55 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         base = make_base(Path(tmp) / "base", pairs, size)
         for interval in [None, *a.intervals]:
-            spec = {"model": model_config(base, size, interval), "pairs": pairs, "batch": batch, "updates": updates,
-                    "warmup": 1, "threads": a.threads, "decode_sentences": n_dec, "decode_len": decode_len,
-                    "device": a.device, "bf16": a.bf16}
+            spec = {
+                "model": model_config(base, size, interval),
+                "pairs": pairs,
+                "batch": batch,
+                "updates": updates,
+                "warmup": 1,
+                "threads": a.threads,
+                "decode_sentences": n_dec,
+                "decode_len": decode_len,
+                "device": a.device,
+                "bf16": a.bf16,
+            }
             r = run_measure(spec, isolated=not smoke)
-            rows.append({"variant": "backbone" if interval is None else "rdangle",
-                         "interval": None if interval is None else (interval or "inf"), **r})
-            print(f"{rows[-1]['variant']:9} interval {rows[-1]['interval']!s:>4}: {r['s_per_update']:.3f} s/update, "
-                  f"{r['peak_rss_mb']:.0f} MB, {r['decode_sentences_per_s']:.1f} sent/s", file=sys.stderr)
+            rows.append(
+                {
+                    "variant": "backbone" if interval is None else "rdangle",
+                    "interval": None if interval is None else (interval or "inf"),
+                    **r,
+                }
+            )
+            print(
+                f"{rows[-1]['variant']:9} interval {rows[-1]['interval']!s:>4}: {r['s_per_update']:.3f} s/update, "
+                f"{r['peak_rss_mb']:.0f} MB, {r['decode_sentences_per_s']:.1f} sent/s",
+                file=sys.stderr,
+            )
     plain = rows[0]
     for r in rows:
         r["train_time_vs_backbone"] = r["s_per_update"] / plain["s_per_update"]
         r["decode_speed_vs_backbone"] = r["decode_sentences_per_s"] / plain["decode_sentences_per_s"]
-    report = {"rows": rows, "settings": {"size": size, **SIZES[size], "batch": batch, "updates": updates,
-                                         "decode_sentences": n_dec, "decode_length": decode_len,
-                                         "threads": a.threads, "device": a.device, "bf16": a.bf16, "smoke": smoke,
-                                         "isolated_rss": not smoke, "data": data,
-                                         "mean_target_words": statistics.mean(len(t.split()) for _, t in pairs)},
-              "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                          "cpus": os.cpu_count()}, "loadavg_before": list(loadavg)}
+    report = {
+        "rows": rows,
+        "settings": {
+            "size": size,
+            **SIZES[size],
+            "batch": batch,
+            "updates": updates,
+            "decode_sentences": n_dec,
+            "decode_length": decode_len,
+            "threads": a.threads,
+            "device": a.device,
+            "bf16": a.bf16,
+            "smoke": smoke,
+            "isolated_rss": not smoke,
+            "data": data,
+            "mean_target_words": statistics.mean(len(t.split()) for _, t in pairs),
+        },
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count()},
+        "loadavg_before": list(loadavg),
+    }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(report, indent=1) + "\n")
     return report

@@ -49,7 +49,7 @@ def bench_train(task, vocabs, model, train, device, n_batches: int) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     model.train()
     enc = [task.encode(e, vocabs) for e in train]
-    batches = [task.collate(enc[i: i + 16], range(i, i + 16)) for i in range(0, 16 * (n_batches + 2), 16)]
+    batches = [task.collate(enc[i : i + 16], range(i, i + 16)) for i in range(0, 16 * (n_batches + 2), 16)]
     words, elapsed = 0, 0.0
     for j, b in enumerate(batches):
         b = b.to(device)
@@ -130,21 +130,31 @@ def main(argv=None) -> dict:
     from structseq.data.registry import load_dataset
 
     train, dev = load_dataset("tlgbank-light", "train"), load_dataset("tlgbank-light", "dev")
-    report = {"device": str(device), "threads": args.threads, "torch": torch.__version__,
-              "loadavg_before": os.getloadavg(), "note": "2-core development machine; compare with the load averages",
-              "models": {}}
-    for name, config, beams in (("classifier", "configs/tlgbank-light/classifier-cpu.yaml", (1,)),
-                                ("tree", "configs/tlgbank-light/tree-cpu.yaml", (1, 5))):
+    report = {
+        "device": str(device),
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "loadavg_before": os.getloadavg(),
+        "note": "2-core development machine; compare with the load averages",
+        "models": {},
+    }
+    for name, config, beams in (
+        ("classifier", "configs/tlgbank-light/classifier-cpu.yaml", (1,)),
+        ("tree", "configs/tlgbank-light/tree-cpu.yaml", (1, 5)),
+    ):
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         rss = peak_rss_mb()
         task, vocabs, model = build(config, device, train)
-        r = {"parameters": sum(p.numel() for p in model.parameters()),
-             **bench_train(task, vocabs, model, train, device, args.batches)}
+        r = {
+            "parameters": sum(p.numel() for p in model.parameters()),
+            **bench_train(task, vocabs, model, train, device, args.batches),
+        }
         for beam in beams:
             r[f"decode_beam{beam}"] = bench_decode(task, vocabs, model, dev, beam, device)
-        r["peak_memory_mb"] = (torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda"
-                               else peak_rss_mb() - rss)
+        r["peak_memory_mb"] = (
+            torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else peak_rss_mb() - rss
+        )
         report["models"][name] = r
         print(name, json.dumps(r), file=sys.stderr)
     report["message_passing"] = bench_message_passing(device)

@@ -37,6 +37,7 @@ sys.path.insert(0, str(HERE))
 
 # --------------------------------------------------------------------------- workers (subprocess side)
 
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -54,8 +55,12 @@ def worker_matmul(threads: int, n: int = 2048, reps: int = 10) -> dict:
         a @ b
         times.append(time.perf_counter() - t)
     best = min(times)
-    return {"n": n, "threads": threads, "gflops_best": 2 * n ** 3 / best / 1e9,
-            "gflops_median": 2 * n ** 3 / statistics.median(times) / 1e9}
+    return {
+        "n": n,
+        "threads": threads,
+        "gflops_best": 2 * n**3 / best / 1e9,
+        "gflops_median": 2 * n**3 / statistics.median(times) / 1e9,
+    }
 
 
 def _trainer(overrides: list[str], threads: int, out: str):
@@ -112,14 +117,24 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: s
         tokens.append(ntok)
     m_t, m_tok = sum(times[warmup:]), sum(tokens[warmup:])
     peak = worker_matmul(threads)["gflops_best"] * 1e9  # same process, same threads, right after training
-    return {"updates": updates, "warmup": warmup, "measured_s": m_t, "target_tokens": m_tok,
-            "tokens_per_s": m_tok / m_t, "s_per_update": m_t / (updates - warmup),
-            "flops_counted_batch": flops, "flops_per_target_token": flops / flops_tokens,
-            "model_flops_per_s": flops / flops_tokens * m_tok / m_t,
-            "matmul_flops_per_s_same_process": peak, "mfu": flops / flops_tokens * m_tok / m_t / peak,
-            "non_padding_share": non_pad, "mfu_non_padding": flops / flops_tokens * m_tok / m_t / peak * non_pad,
-            "peak_rss_mb": _rss_mb(), "rss_before_training_mb": base_rss,
-            "parameters": trainer.model.num_parameters()}
+    return {
+        "updates": updates,
+        "warmup": warmup,
+        "measured_s": m_t,
+        "target_tokens": m_tok,
+        "tokens_per_s": m_tok / m_t,
+        "s_per_update": m_t / (updates - warmup),
+        "flops_counted_batch": flops,
+        "flops_per_target_token": flops / flops_tokens,
+        "model_flops_per_s": flops / flops_tokens * m_tok / m_t,
+        "matmul_flops_per_s_same_process": peak,
+        "mfu": flops / flops_tokens * m_tok / m_t / peak,
+        "non_padding_share": non_pad,
+        "mfu_non_padding": flops / flops_tokens * m_tok / m_t / peak * non_pad,
+        "peak_rss_mb": _rss_mb(),
+        "rss_before_training_mb": base_rss,
+        "parameters": trainer.model.num_parameters(),
+    }
 
 
 def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: int) -> dict:
@@ -137,14 +152,22 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
     t = time.perf_counter()
     bs = 64
     for i in range(0, len(ex), bs):
-        b = collate(ex[i:i + bs], range(len(ex[i:i + bs])), trainer.data.src_vocab, None)
+        b = collate(ex[i : i + bs], range(len(ex[i : i + bs])), trainer.data.src_vocab, None)
         with torch.no_grad():
             # suppress </s> so every sentence decodes exactly out_len tokens: comparable work per setting
-            hyp = (greedy if beam == 1 else beam_search)(_NoEos(model), b, *(() if beam == 1 else (beam,)),
-                                                         max_len=max_len[: len(b.index)])
+            hyp = (greedy if beam == 1 else beam_search)(
+                _NoEos(model), b, *(() if beam == 1 else (beam,)), max_len=max_len[: len(b.index)]
+            )
     dt = time.perf_counter() - t
-    return {"sentences": len(ex), "beam": beam, "output_tokens": out_len, "sentences_per_s": len(ex) / dt,
-            "peak_rss_mb": _rss_mb(), "rss_before_mb": base, "example_len": len(hyp.tokens[0])}
+    return {
+        "sentences": len(ex),
+        "beam": beam,
+        "output_tokens": out_len,
+        "sentences_per_s": len(ex) / dt,
+        "peak_rss_mb": _rss_mb(),
+        "rss_before_mb": base,
+        "example_len": len(hyp.tokens[0]),
+    }
 
 
 class _NoEos:
@@ -168,42 +191,88 @@ class _NoEos:
 
 # --------------------------------------------------------------------------- driver
 
+
 def run_worker(kind: str, *args, threads: int = 2) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    r = subprocess.run([sys.executable, __file__, "--worker", kind, json.dumps(args), str(threads)],
-                       capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, json.dumps(args), str(threads)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"worker {kind} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-TRANSFORMER = {"arch": "transformer", "d_model": 512, "n_heads": 4, "ffn_dim": 1024, "encoder_layers": 6,
-               "decoder_layers": 6, "dropout": 0.3, "norm_first": False, "positions": "sinusoidal"}
+TRANSFORMER = {
+    "arch": "transformer",
+    "d_model": 512,
+    "n_heads": 4,
+    "ffn_dim": 1024,
+    "encoder_layers": 6,
+    "decoder_layers": 6,
+    "dropout": 0.3,
+    "norm_first": False,
+    "positions": "sinusoidal",
+}
 LSTM = {"arch": "lstm", "embed_dim": 512, "hidden_dim": 512, "layers": 2, "dropout": 0.4}
-FAIRSEQ_OPTIM = {"optimizer": "adamw", "betas": [0.9, 0.98], "eps": 1e-8, "lr": 5e-4, "schedule": "inverse_sqrt",
-                 "warmup": 4000, "weight_decay": 1e-4, "label_smoothing": 0.1, "clip_norm": 0.0}
+FAIRSEQ_OPTIM = {
+    "optimizer": "adamw",
+    "betas": [0.9, 0.98],
+    "eps": 1e-8,
+    "lr": 5e-4,
+    "schedule": "inverse_sqrt",
+    "warmup": 4000,
+    "weight_decay": 1e-4,
+    "label_smoothing": 0.1,
+    "clip_norm": 0.0,
+}
 
 
 def cfg(dataset: str, valid: str, model: dict, optim: dict, seed: int = 1) -> str:
     # an explicit validation split keeps every training example (batch plans index the whole file)
-    return json.dumps({"data": {"dataset": dataset, "valid": valid}, "model": model,
-                       "optim": optim, "train": {"seed": seed, "max_steps": 10 ** 6, "valid_every": 0}})
+    return json.dumps(
+        {
+            "data": {"dataset": dataset, "valid": valid},
+            "model": model,
+            "optim": optim,
+            "train": {"seed": seed, "max_steps": 10**6, "valid_every": 0},
+        }
+    )
 
 
 def section_models(args) -> dict:
     out = {}
     t_cfg = cfg("cogs", "dev", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": 4096})
-    l_cfg = cfg("cogs", "dev", LSTM, {"optimizer": "adam", "betas": [0.9, 0.998], "lr": 1.0, "schedule": "noam",
-                               "warmup": 4000, "clip_norm": 5.0, "max_tokens": None, "batch_size": 128})
+    l_cfg = cfg(
+        "cogs",
+        "dev",
+        LSTM,
+        {
+            "optimizer": "adam",
+            "betas": [0.9, 0.998],
+            "lr": 1.0,
+            "schedule": "noam",
+            "warmup": 4000,
+            "clip_norm": 5.0,
+            "max_tokens": None,
+            "batch_size": 128,
+        },
+    )
     for name, c in (("transformer_6+6_d512", t_cfg), ("lstm_2x512", l_cfg)):
         tr = run_worker("train", c, args.threads, args.updates, args.warmup, None, threads=args.threads)
-        dec = {f"beam{k}": run_worker("decode", c, args.threads, args.decode_sentences, k, 30, threads=args.threads)
-               for k in (1, 5)}
+        dec = {
+            f"beam{k}": run_worker("decode", c, args.threads, args.decode_sentences, k, 30, threads=args.threads)
+            for k in (1, 5)
+        }
         out[name] = {"train": tr, "decode": dec}
-        print(f"{name}: {tr['tokens_per_s']:.0f} target tok/s, MFU {tr['mfu']:.3f} "
-              f"(over non-padding tokens {tr['mfu_non_padding']:.3f}), "
-              f"greedy {dec['beam1']['sentences_per_s']:.1f} sent/s, beam5 {dec['beam5']['sentences_per_s']:.1f} sent/s",
-              file=sys.stderr)
+        print(
+            f"{name}: {tr['tokens_per_s']:.0f} target tok/s, MFU {tr['mfu']:.3f} "
+            f"(over non-padding tokens {tr['mfu_non_padding']:.3f}), "
+            f"greedy {dec['beam1']['sentences_per_s']:.1f} sent/s, beam5 {dec['beam5']['sentences_per_s']:.1f} sent/s",
+            file=sys.stderr,
+        )
     return out
 
 
@@ -221,11 +290,19 @@ def section_fairseq(args) -> dict:
         runs["fairseq"].append({k: f[k] for k in f if k not in ("raw_log", "per_update", "raw_lines")})
         o = run_worker("train", ours_cfg, args.threads, args.updates, args.warmup, str(plan_path), threads=args.threads)
         runs["structseq"].append(o)
-        print(f"round {r + 1}: fairseq {_tps(runs['fairseq'][-1]):.0f} tok/s, structseq {o['tokens_per_s']:.0f} tok/s",
-              file=sys.stderr)
-    return {"updates": args.updates, "warmup_excluded": args.warmup, "max_tokens": args.max_tokens,
-            "threads": args.threads, "data": "SCAN simple train, fairseq's own batches for both systems",
-            **summarise_fairseq(runs), "runs": runs}
+        print(
+            f"round {r + 1}: fairseq {_tps(runs['fairseq'][-1]):.0f} tok/s, structseq {o['tokens_per_s']:.0f} tok/s",
+            file=sys.stderr,
+        )
+    return {
+        "updates": args.updates,
+        "warmup_excluded": args.warmup,
+        "max_tokens": args.max_tokens,
+        "threads": args.threads,
+        "data": "SCAN simple train, fairseq's own batches for both systems",
+        **summarise_fairseq(runs),
+        "runs": runs,
+    }
 
 
 def summarise_fairseq(runs: dict) -> dict:
@@ -234,10 +311,12 @@ def summarise_fairseq(runs: dict) -> dict:
     f = [_tps(x) for x in runs["fairseq"]]
     o = [x["tokens_per_s"] for x in runs["structseq"]]
     rounds = [b / a for a, b in zip(f, o)]
-    return {"median_target_tokens_per_s": {"fairseq": statistics.median(f), "structseq": statistics.median(o)},
-            "round_ratios_structseq_over_fairseq": rounds,
-            "ratio_structseq_over_fairseq_median_of_rounds": statistics.median(rounds),
-            "ratio_of_medians": statistics.median(o) / statistics.median(f)}
+    return {
+        "median_target_tokens_per_s": {"fairseq": statistics.median(f), "structseq": statistics.median(o)},
+        "round_ratios_structseq_over_fairseq": rounds,
+        "ratio_structseq_over_fairseq_median_of_rounds": statistics.median(rounds),
+        "ratio_of_medians": statistics.median(o) / statistics.median(f),
+    }
 
 
 def _tps(fairseq_result: dict) -> float:
@@ -249,7 +328,7 @@ def _tps(fairseq_result: dict) -> float:
 
 def main(argv=None) -> None:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        kind, a, threads = sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+        kind, a = sys.argv[2], json.loads(sys.argv[3])
         fn = {"matmul": worker_matmul, "train": worker_train, "decode": worker_decode}[kind]
         print(json.dumps(fn(*a)))
         return
@@ -266,8 +345,10 @@ def main(argv=None) -> None:
     WORK.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     args.matmul = run_worker("matmul", args.threads, threads=args.threads)
-    result = {"machine": {"node": platform.node(), "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()},
-              "matmul_fp32": args.matmul}
+    result = {
+        "machine": {"node": platform.node(), "cpus": os.cpu_count(), "load_avg_start": os.getloadavg()},
+        "matmul_fp32": args.matmul,
+    }
     if args.only in (None, "models"):
         result["models"] = section_models(args)
     if args.only in (None, "fairseq"):

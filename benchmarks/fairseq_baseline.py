@@ -80,9 +80,13 @@ def _venv_ok() -> bool:
     if not (py.exists() and (VENV_BIN / "fairseq-train").exists()):
         return False
     probe = subprocess.run(
-        [str(py), "-c", "import fairseq, torch, numpy; "
-         "from fairseq.data import data_utils_fast; print(fairseq.__version__)"],
-        capture_output=True, text=True,
+        [
+            str(py),
+            "-c",
+            "import fairseq, torch, numpy; from fairseq.data import data_utils_fast; print(fairseq.__version__)",
+        ],
+        capture_output=True,
+        text=True,
     )
     return probe.returncode == 0
 
@@ -105,8 +109,10 @@ def ensure_venv() -> Path:
     if VENV.exists():
         log(f"{VENV} exists but fairseq does not import; (re)installing into it")
     else:
-        log(f"creating the fairseq virtual environment {VENV} (one-off, ~3-5 minutes: "
-            "fairseq's Cython/C++ extensions are compiled)")
+        log(
+            f"creating the fairseq virtual environment {VENV} (one-off, ~3-5 minutes: "
+            "fairseq's Cython/C++ extensions are compiled)"
+        )
         WORK.mkdir(parents=True, exist_ok=True)
         subprocess.run([_base_python(), "-m", "venv", str(VENV)], check=True)
     pip = [str(VENV_BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
@@ -118,8 +124,7 @@ def ensure_venv() -> Path:
         # Fallback noted in the brief: fairseq 0.12 predates numpy 2.
         log("fairseq does not import with numpy 2; pinning numpy<2 and rebuilding fairseq")
         subprocess.run(pip + ["numpy<2"], check=True)
-        subprocess.run(pip + ["--no-build-isolation", "--force-reinstall", "--no-deps",
-                              FAIRSEQ_REQ], check=True)
+        subprocess.run(pip + ["--no-build-isolation", "--force-reinstall", "--no-deps", FAIRSEQ_REQ], check=True)
     if not _venv_ok():
         raise RuntimeError(f"fairseq still does not import from {VENV}; see the pip output")
     log("fairseq virtual environment ready")
@@ -185,8 +190,10 @@ def prepare_data(split: str | os.PathLike = DEFAULT_SPLIT, threads: int = 2) -> 
             pass
     pairs = read_scan(src_file)
     raw_dir.mkdir(parents=True, exist_ok=True)
-    with open(raw_dir / f"train.{SRC_LANG}", "w", encoding="utf-8") as fs, \
-         open(raw_dir / f"train.{TGT_LANG}", "w", encoding="utf-8") as ft:
+    with (
+        open(raw_dir / f"train.{SRC_LANG}", "w", encoding="utf-8") as fs,
+        open(raw_dir / f"train.{TGT_LANG}", "w", encoding="utf-8") as ft,
+    ):
         for s, t in pairs:
             fs.write(s + "\n")
             ft.write(t + "\n")
@@ -194,39 +201,80 @@ def prepare_data(split: str | os.PathLike = DEFAULT_SPLIT, threads: int = 2) -> 
         shutil.rmtree(bin_dir)
     log(f"fairseq-preprocess {src_file} ({len(pairs)} pairs) -> {bin_dir}")
     subprocess.run(
-        [str(VENV_BIN / "fairseq-preprocess"),
-         "--source-lang", SRC_LANG, "--target-lang", TGT_LANG,
-         "--trainpref", str(raw_dir / "train"),
-         "--destdir", str(bin_dir), "--workers", "1"],
-        check=True, env=fairseq_env(threads),
+        [
+            str(VENV_BIN / "fairseq-preprocess"),
+            "--source-lang",
+            SRC_LANG,
+            "--target-lang",
+            TGT_LANG,
+            "--trainpref",
+            str(raw_dir / "train"),
+            "--destdir",
+            str(bin_dir),
+            "--workers",
+            "1",
+        ],
+        check=True,
+        env=fairseq_env(threads),
         stdout=subprocess.DEVNULL,
     )
-    stamp.write_text(json.dumps({"source": str(src_file), "sha256_16": digest,
-                                 "pairs": len(pairs)}, indent=1))
+    stamp.write_text(json.dumps({"source": str(src_file), "sha256_16": digest, "pairs": len(pairs)}, indent=1))
     return bin_dir
 
 
 # --------------------------------------------------------------------------- training
 
 
-def train_command(data_bin: Path, updates: int, max_tokens: int, seed: int,
-                  num_workers: int = 0) -> list[str]:
+def train_command(data_bin: Path, updates: int, max_tokens: int, seed: int, num_workers: int = 0) -> list[str]:
     r = RECIPE
     return [
-        str(VENV_BIN / "fairseq-train"), str(data_bin),
-        "--task", "translation", "--source-lang", SRC_LANG, "--target-lang", TGT_LANG,
-        "--arch", r["arch"],
-        "--optimizer", r["optimizer"], "--adam-betas", r["adam_betas"],
-        "--adam-eps", str(r["adam_eps"]), "--clip-norm", str(r["clip_norm"]),
-        "--lr", str(r["lr"]), "--lr-scheduler", r["lr_scheduler"],
-        "--warmup-updates", str(r["warmup_updates"]),
-        "--dropout", str(r["dropout"]), "--weight-decay", str(r["weight_decay"]),
-        "--criterion", r["criterion"], "--label-smoothing", str(r["label_smoothing"]),
-        "--max-tokens", str(max_tokens), "--max-update", str(updates),
-        "--seed", str(seed),
-        "--disable-validation", "--no-save", "--cpu",
-        "--num-workers", str(num_workers),
-        "--log-format", "json", "--log-interval", "1",
+        str(VENV_BIN / "fairseq-train"),
+        str(data_bin),
+        "--task",
+        "translation",
+        "--source-lang",
+        SRC_LANG,
+        "--target-lang",
+        TGT_LANG,
+        "--arch",
+        r["arch"],
+        "--optimizer",
+        r["optimizer"],
+        "--adam-betas",
+        r["adam_betas"],
+        "--adam-eps",
+        str(r["adam_eps"]),
+        "--clip-norm",
+        str(r["clip_norm"]),
+        "--lr",
+        str(r["lr"]),
+        "--lr-scheduler",
+        r["lr_scheduler"],
+        "--warmup-updates",
+        str(r["warmup_updates"]),
+        "--dropout",
+        str(r["dropout"]),
+        "--weight-decay",
+        str(r["weight_decay"]),
+        "--criterion",
+        r["criterion"],
+        "--label-smoothing",
+        str(r["label_smoothing"]),
+        "--max-tokens",
+        str(max_tokens),
+        "--max-update",
+        str(updates),
+        "--seed",
+        str(seed),
+        "--disable-validation",
+        "--no-save",
+        "--cpu",
+        "--num-workers",
+        str(num_workers),
+        "--log-format",
+        "json",
+        "--log-interval",
+        "1",
     ]
 
 
@@ -250,9 +298,17 @@ def _parse_record(line: str) -> tuple[str, dict] | None:
         return None
 
 
-def run_fairseq(updates: int = 20, max_tokens: int = 3500, seed: int = 1, threads: int = 2,
-                *, warmup: int = 5, split: str | os.PathLike = DEFAULT_SPLIT,
-                num_workers: int = 0, echo: bool = False) -> dict:
+def run_fairseq(
+    updates: int = 20,
+    max_tokens: int = 3500,
+    seed: int = 1,
+    threads: int = 2,
+    *,
+    warmup: int = 5,
+    split: str | os.PathLike = DEFAULT_SPLIT,
+    num_workers: int = 0,
+    echo: bool = False,
+) -> dict:
     """Train fairseq's transformer_iwslt_de_en on SCAN for ``updates`` updates on CPU.
 
     Returns wall time and target tokens/s over updates ``warmup+1 .. updates`` (the first
@@ -267,8 +323,15 @@ def run_fairseq(updates: int = 20, max_tokens: int = 3500, seed: int = 1, thread
     per_update: list[dict] = []
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     t_start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, env=fairseq_env(threads), cwd=str(WORK))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        env=fairseq_env(threads),
+        cwd=str(WORK),
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         now = time.perf_counter()
@@ -280,16 +343,18 @@ def run_fairseq(updates: int = 20, max_tokens: int = 3500, seed: int = 1, thread
         rec = _parse_record(line)
         if rec and rec[0] == "train_inner":
             stats = rec[1]
-            per_update.append({
-                "update": int(float(stats["num_updates"])),
-                "t": now - t_start,
-                "cpu_s": cpu,
-                "ntokens": float(stats["wpb"]),       # log interval 1: this update's ntokens
-                "nsentences": float(stats["bsz"]),
-                "wps": float(stats["wps"]),
-                "loss": float(stats["loss"]),
-                "lr": float(stats["lr"]),
-            })
+            per_update.append(
+                {
+                    "update": int(float(stats["num_updates"])),
+                    "t": now - t_start,
+                    "cpu_s": cpu,
+                    "ntokens": float(stats["wpb"]),  # log interval 1: this update's ntokens
+                    "nsentences": float(stats["bsz"]),
+                    "wps": float(stats["wps"]),
+                    "loss": float(stats["loss"]),
+                    "lr": float(stats["lr"]),
+                }
+            )
     rc = proc.wait()
     total_wall = time.perf_counter() - t_start
     if rc != 0:
@@ -386,8 +451,7 @@ print(json.dumps({"stats": {
 """
 
 
-def fairseq_batches(max_tokens: int = 3500, seed: int = 1,
-                    split: str | os.PathLike = DEFAULT_SPLIT) -> dict:
+def fairseq_batches(max_tokens: int = 3500, seed: int = 1, split: str | os.PathLike = DEFAULT_SPLIT) -> dict:
     """fairseq's own --max-tokens batching of the split for epoch 1, in training order.
 
     Returns {"stats": summary, "batches": [[example index, ...], ...]}; example indices are
@@ -396,14 +460,17 @@ def fairseq_batches(max_tokens: int = 3500, seed: int = 1,
     bsz/wpb). Within a batch fairseq's collater reorders by source length (descending).
     """
     data_bin = prepare_data(split)
-    out = subprocess.run([str(VENV_BIN / "python"), "-c", _BATCH_SNIPPET,
-                          str(data_bin), str(max_tokens), str(seed)],
-                         capture_output=True, text=True, env=fairseq_env(1), check=True)
+    out = subprocess.run(
+        [str(VENV_BIN / "python"), "-c", _BATCH_SNIPPET, str(data_bin), str(max_tokens), str(seed)],
+        capture_output=True,
+        text=True,
+        env=fairseq_env(1),
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def batch_stats(max_tokens: int = 3500, seed: int = 1,
-                split: str | os.PathLike = DEFAULT_SPLIT) -> dict:
+def batch_stats(max_tokens: int = 3500, seed: int = 1, split: str | os.PathLike = DEFAULT_SPLIT) -> dict:
     """One epoch of fairseq's --max-tokens batching of the split, summarised."""
     return fairseq_batches(max_tokens, seed, split)["stats"]
 
@@ -415,18 +482,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=5, help="leading updates excluded from timing")
-    p.add_argument("--split", default=DEFAULT_SPLIT,
-                   help="SCAN file, relative to $STRUCTSEQ_DATA (default ../shared/data)")
-    p.add_argument("--num-workers", type=int, default=0,
-                   help="fairseq data-loader workers (0: load in the training process)")
-    p.add_argument("--no-logs", action="store_true",
-                   help="leave fairseq's raw log lines out of the printed JSON")
+    p.add_argument(
+        "--split", default=DEFAULT_SPLIT, help="SCAN file, relative to $STRUCTSEQ_DATA (default ../shared/data)"
+    )
+    p.add_argument(
+        "--num-workers", type=int, default=0, help="fairseq data-loader workers (0: load in the training process)"
+    )
+    p.add_argument("--no-logs", action="store_true", help="leave fairseq's raw log lines out of the printed JSON")
     p.add_argument("--echo", action="store_true", help="stream fairseq's log to stderr")
-    p.add_argument("--batch-stats", action="store_true",
-                   help="only print fairseq's batching statistics for one epoch")
-    p.add_argument("--dump-batches", metavar="PATH",
-                   help="only write fairseq's epoch-1 batches (SCAN line indices, training "
-                        "order) and their statistics to PATH as JSON")
+    p.add_argument("--batch-stats", action="store_true", help="only print fairseq's batching statistics for one epoch")
+    p.add_argument(
+        "--dump-batches",
+        metavar="PATH",
+        help="only write fairseq's epoch-1 batches (SCAN line indices, training "
+        "order) and their statistics to PATH as JSON",
+    )
     a = p.parse_args(argv)
     if a.batch_stats or a.dump_batches:
         res = fairseq_batches(a.max_tokens, a.seed, a.split)
@@ -435,8 +505,16 @@ def main(argv: list[str] | None = None) -> int:
             log(f"wrote {len(res['batches'])} batches to {a.dump_batches}")
         print(json.dumps(res["stats"], indent=1))
         return 0
-    res = run_fairseq(a.updates, a.max_tokens, a.seed, a.threads, warmup=a.warmup,
-                      split=a.split, num_workers=a.num_workers, echo=a.echo)
+    res = run_fairseq(
+        a.updates,
+        a.max_tokens,
+        a.seed,
+        a.threads,
+        warmup=a.warmup,
+        split=a.split,
+        num_workers=a.num_workers,
+        echo=a.echo,
+    )
     if a.no_logs:
         res["log_lines"] = f"{len(res['log_lines'])} lines (left out: --no-logs)"
     print(json.dumps(res, indent=1))

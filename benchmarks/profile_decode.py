@@ -39,8 +39,11 @@ def main(argv=None) -> None:
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--max-len", type=int, default=60)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--data", help="a SCAN-format file (IN: ... OUT: ...); default: SCAN simple test under the data "
-                   "root ($STRUCTSEQ_DATA, else ../shared/data)")
+    p.add_argument(
+        "--data",
+        help="a SCAN-format file (IN: ... OUT: ...); default: SCAN simple test under the data "
+        "root ($STRUCTSEQ_DATA, else ../shared/data)",
+    )
     p.add_argument("-o", "--output", default=str(HERE / "work" / "profile_decode.json"))
     args = p.parse_args(argv)
 
@@ -71,12 +74,22 @@ def main(argv=None) -> None:
     for name, s, _ in events:
         g = next((g for g, keys in GROUPS.items() if any(k in name for k in keys)), "other")
         groups[g] = groups.get(g, 0.0) + s
-    result = {"run": args.run, "beam": args.beam, "sentences": len(examples), "batch": args.batch,
-              "max_len": args.max_len, "threads": args.threads, "wall_s_profiled": wall,
-              "groups_share": {g: s / total for g, s in sorted(groups.items(), key=lambda kv: -kv[1])},
-              "top_ops": [{"op": n, "self_cpu_s": s, "share": s / total, "calls": c}
-                          for n, s, c in sorted(events, key=lambda e: -e[1])[:12]],
-              "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+    result = {
+        "run": args.run,
+        "beam": args.beam,
+        "sentences": len(examples),
+        "batch": args.batch,
+        "max_len": args.max_len,
+        "threads": args.threads,
+        "wall_s_profiled": wall,
+        "groups_share": {g: s / total for g, s in sorted(groups.items(), key=lambda kv: -kv[1])},
+        "top_ops": [
+            {"op": n, "self_cpu_s": s, "share": s / total, "calls": c}
+            for n, s, c in sorted(events, key=lambda e: -e[1])[:12]
+        ],
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=1))
     for g, share in result["groups_share"].items():

@@ -37,9 +37,22 @@ GROUPS = {  # first match wins
     "layer norm": ("layer_norm",),
     "optimiser": ("adam", "Optimizer"),
     "loss": ("log_softmax", "nll_loss", "gather", "scatter"),
-    "elementwise": ("aten::mul", "aten::add", "aten::div", "aten::sum", "aten::clamp", "threshold", "aten::relu",
-                    "aten::fill_", "aten::copy_", "aten::cat", "aten::sub", "aten::exp", "aten::where",
-                    "aten::masked_fill"),
+    "elementwise": (
+        "aten::mul",
+        "aten::add",
+        "aten::div",
+        "aten::sum",
+        "aten::clamp",
+        "threshold",
+        "aten::relu",
+        "aten::fill_",
+        "aten::copy_",
+        "aten::cat",
+        "aten::sub",
+        "aten::exp",
+        "aten::where",
+        "aten::masked_fill",
+    ),
 }
 
 
@@ -61,7 +74,7 @@ def _gemm_peak(torch, dtype, n: int = 2048, repeats: int = 5) -> float:
         t = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - t)
-    return 2 * n ** 3 / best / 1e9
+    return 2 * n**3 / best / 1e9
 
 
 def main(argv=None) -> None:
@@ -69,8 +82,11 @@ def main(argv=None) -> None:
     p.add_argument("--updates", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-tokens", type=int, default=3500)
-    p.add_argument("--config", help="profile this shipped config on its own batches instead of the fairseq-sized "
-                   "Transformer (e.g. configs/scan-jump/lstm-cpu.yaml)")
+    p.add_argument(
+        "--config",
+        help="profile this shipped config on its own batches instead of the fairseq-sized "
+        "Transformer (e.g. configs/scan-jump/lstm-cpu.yaml)",
+    )
     p.add_argument("-o", "--output", default=str(HERE / "work" / "profile_train_step.json"))
     args = p.parse_args(argv)
 
@@ -86,8 +102,9 @@ def main(argv=None) -> None:
     out_dir = tempfile.mkdtemp(prefix="profile-train-")
     try:
         if args.config:
-            config = load_config(args.config, [f"train.threads={args.threads}", "train.valid_every=0",
-                                               "train.log_every=1000000"])
+            config = load_config(
+                args.config, [f"train.threads={args.threads}", "train.valid_every=0", "train.log_every=1000000"]
+            )
         else:
             c = json.loads(cfg("scan-simple", "test", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": args.max_tokens}))
             config = config_from_dict(c)
@@ -109,22 +126,35 @@ def main(argv=None) -> None:
     groups: dict[str, float] = {}
     for name, t, _ in events:
         groups[group_of(name)] = groups.get(group_of(name), 0.0) + t
-    result = {"updates": args.updates, "threads": args.threads, "max_tokens": args.max_tokens,
-              "self_cpu_s_total": total, "self_cpu_s_per_update": total / args.updates,
-              "groups_share": {g: t / total for g, t in sorted(groups.items(), key=lambda kv: -kv[1])},
-              "gemm_share": gemm_s / total, "gemm_gflop_s": gemm_flops / gemm_s / 1e9,
-              "peak_gemm_gflop_s": peak, "gemm_rate_vs_peak": gemm_flops / gemm_s / 1e9 / peak["float32"],
-              "ceiling_speedup_same_math": total / gemm_s, "config": args.config or "bench_train fairseq",
-              "top_ops": [{"op": n, "self_cpu_s": t, "share": t / total, "calls": c}
-                          for n, t, c in sorted(events, key=lambda e: -e[1])[:15]],
-              "loadavg_before": load_before, "loadavg_after": os.getloadavg()}
+    result = {
+        "updates": args.updates,
+        "threads": args.threads,
+        "max_tokens": args.max_tokens,
+        "self_cpu_s_total": total,
+        "self_cpu_s_per_update": total / args.updates,
+        "groups_share": {g: t / total for g, t in sorted(groups.items(), key=lambda kv: -kv[1])},
+        "gemm_share": gemm_s / total,
+        "gemm_gflop_s": gemm_flops / gemm_s / 1e9,
+        "peak_gemm_gflop_s": peak,
+        "gemm_rate_vs_peak": gemm_flops / gemm_s / 1e9 / peak["float32"],
+        "ceiling_speedup_same_math": total / gemm_s,
+        "config": args.config or "bench_train fairseq",
+        "top_ops": [
+            {"op": n, "self_cpu_s": t, "share": t / total, "calls": c}
+            for n, t, c in sorted(events, key=lambda e: -e[1])[:15]
+        ],
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+    }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=1))
     for g, share in result["groups_share"].items():
         print(f"{g:14s} {share:6.1%}")
-    print(f"GEMMs run at {result['gemm_gflop_s']:.0f} GFLOP/s, {result['gemm_rate_vs_peak']:.2f} of a 2048^3 fp32 GEMM "
-          f"({peak['float32']:.0f}; bf16 {peak['bfloat16']:.0f}); ceiling without the rest: "
-          f"{result['ceiling_speedup_same_math']:.2f}x")
+    print(
+        f"GEMMs run at {result['gemm_gflop_s']:.0f} GFLOP/s, {result['gemm_rate_vs_peak']:.2f} of a 2048^3 fp32 GEMM "
+        f"({peak['float32']:.0f}; bf16 {peak['bfloat16']:.0f}); ceiling without the rest: "
+        f"{result['ceiling_speedup_same_math']:.2f}x"
+    )
     print(f"wrote {args.output}")
 
 

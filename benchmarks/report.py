@@ -33,7 +33,7 @@ def _load(path: str) -> dict:
     try:
         return json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"{path}: {e}")
+        raise SystemExit(f"{path}: {e}") from None
 
 
 def _labelled(args: list[str]) -> list[tuple[str, dict]]:
@@ -49,8 +49,11 @@ def _labelled(args: list[str]) -> list[tuple[str, dict]]:
 def _load_avg(d: dict) -> tuple | None:
     """(before, after) one-minute load averages, whichever key the benchmark used."""
     m = d.get("machine", {})
-    for a, b in (("load_avg_start", "load_avg_end"), ("loadavg_before", "loadavg_after"),
-                 ("load_before", "load_after")):
+    for a, b in (
+        ("load_avg_start", "load_avg_end"),
+        ("loadavg_before", "loadavg_after"),
+        ("load_before", "load_after"),
+    ):
         src = m if a in m else d
         if a in src and b in src:
             return src[a][0], src[b][0]
@@ -58,14 +61,18 @@ def _load_avg(d: dict) -> tuple | None:
 
 
 def _loads(named: list[tuple[str, dict]]) -> str:
-    parts = [(f"{label}: " if label else "") + f"{la[0]:.1f} -> {la[1]:.1f}" for label, d in named
-             if (la := _load_avg(d))]
+    parts = [
+        (f"{label}: " if label else "") + f"{la[0]:.1f} -> {la[1]:.1f}" for label, d in named if (la := _load_avg(d))
+    ]
     return "\n\nLoad average (1 min) before -> after: " + "; ".join(parts) + "." if parts else ""
 
 
 def _table(header: list[str], rows: list[list]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(str(c) for c in r) + " |" for r in rows)]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(str(c) for c in r) + " |" for r in rows),
+    ]
 
 
 def fairseq_train(args: list[str]) -> str:
@@ -74,15 +81,24 @@ def fairseq_train(args: list[str]) -> str:
         fc = d["fairseq_comparison"]
         ratios = fc["round_ratios_structseq_over_fairseq"]
         for i, (f, s) in enumerate(zip(fc["runs"]["fairseq"], fc["runs"]["structseq"])):
-            rows.append([label, i + 1, f"{f['target_tokens_per_s']:.0f}", f"{s['tokens_per_s']:.0f}",
-                         f"{ratios[i]:.2f}"])
+            rows.append(
+                [label, i + 1, f"{f['target_tokens_per_s']:.0f}", f"{s['tokens_per_s']:.0f}", f"{ratios[i]:.2f}"]
+            )
         mfu = [s["mfu"] for s in fc["runs"]["structseq"]]
         non_pad = [s["mfu_non_padding"] for s in fc["runs"]["structseq"] if "mfu_non_padding" in s]
-        medians.append([label, f"**{statistics.median(ratios):.2f}x**", f"{min(mfu):.2f}-{max(mfu):.2f}",
-                        f"{min(non_pad):.2f}-{max(non_pad):.2f}" if non_pad else "-"])
-    return "\n".join(_table(["measurement", "round", "fairseq tok/s", "structseq tok/s", "ratio"], rows)
-                     + [""] + _table(["measurement", "median of the round ratios", "structseq MFU",
-                                      "MFU over non-padding tokens"], medians)) + _loads(named)
+        medians.append(
+            [
+                label,
+                f"**{statistics.median(ratios):.2f}x**",
+                f"{min(mfu):.2f}-{max(mfu):.2f}",
+                f"{min(non_pad):.2f}-{max(non_pad):.2f}" if non_pad else "-",
+            ]
+        )
+    return "\n".join(
+        _table(["measurement", "round", "fairseq tok/s", "structseq tok/s", "ratio"], rows)
+        + [""]
+        + _table(["measurement", "median of the round ratios", "structseq MFU", "MFU over non-padding tokens"], medians)
+    ) + _loads(named)
 
 
 def models(args: list[str]) -> str:
@@ -90,13 +106,33 @@ def models(args: list[str]) -> str:
     rows = []
     for name, m in d["models"].items():
         t, dec = m["train"], m.get("decode", {})
-        rows.append([f"{name} ({t['parameters'] / 1e6:.1f}M params)", f"{t['tokens_per_s']:.0f}",
-                     f"{t['s_per_update']:.2f}", f"{t['peak_rss_mb']:.0f} MB", f"{t['mfu']:.2f}",
-                     f"{t['mfu_non_padding']:.2f}",
-                     f"{dec['beam1']['sentences_per_s']:.1f}" if "beam1" in dec else "-",
-                     f"{dec['beam5']['sentences_per_s']:.1f}" if "beam5" in dec else "-"])
-    return "\n".join(_table(["model", "train target tok/s", "s/update", "peak RSS", "MFU", "MFU (non-padding)",
-                             "greedy sent/s", "beam 5 sent/s"], rows)) + _loads([("", d)])
+        rows.append(
+            [
+                f"{name} ({t['parameters'] / 1e6:.1f}M params)",
+                f"{t['tokens_per_s']:.0f}",
+                f"{t['s_per_update']:.2f}",
+                f"{t['peak_rss_mb']:.0f} MB",
+                f"{t['mfu']:.2f}",
+                f"{t['mfu_non_padding']:.2f}",
+                f"{dec['beam1']['sentences_per_s']:.1f}" if "beam1" in dec else "-",
+                f"{dec['beam5']['sentences_per_s']:.1f}" if "beam5" in dec else "-",
+            ]
+        )
+    return "\n".join(
+        _table(
+            [
+                "model",
+                "train target tok/s",
+                "s/update",
+                "peak RSS",
+                "MFU",
+                "MFU (non-padding)",
+                "greedy sent/s",
+                "beam 5 sent/s",
+            ],
+            rows,
+        )
+    ) + _loads([("", d)])
 
 
 def lexicon(args: list[str]) -> str:
@@ -106,27 +142,43 @@ def lexicon(args: list[str]) -> str:
     for r in d.get("learners", []):
         cells.setdefault(r["method"], {})[r["dataset"]] = f"{r['seconds']:.2f} s, +{r['peak_mb']:.0f} MB"
         pairs[r["dataset"]] = r["pairs"]
-    out = _table(["learner"] + [f"{ds} train ({n:,} pairs)" for ds, n in pairs.items()],
-                 [[m] + [c.get(ds, "-") for ds in pairs] for m, c in cells.items()])
+    out = _table(
+        ["learner"] + [f"{ds} train ({n:,} pairs)" for ds, n in pairs.items()],
+        [[m] + [c.get(ds, "-") for ds in pairs] for m, c in cells.items()],
+    )
     compare = d.get("compare_scan") or {}
     if compare:
         rows = []
         for model, row in compare.get("models", {}).items():
             if not isinstance(row, dict) or "ours" not in row:
                 continue
-            rows.append([model, f"{row['ours']['seconds']:.2f} s",
-                         f"{row['systran-align']['seconds']:.2f} s" if "systran-align" in row else "-",
-                         f"{row['eflomal']['seconds']:.2f} s" if "eflomal" in row else "-"])
+            rows.append(
+                [
+                    model,
+                    f"{row['ours']['seconds']:.2f} s",
+                    f"{row['systran-align']['seconds']:.2f} s" if "systran-align" in row else "-",
+                    f"{row['eflomal']['seconds']:.2f} s" if "eflomal" in row else "-",
+                ]
+            )
         out += ["", *_table(["SCAN, both directions, 5 iterations", "ours", "systran-align", "eflomal"], rows)]
     return "\n".join(out) + _loads([("", d)])
 
 
 def dangle_intervals(args: list[str]) -> str:
     d = _load(args[0])
-    rows = [[name, f"{m['s_per_update']:.2f}", f"{m['cost_vs_transformer']:.1f}x", f"{m['target_tokens_per_s']:.0f}",
-             f"{m['peak_rss_mb']:.0f}"] for name, m in d["intervals"].items()]
-    return "\n".join(_table(["model", "s/update", "cost vs Transformer", "target tok/s", "peak RSS (MB)"], rows)) \
-        + _loads([("", d)])
+    rows = [
+        [
+            name,
+            f"{m['s_per_update']:.2f}",
+            f"{m['cost_vs_transformer']:.1f}x",
+            f"{m['target_tokens_per_s']:.0f}",
+            f"{m['peak_rss_mb']:.0f}",
+        ]
+        for name, m in d["intervals"].items()
+    ]
+    return "\n".join(
+        _table(["model", "s/update", "cost vs Transformer", "target tok/s", "peak RSS (MB)"], rows)
+    ) + _loads([("", d)])
 
 
 def dangle_formulations(args: list[str]) -> str:
@@ -135,14 +187,26 @@ def dangle_formulations(args: list[str]) -> str:
         for point, f in d["formulations"].items():
             ours, a, b = f["batched"], f["per_step"], f["batch_copy"]
             agree = max(f["agreement"]["max_abs_logprob_diff"].values())
-            rows.append([label, point, f"{ours['s_per_update']:.2f}",
-                         f"{a['s_per_update']:.2f} (**{f['speedup_over_per_step']:.2f}x** slower)",
-                         f"{b['s_per_update']:.2f} (**{f['speedup_over_batch_copy']:.2f}x**)",
-                         f"{ours['peak_rss_mb']:.0f} / {a['peak_rss_mb']:.0f} / {b['peak_rss_mb']:.0f}",
-                         f"{agree:.1e}"])
-    header = ["size", "interval", "ours (batched) s/update", "(a) per-step (Dangle's authors)",
-              "(b) batch copy per point (R-Dangle's authors)", "peak RSS MB ours / (a) / (b)",
-              "max log-prob difference"]
+            rows.append(
+                [
+                    label,
+                    point,
+                    f"{ours['s_per_update']:.2f}",
+                    f"{a['s_per_update']:.2f} (**{f['speedup_over_per_step']:.2f}x** slower)",
+                    f"{b['s_per_update']:.2f} (**{f['speedup_over_batch_copy']:.2f}x**)",
+                    f"{ours['peak_rss_mb']:.0f} / {a['peak_rss_mb']:.0f} / {b['peak_rss_mb']:.0f}",
+                    f"{agree:.1e}",
+                ]
+            )
+    header = [
+        "size",
+        "interval",
+        "ours (batched) s/update",
+        "(a) per-step (Dangle's authors)",
+        "(b) batch copy per point (R-Dangle's authors)",
+        "peak RSS MB ours / (a) / (b)",
+        "max log-prob difference",
+    ]
     return "\n".join(_table(header, rows)) + _loads(named)
 
 
@@ -151,21 +215,47 @@ def dangle_flops(args: list[str]) -> str:
     base = d["intervals"]["transformer"]
     rows = []
     for name, m in d["intervals"].items():
-        rows.append([name, f"{m['s_per_update']:.2f}", f"{m['s_per_update'] / base['s_per_update']:.1f}x",
-                     f"{m['flops_per_target_token'] / 1e6:.1f} M",
-                     f"{m['flops_per_target_token'] / base['flops_per_target_token']:.1f}x",
-                     f"{m['flops_per_s'] / base['flops_per_s']:.2f}", f"{m['mfu']:.2f}"])
-    return "\n".join(_table(["model", "s/update", "time vs Transformer", "FLOPs / target token", "FLOPs vs Transformer",
-                             "FLOP/s vs Transformer", "MFU"], rows)) + _loads([("", d)])
+        rows.append(
+            [
+                name,
+                f"{m['s_per_update']:.2f}",
+                f"{m['s_per_update'] / base['s_per_update']:.1f}x",
+                f"{m['flops_per_target_token'] / 1e6:.1f} M",
+                f"{m['flops_per_target_token'] / base['flops_per_target_token']:.1f}x",
+                f"{m['flops_per_s'] / base['flops_per_s']:.2f}",
+                f"{m['mfu']:.2f}",
+            ]
+        )
+    return "\n".join(
+        _table(
+            [
+                "model",
+                "s/update",
+                "time vs Transformer",
+                "FLOPs / target token",
+                "FLOPs vs Transformer",
+                "FLOP/s vs Transformer",
+                "MFU",
+            ],
+            rows,
+        )
+    ) + _loads([("", d)])
 
 
 def search(args: list[str]) -> str:
     named, rows = _labelled(args), []
     for label, d in named:
         for beam, b in d["beams"].items():
-            rows.append([label, "greedy" if str(beam) == "1" else f"beam {beam}", f"{b['old_median']:.1f}",
-                         f"{b['new_median']:.1f}", f"{b['ratio_median']:.2f}",
-                         "equal" if b["same_outputs"] else "**differ**"])
+            rows.append(
+                [
+                    label,
+                    "greedy" if str(beam) == "1" else f"beam {beam}",
+                    f"{b['old_median']:.1f}",
+                    f"{b['new_median']:.1f}",
+                    f"{b['ratio_median']:.2f}",
+                    "equal" if b["same_outputs"] else "**differ**",
+                ]
+            )
     return "\n".join(_table(["model", "decoding", "before", "after", "ratio", "outputs"], rows)) + _loads(named)
 
 
@@ -186,11 +276,24 @@ def decode_fairseq(args: list[str]) -> str:
     for (setting, beam), r in sorted(by_key.items()):
         b, sps, wall = r["batch"], r["sentences_per_s"], r["process_wall_s"]
         ratio = f"{r['ratio_median_of_rounds']:.2f} (" + ", ".join(f"{x:.2f}" for x in r["round_ratios"]) + ")"
-        rows.append([f"{setting}: {_batch(b['fairseq'])} / {_batch(b['structseq'])}",
-                     "greedy" if beam == 1 else f"beam {beam}", f"{sps['fairseq']:.1f}", f"{sps['structseq']:.1f}",
-                     ratio, f"{wall['fairseq']:.1f} / {wall['structseq']:.1f}"])
-    header = ["batches (fairseq / structseq)", "decoding", "fairseq sent/s", "structseq sent/s", "ratio (rounds)",
-              "process wall s, fairseq / structseq"]
+        rows.append(
+            [
+                f"{setting}: {_batch(b['fairseq'])} / {_batch(b['structseq'])}",
+                "greedy" if beam == 1 else f"beam {beam}",
+                f"{sps['fairseq']:.1f}",
+                f"{sps['structseq']:.1f}",
+                ratio,
+                f"{wall['fairseq']:.1f} / {wall['structseq']:.1f}",
+            ]
+        )
+    header = [
+        "batches (fairseq / structseq)",
+        "decoding",
+        "fairseq sent/s",
+        "structseq sent/s",
+        "ratio (rounds)",
+        "process wall s, fairseq / structseq",
+    ]
     return "\n".join(_table(header, rows)) + _loads(files)
 
 
@@ -201,9 +304,15 @@ def lstm(args: list[str]) -> str:
 
     def row(name, m, unit):
         rounds = ", ".join(f"{x:.2f}" for x in m["ratios"])
-        return [name, f"{m[a + '_median']:.{unit}f}", f"{m[b + '_median']:.{unit}f}",
-                f"{m['ratio_median']:.2f} ({rounds})", f"{m['cpu_ratio_median']:.2f}",
-                f"{m[a + '_peak_rss_mb']:.0f} / {m[b + '_peak_rss_mb']:.0f}"]
+        return [
+            name,
+            f"{m[a + '_median']:.{unit}f}",
+            f"{m[b + '_median']:.{unit}f}",
+            f"{m['ratio_median']:.2f} ({rounds})",
+            f"{m['cpu_ratio_median']:.2f}",
+            f"{m[a + '_peak_rss_mb']:.0f} / {m[b + '_peak_rss_mb']:.0f}",
+        ]
+
     rows = [row(f"`{config.removeprefix('configs/')}` (train tok/s)", m, 0) for config, m in d["train"].items()]
     for beam, m in (d.get("decode") or {}).items():
         shown = "greedy" if beam == "beam1" else beam.replace("beam", "beam ")
@@ -217,8 +326,15 @@ def commits(args: list[str]) -> str:
     for label, d in named:
         for config, m in d["configs"].items():
             ratios = ", ".join(f"{n / o:.2f}" for o, n in zip(m["old_tok_s"], m["new_tok_s"]))
-            rows.append([label, f"`{config.removeprefix('configs/')}`", f"{m['old_median']:.0f}",
-                         f"{m['new_median']:.0f}", f"{m['ratio_median']:.2f} ({ratios})"])
+            rows.append(
+                [
+                    label,
+                    f"`{config.removeprefix('configs/')}`",
+                    f"{m['old_median']:.0f}",
+                    f"{m['new_median']:.0f}",
+                    f"{m['ratio_median']:.2f} ({ratios})",
+                ]
+            )
     header = ["measurement", "config", "old tok/s", "new tok/s", "new / old (rounds)"]
     return "\n".join(_table(header, rows)) + _loads(named)
 
@@ -227,10 +343,22 @@ def compile_(args: list[str]) -> str:
     d = _load(args[0])
     med, ratios = d["median_tokens_per_s"], ", ".join(f"{x:.2f}" for x in d["round_ratios_compiled_over_eager"])
     cold = {r["mode"]: r["cold_s"] for r in d["runs"]["eager"][:1] + d["runs"]["compile"][:1]}
-    rows = [[f"{med['eager']:.0f}", f"{med['compile']:.0f}", f"{d['ratio_median']:.2f} ({ratios})",
-             f"{cold['eager']:.0f} / {cold['compile']:.0f}", f"{d['extra_cold_start_s']:.0f}"]]
-    header = ["eager tok/s", "compiled tok/s", "compiled / eager (rounds)",
-              "first-round cold start s, eager / compiled", "extra cold start s (median)"]
+    rows = [
+        [
+            f"{med['eager']:.0f}",
+            f"{med['compile']:.0f}",
+            f"{d['ratio_median']:.2f} ({ratios})",
+            f"{cold['eager']:.0f} / {cold['compile']:.0f}",
+            f"{d['extra_cold_start_s']:.0f}",
+        ]
+    ]
+    header = [
+        "eager tok/s",
+        "compiled tok/s",
+        "compiled / eager (rounds)",
+        "first-round cold start s, eager / compiled",
+        "extra cold start s (median)",
+    ]
     return "\n".join(_table(header, rows)) + _loads([("", d)])
 
 
@@ -240,13 +368,28 @@ def profile(args: list[str]) -> str:
         d = _load(a)
         named.append((Path(a).name, d))
         g = d["groups_share"]
-        rows.append([f"`{d['config'].removeprefix('configs/')}`", f"{100 * g['gemm']:.1f}%",
-                     f"{100 * g['elementwise']:.1f}%", f"{100 * g.get('dropout masks', 0):.1f}%",
-                     f"{d['gemm_gflop_s']:.0f}", f"{d['peak_gemm_gflop_s']['float32']:.0f}",
-                     f"{d['gemm_rate_vs_peak']:.2f}",
-                     f"{d['ceiling_speedup_same_math']:.2f}x"])
-    header = ["config", "GEMM share", "elementwise", "dropout masks", "GEMM GFLOP/s", "2048^3 GEMM GFLOP/s", "ratio",
-              "ceiling"]
+        rows.append(
+            [
+                f"`{d['config'].removeprefix('configs/')}`",
+                f"{100 * g['gemm']:.1f}%",
+                f"{100 * g['elementwise']:.1f}%",
+                f"{100 * g.get('dropout masks', 0):.1f}%",
+                f"{d['gemm_gflop_s']:.0f}",
+                f"{d['peak_gemm_gflop_s']['float32']:.0f}",
+                f"{d['gemm_rate_vs_peak']:.2f}",
+                f"{d['ceiling_speedup_same_math']:.2f}x",
+            ]
+        )
+    header = [
+        "config",
+        "GEMM share",
+        "elementwise",
+        "dropout masks",
+        "GEMM GFLOP/s",
+        "2048^3 GEMM GFLOP/s",
+        "ratio",
+        "ceiling",
+    ]
     return "\n".join(_table(header, rows)) + _loads(named)
 
 
@@ -259,20 +402,47 @@ def context(args: list[str]) -> str:
         rounds = r.get(f"{name}_speed_vs_sequential_rounds", [])
         shown = f"{r[f'{name}_speed_vs_sequential']:.2f}"
         return shown + (" (" + ", ".join(f"{x:.2f}" for x in rounds) + ")" if len(rounds) > 1 else "")
-    rows = [[r["context_tokens"], r["variant"], f"{r['train_target_tokens_per_s']:.0f}", vs(r, "train"),
-             f"{r['decode_sentences_per_s']:.1f}", vs(r, "decode"),
-             f"{r.get('peak_cuda_mib', r['peak_rss_growth_mib']):.0f}"] for r in d["rows"]]
+
+    rows = [
+        [
+            r["context_tokens"],
+            r["variant"],
+            f"{r['train_target_tokens_per_s']:.0f}",
+            vs(r, "train"),
+            f"{r['decode_sentences_per_s']:.1f}",
+            vs(r, "decode"),
+            f"{r.get('peak_cuda_mib', r['peak_rss_growth_mib']):.0f}",
+        ]
+        for r in d["rows"]
+    ]
     memory = "peak CUDA MiB" if d["rows"] and "peak_cuda_mib" in d["rows"][0] else "peak RSS growth MiB"
-    header = ["context tokens", "decoder", "train tgt tok/s", "vs sequential (rounds)", "decode sent/s",
-              "vs sequential (rounds)", memory]
+    header = [
+        "context tokens",
+        "decoder",
+        "train tgt tok/s",
+        "vs sequential (rounds)",
+        "decode sent/s",
+        "vs sequential (rounds)",
+        memory,
+    ]
     return "\n".join(_table(header, rows)) + _loads([("", d)])
 
 
-KINDS = {"fairseq-train": fairseq_train, "models": models, "lexicon": lexicon, "dangle-intervals": dangle_intervals,
-         "dangle-flops": dangle_flops,
-         "dangle-formulations": dangle_formulations, "search": search, "decode-fairseq": decode_fairseq, "lstm": lstm,
-         "profile": profile, "commits": commits, "compile": compile_,
-         "context": context}
+KINDS = {
+    "fairseq-train": fairseq_train,
+    "models": models,
+    "lexicon": lexicon,
+    "dangle-intervals": dangle_intervals,
+    "dangle-flops": dangle_flops,
+    "dangle-formulations": dangle_formulations,
+    "search": search,
+    "decode-fairseq": decode_fairseq,
+    "lstm": lstm,
+    "profile": profile,
+    "commits": commits,
+    "compile": compile_,
+    "context": context,
+}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,8 +20,28 @@ from collections import Counter
 from pathlib import Path
 
 #: logical-form tokens that are structure, not content
-STRUCTURE = {"(", ")", ",", ".", "AND", ";", "*", "x", "_", "agent", "theme", "recipient", "ccomp", "xcomp", "nmod",
-             "in", "on", "beside", "LAMBDA", "e"}
+STRUCTURE = {
+    "(",
+    ")",
+    ",",
+    ".",
+    "AND",
+    ";",
+    "*",
+    "x",
+    "_",
+    "agent",
+    "theme",
+    "recipient",
+    "ccomp",
+    "xcomp",
+    "nmod",
+    "in",
+    "on",
+    "beside",
+    "LAMBDA",
+    "e",
+}
 
 
 def content(lf: str) -> Counter:
@@ -38,8 +58,13 @@ def analyse(run: Path, train_freq: Counter, top: int = 5) -> dict:
         lost = content(r["reference"]) - content(r["hypothesis"])
         lexical += bool(lost)
         missing.update(lost)
-    return {"run": run.name, "n": len(rows), "wrong": len(wrong), "lexical": lexical,
-            "top": [(w, n, train_freq.get(w)) for w, n in missing.most_common(top)]}
+    return {
+        "run": run.name,
+        "n": len(rows),
+        "wrong": len(wrong),
+        "lexical": lexical,
+        "top": [(w, n, train_freq.get(w)) for w, n in missing.most_common(top)],
+    }
 
 
 def exposure(gen: Path, train_freq: Counter, at_most: int = 1) -> dict[str, tuple[int, int]]:
@@ -71,11 +96,17 @@ def main(argv=None) -> None:
     p.add_argument("runs", nargs="*", type=Path)
     p.add_argument("--data-root", type=Path, help="default: $STRUCTSEQ_DATA, else ../shared/data")
     p.add_argument("--top", type=int, default=5, help="most-missed words to list")
-    p.add_argument("--lexicon", action="store_true",
-                   help="add the source words each most-missed word is L's translation of (lexical runs)")
-    p.add_argument("--exposure", action="store_true",
-                   help="no runs: per gen category, the sentences whose reference needs a word of at most one "
-                        "training logical form")
+    p.add_argument(
+        "--lexicon",
+        action="store_true",
+        help="add the source words each most-missed word is L's translation of (lexical runs)",
+    )
+    p.add_argument(
+        "--exposure",
+        action="store_true",
+        help="no runs: per gen category, the sentences whose reference needs a word of at most one "
+        "training logical form",
+    )
     a = p.parse_args(argv)
     if not a.runs and not a.exposure:
         p.error("give run directories, or --exposure")
@@ -94,16 +125,24 @@ def main(argv=None) -> None:
         n, r = (sum(v[i] for v in cats.values()) for i in (0, 1))
         print(f"| all | {n} | {r} ({r / n:.1%}) |")
         return
-    print("| run | gen sentences | wrong | wrong with a content word missed | most missed (times; training examples "
-          "with the word" + ("; source words L translates to it" if a.lexicon else "") + ") |")
+    print(
+        "| run | gen sentences | wrong | wrong with a content word missed | most missed (times; training examples "
+        "with the word" + ("; source words L translates to it" if a.lexicon else "") + ") |"
+    )
     print("|---|---|---|---|---|")
     for run in a.runs:
         r = analyse(run, freq, a.top)
         sources = translated_from(run, [w for w, _, _ in r["top"]]) if a.lexicon else None
-        top = ", ".join(f"`{w}` ({n}; {'-' if f is None else f}" + (
-            f"; {' '.join(sources[w]) or '-'}" if sources is not None else "") + ")" for w, n, f in r["top"])
-        print(f"| `{r['run']}` | {r['n']} | {r['wrong']} | {r['lexical']} ({r['lexical'] / max(r['wrong'], 1):.1%}) "
-              f"| {top} |")
+        top = ", ".join(
+            f"`{w}` ({n}; {'-' if f is None else f}"
+            + (f"; {' '.join(sources[w]) or '-'}" if sources is not None else "")
+            + ")"
+            for w, n, f in r["top"]
+        )
+        print(
+            f"| `{r['run']}` | {r['n']} | {r['wrong']} | {r['lexical']} ({r['lexical'] / max(r['wrong'], 1):.1%}) "
+            f"| {top} |"
+        )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ def table(*paths: str) -> str:
         cells = []
         for s in SPLITS:
             v = splits.get(s, [])
-            cells.append("-" if not v else f"{statistics.mean(v):.1f}" + (f" ± {statistics.stdev(v):.1f}" if len(v) > 1 else ""))
+            cells.append(
+                "-" if not v else f"{statistics.mean(v):.1f}" + (f" ± {statistics.stdev(v):.1f}" if len(v) > 1 else "")
+            )
         out.append(f"| {decoder} | {over} | {len(splits.get('test', []))} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -39,13 +41,17 @@ PAPER_TABLE9 = {"sequential": (0.736, 0.292, 0.170), "multitask": (0.480, 0.310,
 
 def attention(*paths: str) -> str:
     """One row per statistics file, then the paper's rows."""
-    out = ["| run | split | examples | layers | source -> context | context -> source | within window (tokens) |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| run | split | examples | layers | source -> context | context -> source | within window (tokens) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for path in paths:
         r = json.loads(Path(path).read_text())
-        out.append(f"| `{Path(r['run']).name}` | {r['split']} | {r['examples']} | {r['layers']} | "
-                   f"{r['source_attention_on_context']:.3f} | {r['context_attention_on_source']:.3f} | "
-                   f"{r['attention_in_window']:.3f} ({r['window']}) |")
+        out.append(
+            f"| `{Path(r['run']).name}` | {r['split']} | {r['examples']} | {r['layers']} | "
+            f"{r['source_attention_on_context']:.3f} | {r['context_attention_on_source']:.3f} | "
+            f"{r['attention_in_window']:.3f} ({r['window']}) |"
+        )
     for name, (s_c, c_s, win) in PAPER_TABLE9.items():
         out.append(f"| paper: {name} baseline (ELI5) | test | - | - | {s_c:.3f} | {c_s:.3f} | {win:.3f} (40) |")
     return "\n".join(out)

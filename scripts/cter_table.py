@@ -25,9 +25,11 @@ def main(argv=None) -> None:
     pub = v["published"]
     print(f"| reference tool (CoGnition README) | {pub['precision']:.2%} | {pub['recall']:.2%} | |")
     ours, human = v["cter"]["ours"], v["cter"]["human"]
-    print(f"\nOn those {v['overall']['n']:,} outputs our CTER gives instance {ours['instance']:.2%} / aggregate "
-          f"{ours['aggregate']:.2%}; the human labels give {human['instance']:.2%} / {human['aggregate']:.2%} "
-          f"(`{v['signature']}`).")
+    print(
+        f"\nOn those {v['overall']['n']:,} outputs our CTER gives instance {ours['instance']:.2%} / aggregate "
+        f"{ours['aggregate']:.2%}; the human labels give {human['instance']:.2%} / {human['aggregate']:.2%} "
+        f"(`{v['signature']}`)."
+    )
 
 
 if __name__ == "__main__":

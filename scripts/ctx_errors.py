@@ -23,8 +23,9 @@ def classify(source: str, context: str, hypothesis: str, reference: str) -> str 
     src, ctx = source.split(), context.split()
     if len(src) != 1 or src[0] in PRIMITIVES:
         return None
-    defs = [(ctx[i - 1], [PRIMITIVES[w] for w in ctx[i + 1: ctx.index(".", i)]])
-            for i, t in enumerate(ctx) if t == "means"]
+    defs = [
+        (ctx[i - 1], [PRIMITIVES[w] for w in ctx[i + 1 : ctx.index(".", i)]]) for i, t in enumerate(ctx) if t == "means"
+    ]
     if hypothesis == reference:
         return "correct"
     right = next(k for k, (w, _) in enumerate(defs) if w == src[0])

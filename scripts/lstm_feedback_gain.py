@@ -27,7 +27,7 @@ import torch
 def feed_radius(state_dict: dict) -> float:
     W = state_dict["combine.weight"]
     H, E = W.shape[0], state_dict["tgt_embed.weight"].shape[1]
-    return float(torch.linalg.eigvals(W[:, E:E + H].double()).abs().max())
+    return float(torch.linalg.eigvals(W[:, E : E + H].double()).abs().max())
 
 
 @torch.no_grad()
@@ -75,13 +75,17 @@ def main(argv=None) -> None:
 
     out = {}
     for run in a.runs:
-        ckpts = sorted(Path(run, "checkpoints").glob("*.pt"),
-                       key=lambda f: int(m.group(1)) if (m := re.fullmatch(r"step(\d+)", f.stem)) else 10**9)
+        ckpts = sorted(
+            Path(run, "checkpoints").glob("*.pt"),
+            key=lambda f: int(m.group(1)) if (m := re.fullmatch(r"step(\d+)", f.stem)) else 10**9,
+        )
         rec = {}
         for f in ckpts:
             ck = load_checkpoint(f)
             if not ck["config"]["model"].get("combine_feed"):
-                raise SystemExit(f"{run}: model.combine_feed is off: the feed reaches the next step only through the LSTM")
+                raise SystemExit(
+                    f"{run}: model.combine_feed is off: the feed reaches the next step only through the LSTM"
+                )
             rec[f.stem] = {"step": ck["progress"]["step"], "rho": round(feed_radius(ck["model"]), 3)}
         rec["feed_norm_every_4th_step"] = [float(f"{n:.3g}") for n in feed_norms(run, a.longest)[::4]]
         rec["exact_match_by_reference_length"] = exact_match_by_length(run)
@@ -91,11 +95,15 @@ def main(argv=None) -> None:
             for k, v in rec.items():
                 if "step" in v:
                     print(f"  {k:>10}: step {v['step']:>5}  rho(W_feed) {v['rho']:.2f}")
-            print("  largest feed norm, every 4th step (last checkpoint, eval mode, longest test targets):",
-                  " ".join(f"{n:.3g}" for n in rec["feed_norm_every_4th_step"]))
+            print(
+                "  largest feed norm, every 4th step (last checkpoint, eval mode, longest test targets):",
+                " ".join(f"{n:.3g}" for n in rec["feed_norm_every_4th_step"]),
+            )
             if rec["exact_match_by_reference_length"]:
-                print("  exact match by reference length (examples, score):",
-                      ", ".join(f"{k}: {n}, {em:.3f}" for k, (n, em) in rec["exact_match_by_reference_length"].items()))
+                print(
+                    "  exact match by reference length (examples, score):",
+                    ", ".join(f"{k}: {n}, {em:.3f}" for k, (n, em) in rec["exact_match_by_reference_length"].items()),
+                )
     if a.json:
         print(json.dumps(out, indent=1))
 

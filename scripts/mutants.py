@@ -52,9 +52,11 @@ def load_table(path: Path) -> list[dict]:
         if m["id"] in seen:
             raise ConfigError(f"{where}: id given twice")
         seen.add(m["id"])
-        if not (isinstance(m["edits"], list) and m["edits"]
-                and all(isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)
-                        for e in m["edits"])):
+        if not (
+            isinstance(m["edits"], list)
+            and m["edits"]
+            and all(isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e) for e in m["edits"])
+        ):
             raise ConfigError(f"{where}: edits must be a list of [pattern, replacement] pairs")
         if not isinstance(m["tests"], list) or not m["tests"]:
             raise ConfigError(f"{where}: tests must be a non-empty list of test files or ids")
@@ -78,8 +80,9 @@ def copy_repository(root: Path, dest: Path) -> None:
         files = [Path(f) for f in listed.stdout.decode().split("\0") if f]
     else:
         skip = {".git", ".venv", "__pycache__", ".pytest_cache", "runs"}
-        files = [p.relative_to(root) for p in root.rglob("*") if p.is_file()
-                 and not skip & set(p.relative_to(root).parts)]
+        files = [
+            p.relative_to(root) for p in root.rglob("*") if p.is_file() and not skip & set(p.relative_to(root).parts)
+        ]
     for f in files:
         if (root / f).is_file():
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
@@ -88,8 +91,12 @@ def copy_repository(root: Path, dest: Path) -> None:
 
 def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[str, float, str]:
     """(passed | failed | timeout | error, seconds, last output lines) of pytest on `tests` inside `copy`."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy / "src"), str(copy / "tests")]),
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(copy / "src"), str(copy / "tests")]),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     start = time.perf_counter()
     try:
@@ -102,17 +109,21 @@ def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[str, float,
 
 
 def score(results: list[dict]) -> dict:
-    counts = {s: sum(r["status"] == s for r in results)
-              for s in ("killed", "timeout", "survived", "stale", "pending", "error")}
+    counts = {
+        s: sum(r["status"] == s for r in results)
+        for s in ("killed", "timeout", "survived", "stale", "pending", "error")
+    }
     killed = counts["killed"] + counts["timeout"]
     run = killed + counts["survived"]
-    return {**counts, "score": round(killed / run, 4) if run else None,
-            "summary": f"mutants: {killed} of {run} killed (score {killed / run if run else float('nan'):.2f}); "
-                       f"{counts['stale']} stale, {counts['pending']} pending, {counts['error']} error"}
+    return {
+        **counts,
+        "score": round(killed / run, 4) if run else None,
+        "summary": f"mutants: {killed} of {run} killed (score {killed / run if run else float('nan'):.2f}); "
+        f"{counts['stale']} stale, {counts['pending']} pending, {counts['error']} error",
+    }
 
 
-def evaluate(table: list[dict], root: Path, *, run_all: bool = False, timeout: float = 900.0,
-             echo=print) -> list[dict]:
+def evaluate(table: list[dict], root: Path, *, run_all: bool = False, timeout: float = 900.0, echo=print) -> list[dict]:
     """The status of each mutant of `table`, tested in a temporary copy of `root`."""
     results = []
     with tempfile.TemporaryDirectory(prefix="structseq-mutants-") as tmp:
@@ -163,8 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--all", action="store_true", help="also run the pending mutants")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (default 900)")
     p.add_argument("--list", action="store_true", help="list the mutants and whether each still applies")
-    p.add_argument("--merge", action="store_true", help="update the mutants run now in an existing --out report "
-                                                         "(keep the others' last results) and rescore")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="update the mutants run now in an existing --out report (keep the others' last results) and rescore",
+    )
     a = p.parse_args(argv)
     table = load_table(a.table)
     if a.only:
@@ -178,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         for m in table:
             source = a.root / m["file"]
             ok = source.is_file() and mutate(source.read_text(encoding="utf-8"), m["edits"]) is not None
-            print(f"{m['id']:40} {'applies' if ok else 'STALE':8} {'pending' if m.get('pending') else '':8} "
-                  f"{m['file']}")
+            print(
+                f"{m['id']:40} {'applies' if ok else 'STALE':8} {'pending' if m.get('pending') else '':8} {m['file']}"
+            )
         return 0
     results = evaluate(table, a.root, run_all=a.all, timeout=a.timeout)
     if a.merge and a.out.is_file():
@@ -188,8 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         results = [fresh.pop(r["id"], r) for r in old] + list(fresh.values())
     total = score(results)
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=a.root, capture_output=True, text=True)
-    report = {"table": str(a.table.relative_to(a.root) if a.table.is_relative_to(a.root) else a.table),
-              "git": git.stdout.strip(), "date": time.strftime("%Y-%m-%d %H:%M"), **total, "mutants": results}
+    report = {
+        "table": str(a.table.relative_to(a.root) if a.table.is_relative_to(a.root) else a.table),
+        "git": git.stdout.strip(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        **total,
+        "mutants": results,
+    }
     from structseq.outputs import atomic_write
 
     atomic_write(a.out, json.dumps(report, indent=1) + "\n")

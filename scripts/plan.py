@@ -59,8 +59,9 @@ class Cell:
         """(config, overrides) of every run of a seed, in plan order."""
         keys = list(self.sweep)
         combos = list(itertools.product(*(self.sweep[k] for k in keys))) or [()]
-        return [(c, [f"{k}={v}" for k, v in zip(keys, combo)] + list(self.set))
-                for c in self.configs for combo in combos]
+        return [
+            (c, [f"{k}={v}" for k, v in zip(keys, combo)] + list(self.set)) for c in self.configs for combo in combos
+        ]
 
     def runs_of_seed(self, seed: int) -> list[tuple[str, list[str], int]]:
         return [(c, o, seed) for c, o in self.variants()]
@@ -71,8 +72,18 @@ class Cell:
 
 
 #: the type of each key of a cell (checked by `load_plan`, so a malformed plan is an error naming the key)
-CELL_TYPES = {"id": str, "title": str, "configs": list, "seeds": list, "out": str, "runs": str, "set": list,
-              "sweep": dict, "curve": dict, "like": str}
+CELL_TYPES = {
+    "id": str,
+    "title": str,
+    "configs": list,
+    "seeds": list,
+    "out": str,
+    "runs": str,
+    "set": list,
+    "sweep": dict,
+    "curve": dict,
+    "like": str,
+}
 
 
 def _check_cell(c: dict, where: str) -> None:
@@ -115,8 +126,9 @@ def load_plan(path: str) -> list[Cell]:
         if not isinstance(c, dict):
             raise ConfigError(f"{where}: expected a mapping")
         if set(c) - known:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(set(c) - known))}; known: "
-                              f"{', '.join(sorted(known))}")
+            raise ConfigError(
+                f"{where}: unknown key(s) {', '.join(sorted(set(c) - known))}; known: {', '.join(sorted(known))}"
+            )
         missing = [k for k in ("id", "title", "configs", "seeds", "out", "runs") if k not in c]
         if missing:
             raise ConfigError(f"{where}: missing {', '.join(missing)}")
@@ -162,7 +174,7 @@ def read_probes(path: str) -> dict[tuple, float]:
     return probes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _steps_of(config: str, overrides: tuple) -> int | None:
     from structseq.config import load_config
 
@@ -189,8 +201,12 @@ def status(cells: list[Cell], done: dict[tuple, dict], probes: dict[tuple, float
 
     def costs(cell: Cell, steps: int | None) -> list[float]:
         """The cell's recorded costs, each scaled to `steps` updates from its own run's."""
-        return [finished[_key(*r)] * _scale(steps, _max_steps(*r[:2]))
-                for s in cell.seeds for r in cell.runs_of_seed(s) if _key(*r) in finished]
+        return [
+            finished[_key(*r)] * _scale(steps, _max_steps(*r[:2]))
+            for s in cell.seeds
+            for r in cell.runs_of_seed(s)
+            if _key(*r) in finished
+        ]
 
     rows = []
     for cell in cells:
@@ -216,9 +232,19 @@ def status(cells: list[Cell], done: dict[tuple, dict], probes: dict[tuple, float
                 hours += statistics.median(pool) / 3600
             else:
                 unknown += 1
-        rows.append({"cell": cell, "planned": len(planned), "done": len(planned) - len(missing),
-                     "complete": complete, "diverged": lost, "missing": missing,
-                     "hours": None if unknown else hours, "rough": rough and bool(missing), "probed": probed})
+        rows.append(
+            {
+                "cell": cell,
+                "planned": len(planned),
+                "done": len(planned) - len(missing),
+                "complete": complete,
+                "diverged": lost,
+                "missing": missing,
+                "hours": None if unknown else hours,
+                "rough": rough and bool(missing),
+                "probed": probed,
+            }
+        )
     return rows
 
 
@@ -240,27 +266,46 @@ def probe_accuracy(done: dict[tuple, dict], probes: dict[tuple, float]) -> str:
             ratios.append(statistics.median(costs) / probed)
     if not ratios:
         return ""
-    return (f"Probes against the runs recorded since: recorded / probed cost {statistics.median(ratios):.2f} (median "
-            f"over {len(ratios)} configs, range {min(ratios):.2f}-{max(ratios):.2f}).")
+    return (
+        f"Probes against the runs recorded since: recorded / probed cost {statistics.median(ratios):.2f} (median "
+        f"over {len(ratios)} configs, range {min(ratios):.2f}-{max(ratios):.2f})."
+    )
 
 
 def render(rows: list[dict], plan: str) -> str:
-    lines = ["| cell | seeds asked | seeds finished | runs recorded | CPU-hours to fill (1 core) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| cell | seeds asked | seeds finished | runs recorded | CPU-hours to fill (1 core) |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
         c = r["cell"]
-        need = "-" if not r["missing"] else ("?" if r["hours"] is None else
-                                             f"{r['hours']:.1f}{'*' if r['rough'] else ''}{'~' if r['probed'] else ''}")
+        need = (
+            "-"
+            if not r["missing"]
+            else (
+                "?"
+                if r["hours"] is None
+                else f"{r['hours']:.1f}{'*' if r['rough'] else ''}{'~' if r['probed'] else ''}"
+            )
+        )
         lost = f" (diverged: {_seeds(r['diverged'])})" if r["diverged"] else ""
-        lines.append(f"| {c.title} (`{c.id}`) | {_seeds(c.seeds)} | {_seeds(r['complete'])}{lost} | "
-                     f"{r['done']} / {r['planned']} | {need} |")
+        lines.append(
+            f"| {c.title} (`{c.id}`) | {_seeds(c.seeds)} | {_seeds(r['complete'])}{lost} | "
+            f"{r['done']} / {r['planned']} | {need} |"
+        )
     todo = [r["cell"].id for r in rows if r["missing"]]
     total = sum(r["hours"] or 0.0 for r in rows if r["missing"])
-    lines += ["", f"{len(todo)} of {len(rows)} cells incomplete, about {total:.0f} CPU-hours of one core "
-                  "(`*`: estimated from the cell's other configs or a similar cell; `~`: extrapolated from a short "
-                  "timing run, `--probe`; `?`: no recorded run to estimate from, not counted). Fill one (or all, "
-                  "leaving out `--cell`; start it once per core):",
-              "", "```bash", f"python scripts/plan.py {plan} --run --cell {' '.join(todo[:1]) or 'ID'}", "```"]
+    lines += [
+        "",
+        f"{len(todo)} of {len(rows)} cells incomplete, about {total:.0f} CPU-hours of one core "
+        "(`*`: estimated from the cell's other configs or a similar cell; `~`: extrapolated from a short "
+        "timing run, `--probe`; `?`: no recorded run to estimate from, not counted). Fill one (or all, "
+        "leaving out `--cell`; start it once per core):",
+        "",
+        "```bash",
+        f"python scripts/plan.py {plan} --run --cell {' '.join(todo[:1]) or 'ID'}",
+        "```",
+    ]
     return "\n".join(lines)
 
 
@@ -353,8 +398,11 @@ def probe(cells: list[Cell], ids: list[str] | None, out: str, steps: tuple[int, 
             rec = reproduce.probe(config, seeds[0], overrides, steps, batches, curve_every=curve)
             reproduce.append_records(out, [rec])
             probed[variant] = rec["cost_s"]
-            print(f"{cell.id}: {config} {' '.join(overrides)}: {rec['s_per_update']:.3f} s/update, about "
-                  f"{rec['cost_s'] / 3600:.2f} CPU-hours per run", flush=True)
+            print(
+                f"{cell.id}: {config} {' '.join(overrides)}: {rec['s_per_update']:.3f} s/update, about "
+                f"{rec['cost_s'] / 3600:.2f} CPU-hours per run",
+                flush=True,
+            )
     return 0
 
 
@@ -364,11 +412,20 @@ def main(argv=None) -> int:
     p.add_argument("--run", action="store_true", help="train and evaluate the missing runs")
     p.add_argument("--cell", nargs="+", help="only these cells (ids); --run takes them in this order")
     p.add_argument("--dry-run", action="store_true", help="with --run: list the runs it would start")
-    p.add_argument("--probe", action="store_true",
-                   help="time a short run of each config of the chosen cells that no record prices, and append the "
-                        "extrapolated cost to --probes (the table then uses it, marked ~)")
-    p.add_argument("--probe-steps", type=int, nargs=2, default=[10, 40], metavar=("S1", "S2"),
-                   help="time the updates between these two (default 10 40)")
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="time a short run of each config of the chosen cells that no record prices, and append the "
+        "extrapolated cost to --probes (the table then uses it, marked ~)",
+    )
+    p.add_argument(
+        "--probe-steps",
+        type=int,
+        nargs=2,
+        default=[10, 40],
+        metavar=("S1", "S2"),
+        help="time the updates between these two (default 10 40)",
+    )
     p.add_argument("--probe-batches", type=int, default=2, help="decoding batches timed per test split (default 2)")
     p.add_argument("--probes", default="results/plan-probes.jsonl", help="the probes' records")
     a = p.parse_args(argv)

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import os
+import platform
 import subprocess
 import sys
 import threading
@@ -65,8 +65,9 @@ def append_records(path: str | Path, records: list[dict]) -> None:
 def run_name(config: str, seed: int, overrides: list[str] = ()) -> str:
     # e.g. -interval4 -max_steps500 -context_window8.0: the key's last part and the whole value (the value may
     # hold dots, so the key is split off at '=' first); a path (train.init_from) by its last part
-    tag = "".join(f"-{k.split('.')[-1]}{Path(v).name if '/' in v else v}"
-                  for k, _, v in (o.partition("=") for o in overrides))
+    tag = "".join(
+        f"-{k.split('.')[-1]}{Path(v).name if '/' in v else v}" for k, _, v in (o.partition("=") for o in overrides)
+    )
     return f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
 
 
@@ -118,16 +119,33 @@ class _KeepCheckpoints:
 
 
 def _record(config, overrides, seed, run_dir, split, train_s, eval_s, steps, m) -> dict:
-    return {"config": config, "overrides": overrides, "seed": seed, "run_dir": str(run_dir), "split": split,
-            "train_wall_s": round(train_s, 1), "eval_wall_s": round(eval_s, 1),
-            "steps": steps, "machine": f"{platform.node()} {platform.processor()}",
-            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                  cwd=Path(__file__).parent).stdout.strip(),  # the commit of the code that ran
-            "metrics": None if m is None else {k: v for k, v in m.items() if k not in ("predictions",)}}
+    return {
+        "config": config,
+        "overrides": overrides,
+        "seed": seed,
+        "run_dir": str(run_dir),
+        "split": split,
+        "train_wall_s": round(train_s, 1),
+        "eval_wall_s": round(eval_s, 1),
+        "steps": steps,
+        "machine": f"{platform.node()} {platform.processor()}",
+        "git": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip(),  # the commit of the code that ran
+        "metrics": None if m is None else {k: v for k, v in m.items() if k not in ("predictions",)},
+    }
 
 
-def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name: str | None = None,
-        curve_every: int = 0, curve_out: str | None = None) -> str:
+def one(
+    config: str,
+    seed: int,
+    runs: str,
+    out: str,
+    overrides: list[str],
+    name: str | None = None,
+    curve_every: int = 0,
+    curve_out: str | None = None,
+) -> str:
     """Train (or resume) one run and append one JSON line per test split to `out`. The decoding settings of
     `config` + `overrides` apply when the run is evaluated, also to a run trained before they changed.
     With `curve_every`, also keep and evaluate the checkpoints at every multiple of it (records in `curve_out`)."""
@@ -150,8 +168,10 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
         with _KeepCheckpoints(run_dir, curve_every) if curve_every else _Nothing():
             summary = _train(cfg, run_dir)
     except DivergedError as e:  # a seed that diverges is a result too: recorded, never averaged in
-        rec = {**_record(config, overrides, seed, run_dir, None, time.time() - t0, 0.0, cfg.train.max_steps, None),
-               "diverged": {"step": e.step, "loss": str(e.loss)}}
+        rec = {
+            **_record(config, overrides, seed, run_dir, None, time.time() - t0, 0.0, cfg.train.max_steps, None),
+            "diverged": {"step": e.step, "loss": str(e.loss)},
+        }
         append_records(out, [{**rec, "split": s} for s in cfg.data.test])
         return f"{name}: diverged ({e})"
     train_s = time.time() - t0
@@ -167,11 +187,15 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str], name:
         run = api.load_run(run_dir)
         run.config.decode = cfg.decode
         m = run.evaluate(split)
-        lines.append(json.dumps(_record(config, overrides, seed, run_dir, split, train_s, time.time() - t1,
-                                        cfg.train.max_steps, m)))
+        lines.append(
+            json.dumps(
+                _record(config, overrides, seed, run_dir, split, train_s, time.time() - t1, cfg.train.max_steps, m)
+            )
+        )
     append_records(out, [json.loads(x) for x in lines])
     return f"{name}: " + ", ".join(
-        f"{json.loads(x)['split']} EM {json.loads(x)['metrics']['exact_match']['score']:.4f}" for x in lines)
+        f"{json.loads(x)['split']} EM {json.loads(x)['metrics']['exact_match']['score']:.4f}" for x in lines
+    )
 
 
 INTERRUPTED = "; run the command again to resume"
@@ -204,8 +228,14 @@ def train_only(config: str, seed: int, runs: str, overrides: list[str]) -> str:
     return f"{name}: trained"
 
 
-def probe(config: str, seed: int, overrides: list[str], steps: tuple[int, int] = (10, 40), batches: int = 2,
-          curve_every: int = 0) -> dict:
+def probe(
+    config: str,
+    seed: int,
+    overrides: list[str],
+    steps: tuple[int, int] = (10, 40),
+    batches: int = 2,
+    curve_every: int = 0,
+) -> dict:
     """What a run of `config` would cost here, from a short one: the seconds per update between updates s1 and s2
     (`progress.train_seconds`, so setup and validation are left out) times max_steps, plus the decoding of every
     test split. Decoding is timed on `batches` of the split's length-sorted decoding batches, drawn at random, each
@@ -246,14 +276,24 @@ def probe(config: str, seed: int, overrides: list[str], steps: tuple[int, int] =
         evals = {split: _time_decoding(run, run.load_split(split)[2], batches, rng) for split in cfg.data.test}
     decode_s = sum(e["seconds"] for e in evals.values())
     curve_points = len(range(curve_every, cfg.train.max_steps, curve_every)) if curve_every else 0
-    return {"config": config, "overrides": overrides, "seed": seed, "probe_steps": [s1, s2],
-            "s_per_update": round(per_update, 4), "max_steps": cfg.train.max_steps, "eval": evals,
-            "curve_points": curve_points,
-            "cost_s": round(per_update * cfg.train.max_steps + decode_s * (1 + curve_points), 1),
-            "threads": torch.get_num_threads(), "load_before": round(load, 2),
-            "load_after": round(os.getloadavg()[0], 2), "machine": f"{platform.node()} {platform.processor()}",
-            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                  cwd=Path(__file__).parent).stdout.strip()}
+    return {
+        "config": config,
+        "overrides": overrides,
+        "seed": seed,
+        "probe_steps": [s1, s2],
+        "s_per_update": round(per_update, 4),
+        "max_steps": cfg.train.max_steps,
+        "eval": evals,
+        "curve_points": curve_points,
+        "cost_s": round(per_update * cfg.train.max_steps + decode_s * (1 + curve_points), 1),
+        "threads": torch.get_num_threads(),
+        "load_before": round(load, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+        "machine": f"{platform.node()} {platform.processor()}",
+        "git": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip(),
+    }
 
 
 def _time_decoding(run, examples, batches: int, rng) -> dict:
@@ -267,7 +307,7 @@ def _time_decoding(run, examples, batches: int, rng) -> dict:
 
     task, model, d = run.task, run.model, run.config.decode
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
-    chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
+    chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
     picked = sorted(rng.sample(range(len(chunks)), min(batches, len(chunks))))
     forced = hasattr(model, "step") and hasattr(task, "decode_inputs")
     device = next(model.parameters()).device
@@ -279,13 +319,24 @@ def _time_decoding(run, examples, batches: int, rng) -> dict:
             inputs = task.to_device(task.decode_inputs(part, run.vocabs), device)
             wanted = task.batch(part, run.vocabs)["tgt_out"].ne(Vocab.pad).sum(1).to(device)
             with torch.no_grad():
-                decode(_NoEos(model), inputs, torch.minimum(max_lengths(inputs["src"], d.max_len_a, d.max_len_b),
-                                                             wanted), beam=d.beam, len_penalty=d.len_penalty)
+                decode(
+                    _NoEos(model),
+                    inputs,
+                    torch.minimum(max_lengths(inputs["src"], d.max_len_a, d.max_len_b), wanted),
+                    beam=d.beam,
+                    len_penalty=d.len_penalty,
+                )
         else:
             run.decode_examples(part)
         times.append(time.perf_counter() - t)
-    return {"examples": len(examples), "batches": len(chunks), "timed": picked, "batch_s": [round(x, 3) for x in times],
-            "forced_length": forced, "seconds": round(sum(times) / len(times) * len(chunks), 1)}
+    return {
+        "examples": len(examples),
+        "batches": len(chunks),
+        "timed": picked,
+        "batch_s": [round(x, 3) for x in times],
+        "forced_length": forced,
+        "seconds": round(sum(times) / len(times) * len(chunks), 1),
+    }
 
 
 class _NoEos:
@@ -331,8 +382,10 @@ def _curve(config, overrides, seed, run_dir: Path, cfg, every: int, out: str) ->
             run = api.load_run(run_dir, checkpoint=f"step{k}")
             run.config.decode = cfg.decode
             m = run.evaluate(split, write_predictions=False)
-            rec = {**_record(config, overrides, seed, run_dir, split, 0.0, time.time() - t1, cfg.train.max_steps, m),
-                   "step": k}
+            rec = {
+                **_record(config, overrides, seed, run_dir, split, 0.0, time.time() - t1, cfg.train.max_steps, m),
+                "step": k,
+            }
             rec.pop("train_wall_s")
             append_records(out, [rec])
 
@@ -354,8 +407,9 @@ def main(argv=None) -> None:
     # restartable: skip (config, seed) pairs already recorded
     done = {(r.get("config"), r.get("seed"), tuple(r.get("overrides", []))) for r in read_jsonl(a.out)}
     jobs = [(c, s) for c in a.configs for s in a.seeds if (c, s, tuple(a.overrides)) not in done]
-    args = [(c, s, a.runs, a.out, a.overrides, None, a.curve_every if s in a.curve_seeds else 0, curve_out)
-            for c, s in jobs]
+    args = [
+        (c, s, a.runs, a.out, a.overrides, None, a.curve_every if s in a.curve_seeds else 0, curve_out) for c, s in jobs
+    ]
     if a.jobs == 1:  # in this process, one run after another: an interrupted run stops the sweep
         for job in args:
             msg = one(*job)

@@ -50,7 +50,8 @@ def one(config: str, seed: int, runs: str, out: str, overrides: list[str]) -> st
 PAPER_SEEDS = {"colors": 16, "scan-jump": 10, "scan-around-right": 10, "cogs": 10, "tatoeba-en-zh": 5}
 TABLES = {
     "table2": {
-        "metric": "exact_match", "split": {"cogs": "gen"},
+        "metric": "exact_match",
+        "split": {"cogs": "gen"},
         "datasets": ["colors", "scan-jump", "scan-around-right", "cogs"],
         "rows": [
             ("LSTM", "lstm", [0.00, 0.00, 0.09, 0.51]),
@@ -63,7 +64,10 @@ TABLES = {
         ],
     },
     "table4": {
-        "metric": "bleu_pooled", "split": {}, "datasets": ["tatoeba-en-zh"], "columns": ["full", "1-shot"],
+        "metric": "bleu_pooled",
+        "split": {},
+        "datasets": ["tatoeba-en-zh"],
+        "columns": ["full", "1-shot"],
         "rows": [
             ("LSTM", "lstm", ["24.18 ± 0.37", "17.47 ± 0.64"]),
             ("+ Lex PMI", "lstm-lex-pmi", ["24.36 ± 0.09", "18.46 ± 0.13"]),
@@ -72,7 +76,9 @@ TABLES = {
         ],
     },
     "table5": {
-        "metric": "exact_match", "split": {"cogs": "gen"}, "datasets": ["cogs"],
+        "metric": "exact_match",
+        "split": {"cogs": "gen"},
+        "datasets": ["cogs"],
         "rows": [
             ("LSTM", "lstm", ["0.51 ± 0.06"]),
             ("Uniform (learned)", "lstm-lex-uniform", ["0.56 ± 0.07"]),
@@ -82,9 +88,13 @@ TABLES = {
         ],
     },
 }
-BUDGET_KEYS = {"model": ("embed_dim", "hidden_dim"),
-               "optim": ("lr", "warmup", "max_tokens", "batch_size", "accumulate"),
-               "train": ("max_steps", "valid_every"), "data": ("test",), "decode": ("batch_size", "max_len_b")}
+BUDGET_KEYS = {
+    "model": ("embed_dim", "hidden_dim"),
+    "optim": ("lr", "warmup", "max_tokens", "batch_size", "accumulate"),
+    "train": ("max_steps", "valid_every"),
+    "data": ("test",),
+    "decode": ("batch_size", "max_len_b"),
+}
 #: budget -> the per-dataset config its keys come from (Tatoeba, which has no lstm-cpu.yaml, falls back to COGS's).
 BUDGET_FILES = {"cpu": "lstm-cpu.yaml", "cpu-short": "lstm-cpu-short.yaml"}
 
@@ -97,12 +107,15 @@ def budget_overrides(dataset: str, budget: str) -> list[str]:
     if not path.exists():
         path = ROOT / "configs" / "cogs" / BUDGET_FILES[budget]
     cpu = yaml.safe_load(path.read_text())
-    return [f"{section}.{k}={json.dumps(cpu[section][k])}" for section, keys in BUDGET_KEYS.items()
-            for k in keys if k in cpu.get(section, {})]
+    return [
+        f"{section}.{k}={json.dumps(cpu[section][k])}"
+        for section, keys in BUDGET_KEYS.items()
+        for k in keys
+        if k in cpu.get(section, {})
+    ]
 
 
-def plan(table: str, datasets: list[str], rows: list[str], seeds: int | None, budget: str, threads: int
-         ) -> list[tuple]:
+def plan(table: str, datasets: list[str], rows: list[str], seeds: int | None, budget: str, threads: int) -> list[tuple]:
     jobs = []
     for ds in datasets:
         n = seeds if seeds is not None else PAPER_SEEDS[ds]
@@ -124,10 +137,15 @@ def pooled_bleu(run_dir: Path) -> dict[str, float]:
 
     with open(run_dir / "predictions" / "test.tsv", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
-    inputs = MetricInputs([r["hypothesis"] for r in rows], [tuple(r["reference"].split()) for r in rows],
-                          sources=[tuple(r["source"].split()) for r in rows], dataset="tatoeba-en-zh", split="test",
-                          dataset_spec=get_dataset("tatoeba-en-zh"),
-                          load_split=lambda split: load_dataset("tatoeba-en-zh", split))
+    inputs = MetricInputs(
+        [r["hypothesis"] for r in rows],
+        [tuple(r["reference"].split()) for r in rows],
+        sources=[tuple(r["source"].split()) for r in rows],
+        dataset="tatoeba-en-zh",
+        split="test",
+        dataset_spec=get_dataset("tatoeba-en-zh"),
+        load_split=lambda split: load_dataset("tatoeba-en-zh", split),
+    )
     report = compute_metric("pooled_bleu", inputs)
     return {col: 100 * report[col]["score"] for col in ("full", "1-shot")}
 
@@ -155,16 +173,21 @@ def collect(table: str, datasets: list[str], runs: Path, results: Path) -> dict:
     return cells
 
 
-def render(table: str, datasets: list[str], cells: dict, budget: str, rows: list[str] | None = None
-           ) -> tuple[str, dict]:
+def render(
+    table: str, datasets: list[str], cells: dict, budget: str, rows: list[str] | None = None
+) -> tuple[str, dict]:
     """The Markdown table (a heading, then the table) and its JSON; `rows`: only these configs."""
     spec = TABLES[table]
     columns = spec.get("columns", spec["datasets"])
     shown = [c for c in columns if spec.get("columns") or c in datasets]
     digits = 2 if spec["metric"] == "bleu_pooled" else 3
     head = "| model | " + " | ".join(f"{c} (ours) | {c} (paper)" for c in shown) + " |"
-    lines = [f"### {table}: {spec['metric']} (mean ± sd over seeds), budget {budget}", "", head,
-             "|---" * (1 + 2 * len(shown)) + "|"]
+    lines = [
+        f"### {table}: {spec['metric']} (mean ± sd over seeds), budget {budget}",
+        "",
+        head,
+        "|---" * (1 + 2 * len(shown)) + "|",
+    ]
     data = {"table": table, "budget": budget, "metric": spec["metric"], "rows": []}
     for label, stem, paper in (r for r in spec["rows"] if not rows or r[1] in rows):
         row, rec = [label], {"model": label, "config": stem, "cells": {}}
@@ -194,8 +217,12 @@ def main(argv=None) -> None:
     p.add_argument("--out", default="results/lexicon")
     p.add_argument("--runs", default="runs/lexicon")
     p.add_argument("--report-only", action="store_true", help="only write the tables from finished runs")
-    p.add_argument("--print", action="store_true", help="only print the table of the recorded runs (of --rows, "
-                   "--datasets), writing nothing: RESULTS.md's generated blocks")
+    p.add_argument(
+        "--print",
+        action="store_true",
+        help="only print the table of the recorded runs (of --rows, "
+        "--datasets), writing nothing: RESULTS.md's generated blocks",
+    )
     a = p.parse_args(argv)
     datasets = a.datasets or TABLES[a.table]["datasets"]
     unknown = sorted(set(datasets) - set(TABLES[a.table]["datasets"]))
@@ -214,8 +241,11 @@ def main(argv=None) -> None:
         return
     if not a.report_only:
         recorded = {json.loads(line)["run_dir"] for line in results.open()} if results.exists() else set()
-        jobs = [(c, s, o) for c, s, o in plan(a.table, datasets, rows, a.seeds, a.budget, a.threads)
-                if str(runs / reproduce.run_name(c, s)) not in recorded]
+        jobs = [
+            (c, s, o)
+            for c, s, o in plan(a.table, datasets, rows, a.seeds, a.budget, a.threads)
+            if str(runs / reproduce.run_name(c, s)) not in recorded
+        ]
         with ProcessPoolExecutor(a.jobs) as pool:
             futures = [pool.submit(one, c, s, str(runs), str(results), o) for c, s, o in jobs]
             for f in futures:

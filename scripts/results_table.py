@@ -37,15 +37,26 @@ PAPER = {
     ("ctx-maruf-ted", "alternate"): "BLEU 36.81 (Wang et al. 2019, IWSLT fr-en)",
     ("ctx-maruf-ted", "doc-nmt"): "BLEU 36.61 (Wang et al. 2019's doc-NMT, IWSLT fr-en)",
 }
-for _ds, _row in (("scan-jump", (0.95, 0.79, 0.82)), ("scan-around-right", (0.02, 0.00, 0.02)), ("cogs", (0.82, 0.82, 0.70))):
+for _ds, _row in (
+    ("scan-jump", (0.95, 0.79, 0.82)),
+    ("scan-around-right", (0.02, 0.00, 0.02)),
+    ("cogs", (0.82, 0.82, 0.70)),
+):
     PAPER[(_ds, "lstm-lex-pmi")] = PAPER[(_ds, "lstm-lex-pmi-first-seen")] = f"{_row[0]:.2f} (+ PMI, A&A 2021)"
     PAPER[(_ds, "lstm-lex-ibm1")] = f"{_row[1]:.2f} (+ IBMM2 = fast_align's Model 1, A&A 2021)"
     PAPER[(_ds, "lstm-lex-bayesian")] = f"{_row[2]:.2f} (+ Bayesian, A&A 2021)"
     PAPER[(_ds, "lstm-lex-ibm2")] = "- (our IBM Model 2; not in the paper)"
 #: Table 5 (COGS gen, the lexicon ablation), mean ± sd over the paper's seeds
-PAPER.update({("cogs", f"lstm-lex-{name}"): f"{score} (+ {label}, A&A 2021 Table 5)" for name, label, score in (
-    ("uniform", "Uniform, learned", "0.56 ± 0.07"), ("soft", "Soft, tau 0.1", "0.83 ± 0.00"),
-    ("learned", "Learned, from Simple", "0.83 ± 0.01"))})
+PAPER.update(
+    {
+        ("cogs", f"lstm-lex-{name}"): f"{score} (+ {label}, A&A 2021 Table 5)"
+        for name, label, score in (
+            ("uniform", "Uniform, learned", "0.56 ± 0.07"),
+            ("soft", "Soft, tau 0.1", "0.83 ± 0.00"),
+            ("learned", "Learned, from Simple", "0.83 ± 0.01"),
+        )
+    }
+)
 
 
 #: the lexicon paper's Tatoeba BLEU (Table 4; NLTK BLEU x 100, references pooled by source): full, 1-shot
@@ -105,8 +116,10 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
             points[(config, split)][seed][f["steps"]] = scale * score(f, metric)
     steps = sorted({k for per_seed in points.values() for s in per_seed.values() for k in s})
     shown = f"{metric} (x 100)" if scale != 1 else metric
-    print(f"\nLearning curve: test {shown} against updates (checkpoints kept during training, each evaluated "
-          "once; none selected by it)\n")
+    print(
+        f"\nLearning curve: test {shown} against updates (checkpoints kept during training, each evaluated "
+        "once; none selected by it)\n"
+    )
     print("| config | split | seeds | " + " | ".join(str(k) for k in steps) + " |")
     print("|---|---|---|" + "---|" * len(steps))
     for (config, split), per_seed in sorted(points.items()):
@@ -133,9 +146,15 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
             ax, color = axes[0][datasets.index(ds)], f"C{i}"
             for j, s in enumerate(sorted(per_seed)):
                 ks = sorted(per_seed[s])
-                ax.plot(ks, [per_seed[s][k] for k in ks], marker="o", color=color, alpha=0.9,
-                        linestyle="-" if j == 0 else "--",
-                        label=f"{Path(path).stem}{''.join(' ' + o for o in overrides)} ({split}), seed {s}")
+                ax.plot(
+                    ks,
+                    [per_seed[s][k] for k in ks],
+                    marker="o",
+                    color=color,
+                    alpha=0.9,
+                    linestyle="-" if j == 0 else "--",
+                    label=f"{Path(path).stem}{''.join(' ' + o for o in overrides)} ({split}), seed {s}",
+                )
             paper = PAPER_BLEU if metric.startswith("pooled_bleu") else PAPER
             m = re.match(r"([\d.]+)", paper.get((ds, stem), "") if split == paper_split(ds) else "")
             if m:
@@ -168,8 +187,14 @@ def headline(groups: dict[tuple, list[dict]]) -> None:
             continue
         rs = [r for r in all_rs if not r.get("diverged")]
         lost = len(all_rs) - len(rs)
-        shown = " ".join([f"`{stem}`"] + [f"`{o}`" for o in overrides if o.split("=")[0].split(".")[-1]
-                                          not in ("max_steps", "valid_every", "warmup")])
+        shown = " ".join(
+            [f"`{stem}`"]
+            + [
+                f"`{o}`"
+                for o in overrides
+                if o.split("=")[0].split(".")[-1] not in ("max_steps", "valid_every", "warmup")
+            ]
+        )
         if rs and all("pooled_bleu" in r["metrics"] for r in rs):
             shown_score = "BLEU " + _fmt([100 * score(r, "pooled_bleu.full") for r in rs], 2)
             paper = PAPER_BLEU.get((ds, stem), "")
@@ -186,16 +211,19 @@ def pooled(groups: dict[tuple, list[dict]]) -> None:
     print("\n| config | split | seeds | BLEU full | BLEU 1-shot (items) | paper full / 1-shot |")
     print("|---|---|---|---|---|---|")
     for (config, overrides, split), all_rs in sorted(groups.items()):
-        rs = sorted((r for r in all_rs if not r.get("diverged") and "pooled_bleu" in r["metrics"]),
-                    key=lambda r: r["seed"])
+        rs = sorted(
+            (r for r in all_rs if not r.get("diverged") and "pooled_bleu" in r["metrics"]), key=lambda r: r["seed"]
+        )
         if not rs:
             continue
         full = [100 * score(r, "pooled_bleu.full") for r in rs]
         shot = [100 * score(r, "pooled_bleu.1-shot") for r in rs]
         items = rs[0]["metrics"]["pooled_bleu"]["1-shot"]["n"]
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides)
-        print(f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {_fmt(full, 2)} "
-              f"| {_fmt(shot, 2)} ({items}) | {PAPER_BLEU.get(paper_key(config), '')} |")
+        print(
+            f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {_fmt(full, 2)} "
+            f"| {_fmt(shot, 2)} ({items}) | {PAPER_BLEU.get(paper_key(config), '')} |"
+        )
 
 
 def per_category(groups: dict[tuple, list[dict]]) -> None:
@@ -210,17 +238,24 @@ def per_category(groups: dict[tuple, list[dict]]) -> None:
         cats = sorted({c for rs in columns.values() for r in rs for c in r["metrics"]["per_category"]["exact_match"]})
         if len(cats) < 2:
             continue
-        names = [" ".join([f"`{paper_key(c)[1]}`"] + [f"`{o}`" for o in o_ if "max_steps" not in o
-                                                       and "valid_every" not in o]) + f" ({len(rs)} seed{'s' if len(rs) > 1 else ''})"
-                 for (c, o_), rs in columns.items()]
+        names = [
+            " ".join(
+                [f"`{paper_key(c)[1]}`"] + [f"`{o}`" for o in o_ if "max_steps" not in o and "valid_every" not in o]
+            )
+            + f" ({len(rs)} seed{'s' if len(rs) > 1 else ''})"
+            for (c, o_), rs in columns.items()
+        ]
         print(f"\nExact match per category, {split} split:\n")
         print("| category | " + " | ".join(names) + " |")
         print("|---|" + "---|" * len(names))
         for cat in cats:
             cells = []
             for rs in columns.values():
-                xs = [r["metrics"]["per_category"]["exact_match"][cat] for r in rs
-                      if cat in r["metrics"]["per_category"]["exact_match"]]
+                xs = [
+                    r["metrics"]["per_category"]["exact_match"][cat]
+                    for r in rs
+                    if cat in r["metrics"]["per_category"]["exact_match"]
+                ]
                 cells.append(_fmt(xs) if xs else "-")
             print(f"| {cat} | " + " | ".join(cells) + " |")
 
@@ -230,14 +265,23 @@ def main(argv=None) -> None:
     p.add_argument("files", nargs="+")
     p.add_argument("--curve", nargs="+", help="learning-curve records (reproduce.py --curve-out), one or more files")
     p.add_argument("--plot", help="PNG for the learning curve")
-    p.add_argument("--curve-metric", default="exact_match",
-                   help="the curve's score: a report key or a dotted path (pooled_bleu.full: Tatoeba's paper BLEU)")
+    p.add_argument(
+        "--curve-metric",
+        default="exact_match",
+        help="the curve's score: a report key or a dotted path (pooled_bleu.full: Tatoeba's paper BLEU)",
+    )
     p.add_argument("--per-run", action="store_true", help="also list every run (seed, score, wall times)")
-    p.add_argument("--headline", action="store_true",
-                   help="only the compact table of the README: test/gen exact match per column and model, paper beside")
+    p.add_argument(
+        "--headline",
+        action="store_true",
+        help="only the compact table of the README: test/gen exact match per column and model, paper beside",
+    )
     p.add_argument("--curve-only", action="store_true", help="only the learning-curve table (with --curve)")
-    p.add_argument("--per-category", action="store_true",
-                   help="only the exact match per category (records with categories, e.g. COGS gen)")
+    p.add_argument(
+        "--per-category",
+        action="store_true",
+        help="only the exact match per category (records with categories, e.g. COGS gen)",
+    )
     a = p.parse_args(argv)
     if a.curve_only and not a.curve:
         p.error("--curve-only needs --curve")
@@ -274,19 +318,25 @@ def main(argv=None) -> None:
         key = paper_key(config)
         wall = statistics.median(r["train_wall_s"] for r in rs) / 60  # median: robust to a mis-timed run
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)
-        print(f"| {shown} | {split} | {seeds} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
-              f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split == paper_split(key[0]) else ''} |")
+        print(
+            f"| {shown} | {split} | {seeds} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
+            f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split == paper_split(key[0]) else ''} |"
+        )
     if a.per_run:
         print("\n| run | seed | split | exact match | train wall (s) | eval wall (s) | updates | commit |")
         print("|---|---|---|---|---|---|---|---|")
         for (config, overrides, split), rs in sorted(groups.items()):
             for r in sorted(rs, key=lambda r: r["seed"]):
                 if r.get("diverged"):
-                    print(f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | diverged at update "
-                          f"{r['diverged']['step']} | | | {r['steps']} | {r.get('git', '')} |")
+                    print(
+                        f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | diverged at update "
+                        f"{r['diverged']['step']} | | | {r['steps']} | {r.get('git', '')} |"
+                    )
                     continue
-                print(f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | {r['metrics']['exact_match']['score']:.4f} "
-                      f"| {r['train_wall_s']:.0f} | {r['eval_wall_s']:.0f} | {r['steps']} | {r.get('git', '')} |")
+                print(
+                    f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | {r['metrics']['exact_match']['score']:.4f} "
+                    f"| {r['train_wall_s']:.0f} | {r['eval_wall_s']:.0f} | {r['steps']} | {r.get('git', '')} |"
+                )
     if any("pooled_bleu" in (r.get("metrics") or {}) for rs in groups.values() for r in rs):
         pooled(groups)
     if a.curve:

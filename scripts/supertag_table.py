@@ -32,7 +32,7 @@ def val(m: dict, key: str) -> float:
     """A score of an evaluation JSON as a percent (current form {score, signature, ...}; records of the first
     runs held bare percents and the bins under `bins`)."""
     if key.startswith("accuracy_") and key not in m:
-        return m["bins"][key[len("accuracy_"):]]["accuracy"]
+        return m["bins"][key[len("accuracy_") :]]["accuracy"]
     v = m[key]
     return percent(v["score"], v.get("signature", m.get("signature"))) if isinstance(v, dict) else v
 
@@ -43,9 +43,11 @@ def curve(m: dict) -> list[dict]:
     return [{**p, "accuracy": percent(p["accuracy"], m.get("signature"))} for p in m["multitag"]]
 
 
-COLS = [("overall", lambda m: val(m, "accuracy"))] + \
-    [(b, lambda m, b=b: val(m, f"accuracy_{b}")) for b in ("frequent", "uncommon", "rare", "unseen")] + \
-    [("sentence", lambda m: val(m, "sentence_accuracy"))]
+COLS = (
+    [("overall", lambda m: val(m, "accuracy"))]
+    + [(b, lambda m, b=b: val(m, f"accuracy_{b}")) for b in ("frequent", "uncommon", "rare", "unseen")]
+    + [("sentence", lambda m: val(m, "sentence_accuracy"))]
+)
 
 
 def fmt(xs: list[float]) -> str:
@@ -74,8 +76,10 @@ def read_records(dirs: list[Path]) -> dict[str, dict[int, dict]]:
 def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
     """Accuracy of "gold within beta of the best" against categories per word, mean over seeds per config."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for c, recs in runs.items():
         recs = [r["beam5"] for r in recs.values() if "beam5" in r]
@@ -107,7 +111,9 @@ def main() -> None:
     print("|---|---|" + "---|" * len(COLS))
     for c in configs:
         recs = list(runs[c].values())
-        print(f"| {c} (greedy) | {len(recs)} | " + " | ".join(fmt([f(r['beam1']) for r in recs]) for _, f in COLS) + " |")
+        print(
+            f"| {c} (greedy) | {len(recs)} | " + " | ".join(fmt([f(r["beam1"]) for r in recs]) for _, f in COLS) + " |"
+        )
     print()
     print("| model | greedy | beam 5 best | beam 5 oracle | unseen predicted (right) | ill-formed argmax repaired |")
     print("|---|---|---|---|---|---|")
@@ -117,18 +123,24 @@ def main() -> None:
             continue
         unseen = ", ".join(f"{r['beam1']['unseen_predicted']} ({r['beam1']['unseen_predicted_correct']})" for r in recs)
         rep = ", ".join(str(r["beam1"].get("ill_formed_repaired", "—")) for r in recs)
-        print(f"| {c} | {fmt([val(r['beam1'], 'accuracy') for r in recs])} | "
-              f"{fmt([val(r['beam5'], 'accuracy') for r in recs])} "
-              f"| {fmt([val(r['beam5'], 'oracle_accuracy') for r in recs])} | {unseen} | {rep} |")
+        print(
+            f"| {c} | {fmt([val(r['beam1'], 'accuracy') for r in recs])} | "
+            f"{fmt([val(r['beam5'], 'accuracy') for r in recs])} "
+            f"| {fmt([val(r['beam5'], 'oracle_accuracy') for r in recs])} | {unseen} | {rep} |"
+        )
     print()
     for c in configs:
         recs = [r for r in runs[c].values() if "beam5" in r]
         if not recs:
             continue
-        print(f"- beta curve, {c} (beam 5; mean over {len(recs)} seed(s)): " + "; ".join(
-            f"beta {p['beta']:g}: {statistics.mean(curve(r['beam5'])[i]['accuracy'] for r in recs):.2f}% at "
-            f"{statistics.mean(r['beam5']['multitag'][i]['tags_per_word'] for r in recs):.2f}/word"
-            for i, p in enumerate(recs[0]["beam5"]["multitag"])))
+        print(
+            f"- beta curve, {c} (beam 5; mean over {len(recs)} seed(s)): "
+            + "; ".join(
+                f"beta {p['beta']:g}: {statistics.mean(curve(r['beam5'])[i]['accuracy'] for r in recs):.2f}% at "
+                f"{statistics.mean(r['beam5']['multitag'][i]['tags_per_word'] for r in recs):.2f}/word"
+                for i, p in enumerate(recs[0]["beam5"]["multitag"])
+            )
+        )
     if args.plot:
         plot({c: runs[c] for c in configs}, args.plot)
     if args.out:

@@ -25,16 +25,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ("README.md", "RESULTS.md", "docs/performance.md", "docs/reproduction.md")
-BLOCK = re.compile(r"^<!-- generated: (?P<command>[^\n]+?) -->\n(?P<text>.*?)^<!-- /generated -->$",
-                   re.DOTALL | re.MULTILINE)
+BLOCK = re.compile(
+    r"^<!-- generated: (?P<command>[^\n]+?) -->\n(?P<text>.*?)^<!-- /generated -->$", re.DOTALL | re.MULTILINE
+)
 
 
 def _argv(command: str, where: str, plots: bool) -> list[str]:
     words = shlex.split(command)
     table_script = len(words) > 1 and re.fullmatch(r"scripts/\w+\.py|benchmarks/report\.py", words[1])
     if words[:1] != ["python"] or not table_script:
-        raise SystemExit(f"{where}: a generated block's command must be `python scripts/NAME.py ...` or "
-                         f"`python benchmarks/report.py ...`, got {command!r}")
+        raise SystemExit(
+            f"{where}: a generated block's command must be `python scripts/NAME.py ...` or "
+            f"`python benchmarks/report.py ...`, got {command!r}"
+        )
     args = words[2:]
     if not plots:
         args = [a for i, a in enumerate(args) if a != "--plot" and (i == 0 or args[i - 1] != "--plot")]
@@ -58,7 +61,7 @@ def update(path: Path, check: bool) -> list[str]:
         new = render(m["command"], where, plots=not check)
         if new != m["text"]:
             stale.append(f"{where} {m['command']}")
-        out += [text[last:m.start("text")], new]
+        out += [text[last : m.start("text")], new]
         last = m.end("text")
     if not check and stale:
         from structseq.outputs import atomic_write

@@ -31,10 +31,16 @@ def word_tokenizer(words, style: str = "bart", drop: tuple[str, ...] = ()):
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if style == "bart":
-        tk.post_processor = processors.TemplateProcessing(single="<s> $A </s>",
-                                                          special_tokens=[("<s>", 0), ("</s>", 2)])
-        named = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>",
-                 "mask_token": "<mask>"}
+        tk.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+        )
+        named = {
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "mask_token": "<mask>",
+        }
     else:
         tk.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
         named = {"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
@@ -49,19 +55,46 @@ def _save(model, tokenizer, folder: Path) -> Path:
     return folder
 
 
-def tiny_bart(folder: Path, words=None, *, d_model: int = 16, layers: int = 2, dropout: float = 0.0, seed: int = 0,
-              family: str = "bart", drop: tuple[str, ...] = (), **extra) -> Path:
+def tiny_bart(
+    folder: Path,
+    words=None,
+    *,
+    d_model: int = 16,
+    layers: int = 2,
+    dropout: float = 0.0,
+    seed: int = 0,
+    family: str = "bart",
+    drop: tuple[str, ...] = (),
+    **extra,
+) -> Path:
     """A random BART (or mBART) of `layers` encoder and decoder layers, saved with its tokenizer."""
     from transformers import BartConfig, BartForConditionalGeneration, MBartConfig, MBartForConditionalGeneration
 
     tokenizer = word_tokenizer(words if words is not None else colors_words(), "bart", drop)
-    config_class, model_class = (BartConfig, BartForConditionalGeneration) if family == "bart" else \
-        (MBartConfig, MBartForConditionalGeneration)
-    settings = dict(vocab_size=len(tokenizer), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
-                    encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=2 * d_model,
-                    decoder_ffn_dim=2 * d_model, max_position_embeddings=128, dropout=dropout, attention_dropout=0.0,
-                    activation_dropout=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
-                    forced_bos_token_id=None, forced_eos_token_id=None, scale_embedding=True)
+    config_class, model_class = (
+        (BartConfig, BartForConditionalGeneration) if family == "bart" else (MBartConfig, MBartForConditionalGeneration)
+    )
+    settings = dict(
+        vocab_size=len(tokenizer),
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=2 * d_model,
+        decoder_ffn_dim=2 * d_model,
+        max_position_embeddings=128,
+        dropout=dropout,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        forced_bos_token_id=None,
+        forced_eos_token_id=None,
+        scale_embedding=True,
+    )
     settings.update(extra)
     torch.manual_seed(seed)
     return _save(model_class(config_class(**settings)), tokenizer, folder)
@@ -72,9 +105,20 @@ def tiny_t5(folder: Path, words=None, *, d_model: int = 16, layers: int = 2, see
     from transformers import T5Config, T5ForConditionalGeneration
 
     tokenizer = word_tokenizer(words if words is not None else colors_words(), "t5")
-    config = T5Config(vocab_size=len(tokenizer), d_model=d_model, d_kv=8, d_ff=2 * d_model, num_layers=layers,
-                      num_decoder_layers=layers, num_heads=2, dropout_rate=0.0, pad_token_id=0, eos_token_id=1,
-                      decoder_start_token_id=0, relative_attention_num_buckets=8)
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=d_model,
+        d_kv=8,
+        d_ff=2 * d_model,
+        num_layers=layers,
+        num_decoder_layers=layers,
+        num_heads=2,
+        dropout_rate=0.0,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+        relative_attention_num_buckets=8,
+    )
     torch.manual_seed(seed)
     return _save(T5ForConditionalGeneration(config), tokenizer, folder)
 
@@ -84,6 +128,12 @@ def tiny_bert(folder: Path) -> Path:
     from transformers import BertConfig, BertModel
 
     tokenizer = word_tokenizer(colors_words(), "bart")
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
     return _save(BertModel(config), tokenizer, folder)

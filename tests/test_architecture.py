@@ -70,7 +70,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 state[path.pop()] = 2
                 stack.pop()
             elif state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             elif nxt not in state:
                 state[nxt] = 1
                 path.append(nxt)
@@ -107,6 +107,7 @@ def test_no_source_file_or_function_too_long():
 
 
 # ---------------------------------------------------------------- registries and the model contract
+
 
 def test_a_name_registered_twice_is_refused_naming_both():
     reg = Registry("widget", "x.widget")
@@ -163,13 +164,22 @@ def test_every_model_has_the_contract_defaults():
         assert set(state) == set(model.state_dict()) and renamed == [], name
         groups = model.param_groups()
         assert sum(p.numel() for g in groups for p in g["params"]) == sum(
-            p.numel() for p in model.parameters() if p.requires_grad), name
+            p.numel() for p in model.parameters() if p.requires_grad
+        ), name
 
 
 # ---------------------------------------------------------------- every registered autoregressive model
 
-_SMALL = {"d_model": 16, "n_heads": 2, "ffn_dim": 32, "embed_dim": 16, "hidden_dim": 16, "node_dim": 16,
-          "word_dim": 16, "hidden": 16}
+_SMALL = {
+    "d_model": 16,
+    "n_heads": 2,
+    "ffn_dim": 32,
+    "embed_dim": 16,
+    "hidden_dim": 16,
+    "node_dim": 16,
+    "word_dim": 16,
+    "hidden": 16,
+}
 
 
 def _tiny(arch) -> dict:
@@ -189,9 +199,11 @@ def _tiny(arch) -> dict:
     return out
 
 
-EXAMPLES = [Example.from_text("a b c d", "x y z x y", context="c d e f g"),
-            Example.from_text("b c", "y y z x x y z", context="a a"),
-            Example.from_text("d a a b c", "z", context="g f e")]
+EXAMPLES = [
+    Example.from_text("a b c d", "x y z x y", context="c d e f g"),
+    Example.from_text("b c", "y y z x x y z", context="a a"),
+    Example.from_text("d a a b c", "z", context="g f e"),
+]
 
 
 def _vocabs(cfg):
@@ -224,7 +236,8 @@ def _autoregressive_archs() -> list[str]:
 
 def test_the_list_of_autoregressive_archs_is_complete():
     assert {"transformer", "lstm", "dangle", "rdangle-shr", "rdangle-sep", "context-transformer"} <= set(
-        _autoregressive_archs())
+        _autoregressive_archs()
+    )
     assert TASKS.get("seq2seq").name == "seq2seq"
 
 

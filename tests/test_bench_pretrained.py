@@ -21,8 +21,12 @@ def test_the_pretrained_benchmark_smoke_run_writes_rows_and_ratios(tmp_path):
     out = tmp_path / "bench.json"
     bench.main(["--cpu-smoke", "--intervals", "1", "2", "0", "--out", str(out)])
     d = json.loads(out.read_text())
-    assert [(r["variant"], r["interval"]) for r in d["rows"]] == \
-        [("backbone", None), ("rdangle", 1), ("rdangle", 2), ("rdangle", "inf")]
+    assert [(r["variant"], r["interval"]) for r in d["rows"]] == [
+        ("backbone", None),
+        ("rdangle", 1),
+        ("rdangle", 2),
+        ("rdangle", "inf"),
+    ]
     for r in d["rows"]:
         assert r["s_per_update"] > 0 and r["target_tokens_per_s"] > 0 and r["peak_rss_mb"] > 0
         assert r["decode_sentences_per_s"] > 0 and r["parameters"] > 0

@@ -11,12 +11,35 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_context_benchmark_writes_rows_and_ratios_against_sequential(tmp_path):
     out = tmp_path / "bench.json"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_context.py"), "--lengths", "8", "12",
-                    "--variants", "sequential", "interleave", "--d-model", "16", "--batch", "2", "--steps", "1",
-                    "--decode-reps", "1", "--out", str(out)], check=True, cwd=ROOT, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_context.py"),
+            "--lengths",
+            "8",
+            "12",
+            "--variants",
+            "sequential",
+            "interleave",
+            "--d-model",
+            "16",
+            "--batch",
+            "2",
+            "--steps",
+            "1",
+            "--decode-reps",
+            "1",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
     d = json.loads(out.read_text())
-    assert {(r["variant"], r["context_tokens"]) for r in d["rows"]} == \
-        {(v, n) for v in ("sequential", "interleave") for n in (8, 12)}
+    assert {(r["variant"], r["context_tokens"]) for r in d["rows"]} == {
+        (v, n) for v in ("sequential", "interleave") for n in (8, 12)
+    }
     for r in d["rows"]:
         assert r["train_target_tokens_per_s"] > 0 and r["decode_sentences_per_s"] > 0 and r["parameters"] > 0
         assert r["variant"] != "sequential" or r["train_speed_vs_sequential"] == 1.0

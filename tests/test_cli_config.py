@@ -41,7 +41,6 @@ def test_a_registered_plugin_is_listed():
     register_arch("config-probe", config=ProbeConfig)(lambda cfg, vocabs, train=None: None)
     try:
         rows = json.loads(runner.invoke(app, ["config", "config-probe", "--json"]).output)
-        assert {"key": "model.width", "type": "int", "default": 8, "bounds": ">= 1; <= 64",
-                "help": "its width"} in rows
+        assert {"key": "model.width", "type": "int", "default": 8, "bounds": ">= 1; <= 64", "help": "its width"} in rows
     finally:
         ARCHS.remove("config-probe")

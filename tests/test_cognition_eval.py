@@ -39,8 +39,19 @@ def cter(cg_test, shared_data):
 
 def tiny_run(tmp_path, data: dict) -> api.Run:
     """A Run of an untrained 1+1-layer Transformer (decoding is monkeypatched in the tests)."""
-    cfg = config_from_dict({"data": data, "model": {"arch": "transformer", "d_model": 16, "n_heads": 2,
-                                                    "ffn_dim": 16, "encoder_layers": 1, "decoder_layers": 1}})
+    cfg = config_from_dict(
+        {
+            "data": data,
+            "model": {
+                "arch": "transformer",
+                "d_model": 16,
+                "n_heads": 2,
+                "ffn_dim": 16,
+                "encoder_layers": 1,
+                "decoder_layers": 1,
+            },
+        }
+    )
     vocab = Vocab.build([["a", "b"]])
     vocabs = {"src": vocab, "tgt": vocab}
     return api.Run(tmp_path, cfg, build_model(cfg.model, vocabs), vocabs, "last", get_task(cfg))
@@ -68,8 +79,15 @@ def test_dataset_split_spec(shared_data):
 
 def test_references_give_bleu_100_and_the_reference_cter(tmp_path, monkeypatch, cg_test, shared_data):
     # a model trained on other data (dataset: files) whose config names cognition's cg-test as its test split
-    run = tiny_run(tmp_path, {"dataset": "files", "train": "data/cognition/train.en,data/cognition/train.zh",
-                              "valid": "cognition:valid", "test": [CG_TEST]})
+    run = tiny_run(
+        tmp_path,
+        {
+            "dataset": "files",
+            "train": "data/cognition/train.en,data/cognition/train.zh",
+            "valid": "cognition:valid",
+            "test": [CG_TEST],
+        },
+    )
     decode_as(monkeypatch, lambda examples: [list(e.target) for e in examples])
     m = run.evaluate(data_root=shared_data)  # default: the config's first test split
     assert (m["dataset"], m["split"], m["n"]) == ("cognition", "cg-test", 10800)
@@ -86,7 +104,7 @@ def test_references_give_bleu_100_and_the_reference_cter(tmp_path, monkeypatch, 
 
 def test_references_on_the_blocks_they_pass_give_cter_zero(cg_test, cter):
     ok = [cter.is_correct(e.meta["compound"], e.target_text) for e in cg_test]
-    keep = [i for b in range(0, len(ok), 5) if all(ok[b: b + 5]) for i in range(b, b + 5)]
+    keep = [i for b in range(0, len(ok), 5) if all(ok[b : b + 5]) for i in range(b, b + 5)]
     assert len(keep) == 5 * (2160 - REF_WRONG_BLOCKS)
     refs = [cg_test[i].target_text for i in keep]
     m = compute_all(refs, refs, cognition=True, compounds=[cg_test[i].meta["compound"] for i in keep], cter=cter)
@@ -119,20 +137,24 @@ def test_cli_evaluate_on_another_datasets_split(tmp_path, monkeypatch, cg_test, 
     import structseq.cli as cli
 
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("data: {dataset: colors, valid: null}\n"
-                   "model: {arch: transformer, d_model: 16, n_heads: 2, ffn_dim: 16, encoder_layers: 1,"
-                   " decoder_layers: 1}\n"
-                   "optim: {max_tokens: 200, schedule: constant}\ntrain: {max_steps: 1, valid_every: 1, threads: 1}\n")
+    cfg.write_text(
+        "data: {dataset: colors, valid: null}\n"
+        "model: {arch: transformer, d_model: 16, n_heads: 2, ffn_dim: 16, encoder_layers: 1,"
+        " decoder_layers: 1}\n"
+        "optim: {max_tokens: 200, schedule: constant}\ntrain: {max_steps: 1, valid_every: 1, threads: 1}\n"
+    )
     api.train(cfg, tmp_path / "run", show_progress=False)
     decode_as(monkeypatch, lambda examples: [list(e.target) for e in examples])
-    r = CliRunner().invoke(cli.app, ["evaluate", str(tmp_path / "run"), "--split", CG_TEST, "--json",
-                                     "--data-root", str(shared_data)])
+    r = CliRunner().invoke(
+        cli.app, ["evaluate", str(tmp_path / "run"), "--split", CG_TEST, "--json", "--data-root", str(shared_data)]
+    )
     assert r.exit_code == 0, r.output
     m = json.loads(r.stdout)
     assert (m["dataset"], m["split"]) == ("cognition", "cg-test") and m["bleu"]["signature"].count("tok:zh")
     assert m["cter"]["instance"] == pytest.approx(REF_WRONG_LINES / 10800)
-    r = CliRunner().invoke(cli.app, ["evaluate", str(tmp_path / "run"), "--split", CG_TEST,
-                                     "--data-root", str(shared_data)])
+    r = CliRunner().invoke(
+        cli.app, ["evaluate", str(tmp_path / "run"), "--split", CG_TEST, "--data-root", str(shared_data)]
+    )
     assert r.exit_code == 0 and "cter_instance" in r.stdout and "cognition_bleu" in r.stdout
     # other datasets get neither metric; their own splits work as before
     m = json.loads(CliRunner().invoke(cli.app, ["evaluate", str(tmp_path / "run"), "--json"]).stdout)

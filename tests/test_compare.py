@@ -23,8 +23,20 @@ from structseq.errors import StructseqError
 from structseq.metrics import significance as sig
 
 #: two-sided 95% t quantiles t(0.975, df) from a printed table (df: value)
-T_TABLE = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-           20: 2.086, 30: 2.042}
+T_TABLE = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    20: 2.086,
+    30: 2.042,
+}
 WORDS = "the a cat dog sat on mat ran fast slow red blue".split()
 
 
@@ -57,8 +69,9 @@ def _refs(n=300, seed=0):
 
 def _system(refs, p_right, seed):
     rng = random.Random(seed)
-    return [r if rng.random() < p_right else " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9)))
-            for r in refs]
+    return [
+        r if rng.random() < p_right else " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) for r in refs
+    ]
 
 
 def test_ratio_statistics_give_the_registered_metrics():
@@ -87,8 +100,13 @@ def test_paired_tests_identical_systems_and_a_planted_difference(test):
         again = sig.paired_test(better, sa, test, 1000, 7)
         assert again == planted  # seeded
     # two systems of the same quality: no significant difference (p well above 0.05)
-    even = sig.paired_test(sig.ratio_stats("exact_match", _system(refs, 0.5, 3), refs),
-                           sig.ratio_stats("exact_match", _system(refs, 0.5, 4), refs), test, 1000, 7)
+    even = sig.paired_test(
+        sig.ratio_stats("exact_match", _system(refs, 0.5, 3), refs),
+        sig.ratio_stats("exact_match", _system(refs, 0.5, 4), refs),
+        test,
+        1000,
+        7,
+    )
     assert abs(even["delta"]) < 0.05 and even["p_value"] > 0.2
 
 
@@ -113,8 +131,12 @@ def _write_predictions(path, refs, hyps, seed=None, task="seq2seq"):
     lines += [f"src {i}\t{r}\t{h}\t{int(r == h)}\t" for i, (r, h) in enumerate(zip(refs, hyps))]
     path.write_text("\n".join(lines) + "\n")
     if seed is not None:
-        report = {"seed": seed, "task": task, "checkpoint": "best",
-                  "nltk_bleu": {"score": 0.1 * seed, "signature": "nltk_bleu|scale:fraction", "n": len(refs)}}
+        report = {
+            "seed": seed,
+            "task": task,
+            "checkpoint": "best",
+            "nltk_bleu": {"score": 0.1 * seed, "signature": "nltk_bleu|scale:fraction", "n": len(refs)},
+        }
         path.with_name(path.name[:-4] + ".metrics.json").write_text(json.dumps(report))
     return path
 
@@ -150,8 +172,14 @@ def test_compare_over_seeds_summaries_pairs_and_pooling(tmp_path):
 def test_reports_parse_in_every_format(tmp_path):
     refs = _refs(100)
     _sides(tmp_path, refs, seeds=(1, 2))
-    report = compare(load_system(str(tmp_path / "a*.tsv"), "A"), load_system(str(tmp_path / "b*.tsv"), "B"),
-                     resamples=100, test="ar", names=("lstm", "lex"), split="test")
+    report = compare(
+        load_system(str(tmp_path / "a*.tsv"), "A"),
+        load_system(str(tmp_path / "b*.tsv"), "B"),
+        resamples=100,
+        test="ar",
+        names=("lstm", "lex"),
+        split="test",
+    )
     assert json.loads(render(report, "json")) == json.loads(json.dumps(report))
     md = render(report, "markdown")
     assert "approximate randomisation" in md and "A seed 1 vs B seed 1" in md and "95% t interval" in md
@@ -161,7 +189,7 @@ def test_reports_parse_in_every_format(tmp_path):
     em = next(m for m in report["metrics"] if m["name"] == "exact_match")
     assert rows["exact_match"][0].strip() == f"{em['A']['mean']:.3f} ± {em['A']['sd']:.3f}"
     tex = render(report, "latex")
-    body = tex[tex.index(r"\begin{tabular}"): tex.index(r"\end{tabular}")]
+    body = tex[tex.index(r"\begin{tabular}") : tex.index(r"\end{tabular}")]
     assert tex.count(r"\begin{tabular}{lllllll}") == 1 and tex.rstrip().endswith(r"\end{tabular}")
     lines = [x for x in body.splitlines()[1:] if x.endswith(r"\\")]
     assert len(lines) == 1 + len(report["metrics"])
@@ -200,8 +228,11 @@ def test_cli_compares_runs_evaluating_the_missing_predictions(tmp_path):
     api.load_run(runs[0]).evaluate(str(data))  # run 2 has no predictions yet: compare evaluates it
     assert not predictions_path(runs[1], str(data)).exists()
     exe = [sys.executable, "-m", "structseq.cli", "compare"]
-    r = subprocess.run(exe + [str(runs[0]), str(runs[1]), "--split", str(data), "-f", "json", "--resamples", "200"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        exe + [str(runs[0]), str(runs[1]), "--split", str(data), "-f", "json", "--resamples", "200"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert "no predictions" in r.stderr and predictions_path(runs[1], str(data)).exists()
     report = json.loads(r.stdout)

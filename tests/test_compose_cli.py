@@ -38,7 +38,10 @@ def fake_ensemble(monkeypatch):
 
 def test_degree_command(files):
     out = files / "scores.tsv"
-    result = runner.invoke(cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "-o", str(out), "--explain"])
+    result = runner.invoke(
+        cli.app,
+        ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "-o", str(out), "--explain"],
+    )
     assert result.exit_code == 0, result.output
     table = read_degree_tsv(out)
     assert len(table.sentences) == 300 and table.lines[0] == 1
@@ -46,7 +49,9 @@ def test_degree_command(files):
     assert header == ["line", "length", "n_oov", "cover_size", "degree", "cover", "sentence"]
     row = out.read_text().splitlines()[1].split("\t")
     assert row[5].replace(" | ", " ") == row[6] or row[4] == ""
-    stdout = runner.invoke(cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "--max-n", "2"])
+    stdout = runner.invoke(
+        cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "--max-n", "2"]
+    )
     assert stdout.exit_code == 0 and stdout.stdout.startswith("line\tlength")
     missing = runner.invoke(cli.app, ["degree", "--train", str(files / "nope.txt"), "--pool", str(files / "pool.txt")])
     assert missing.exit_code == 2 and "no such file" in missing.output
@@ -58,7 +63,20 @@ def test_uncertainty_and_build_commands(files, fake_ensemble):
     out = files / "bench"
     data = ["--train", str(files / "train.txt"), "--pool", str(files / "pool.txt")]
     sizes = ["-k", "40", "-d", "5", "-r", "20", "-s", "8", "--seed", "1"]
-    result = runner.invoke(cli.app, ["build", *data, *sizes, "-o", str(out), "--ensemble", str(files / "runs" / "seed*"), "--pool-target", str(files / "pool.ref")])
+    result = runner.invoke(
+        cli.app,
+        [
+            "build",
+            *data,
+            *sizes,
+            "-o",
+            str(out),
+            "--ensemble",
+            str(files / "runs" / "seed*"),
+            "--pool-target",
+            str(files / "pool.ref"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert len(fake_ensemble[-1]) == 3
     report = json.loads((out / "report.json").read_text())
@@ -66,19 +84,46 @@ def test_uncertainty_and_build_commands(files, fake_ensemble):
     assert len((out / "test.ref").read_text().splitlines()) == 8
 
     unc = files / "unc.tsv"
-    result = runner.invoke(cli.app, ["uncertainty", "--ensemble", str(files / "runs" / "seed1"), "--ensemble",
-                                     str(files / "runs" / "seed2"), "--ensemble", str(files / "runs" / "seed3"),
-                                     "--pool", str(out / "candidates.txt"), "-o", str(unc)])
+    result = runner.invoke(
+        cli.app,
+        [
+            "uncertainty",
+            "--ensemble",
+            str(files / "runs" / "seed1"),
+            "--ensemble",
+            str(files / "runs" / "seed2"),
+            "--ensemble",
+            str(files / "runs" / "seed3"),
+            "--pool",
+            str(out / "candidates.txt"),
+            "-o",
+            str(unc),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    assert unc.read_text().splitlines()[0].split("\t") == ["index", "n_rows", "total", "data", "mi", "epkl", "rmi", "source", "hypothesis"]
+    assert unc.read_text().splitlines()[0].split("\t") == [
+        "index",
+        "n_rows",
+        "total",
+        "data",
+        "mi",
+        "epkl",
+        "rmi",
+        "source",
+        "hypothesis",
+    ]
     resumed = files / "resumed"
     result = runner.invoke(cli.app, ["build", *data, *sizes, "-o", str(resumed), "--uncertainty", str(unc)])
     assert result.exit_code == 0, result.output
     assert (resumed / "test.src").read_text() == (out / "test.src").read_text()
 
-    too_few = runner.invoke(cli.app, ["build", *data, "-o", str(files / "x"), "-k", "10", "-d", "5", "-r", "20", "-s", "8"])
+    too_few = runner.invoke(
+        cli.app, ["build", *data, "-o", str(files / "x"), "-k", "10", "-d", "5", "-r", "20", "-s", "8"]
+    )
     assert too_few.exit_code == 2 and "exceeds candidates" in too_few.output
-    no_match = runner.invoke(cli.app, ["uncertainty", "--ensemble", str(files / "runs" / "none*"), "--pool", str(files / "pool.txt")])
+    no_match = runner.invoke(
+        cli.app, ["uncertainty", "--ensemble", str(files / "runs" / "none*"), "--pool", str(files / "pool.txt")]
+    )
     assert no_match.exit_code == 2 and "no run directory" in no_match.output
 
 
@@ -87,22 +132,66 @@ def test_stats_and_plot_commands(files):
     test_a.write_text("w1 w2 w3\nw4 w5\n")
     test_b.write_text("w1 zz\n")
     out = files / "stats.json"
-    result = runner.invoke(cli.app, ["stats", "--train", str(files / "train.txt"), "--test", str(test_a), "--test", str(test_b),
-                                     "--tagger", "none", "-o", str(out)])
+    result = runner.invoke(
+        cli.app,
+        [
+            "stats",
+            "--train",
+            str(files / "train.txt"),
+            "--test",
+            str(test_a),
+            "--test",
+            str(test_b),
+            "--tagger",
+            "none",
+            "-o",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(out.read_text())
     assert [r["test"] for r in rows] == [str(test_a), str(test_b)] and rows[1]["with_oov"] == 1
     tsv = files / "stats.tsv"
-    assert runner.invoke(cli.app, ["stats", "--train", str(files / "train.txt"), "--test", str(test_a), "--tagger", "none", "-o", str(tsv)]).exit_code == 0
+    assert (
+        runner.invoke(
+            cli.app,
+            ["stats", "--train", str(files / "train.txt"), "--test", str(test_a), "--tagger", "none", "-o", str(tsv)],
+        ).exit_code
+        == 0
+    )
     assert tsv.read_text().startswith("test\texamples\tavg_degree")
 
     degree = files / "scores.tsv"
-    assert runner.invoke(cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "-o", str(degree)]).exit_code == 0
+    assert (
+        runner.invoke(
+            cli.app,
+            ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "-o", str(degree)],
+        ).exit_code
+        == 0
+    )
     (files / "A.tsv").write_text("".join(f"{i % 7}\n" for i in range(300)))
     (files / "B.tsv").write_text("line\tscore\n" + "".join(f"{i + 1}\t{i % 5}\n" for i in range(300)))
     fig, bins = files / "fig.png", files / "bins.tsv"
-    result = runner.invoke(cli.app, ["plot", "--scores", str(files / "A.tsv"), str(files / "B.tsv"), "--degree", str(degree),
-                                     "-o", str(fig), "--bins", "4", "--table", str(bins), "--labels", "new", "old"])
+    result = runner.invoke(
+        cli.app,
+        [
+            "plot",
+            "--scores",
+            str(files / "A.tsv"),
+            str(files / "B.tsv"),
+            "--degree",
+            str(degree),
+            "-o",
+            str(fig),
+            "--bins",
+            "4",
+            "--table",
+            str(bins),
+            "--labels",
+            "new",
+            "old",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert fig.read_bytes()[:4] == b"\x89PNG" and len(bins.read_text().splitlines()) == 5
     both = runner.invoke(cli.app, ["plot", "--degree", str(degree), "-o", str(fig)])
@@ -116,7 +205,9 @@ def test_dataset_specs_read_registered_splits(tmp_path):
     assert len(sources) == len(targets) == 14
     assert sources[0] == "dax" and targets[0] == "RED"
     out = tmp_path / "s.json"
-    result = runner.invoke(cli.app, ["stats", "--train", "colors:train", "--test", "colors:test", "--tagger", "none", "-o", str(out)])
+    result = runner.invoke(
+        cli.app, ["stats", "--train", "colors:train", "--test", "colors:test", "--tagger", "none", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())[0]["examples"] == 10
 
@@ -125,15 +216,27 @@ def test_name_split_specs_read_from_the_data_root_option(tmp_path):
     """`compose --data-root DIR ... cogs:train` reads DIR/cogs, not the default data root."""
     from typer.testing import CliRunner
 
-    from structseq.compose import corpus
     from structseq.cli.compose import app
+    from structseq.compose import corpus
 
     (tmp_path / "cogs").mkdir()
     (tmp_path / "cogs" / "train.tsv").write_text("zorp blick\tX\tin_distribution\n" * 3)
     (tmp_path / "pool.txt").write_text("zorp blick\n")
     try:
-        result = CliRunner().invoke(app, ["--data-root", str(tmp_path), "degree", "--train", "cogs:train",
-                                          "--pool", str(tmp_path / "pool.txt"), "--min-count", "1"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "--data-root",
+                str(tmp_path),
+                "degree",
+                "--train",
+                "cogs:train",
+                "--pool",
+                str(tmp_path / "pool.txt"),
+                "--min-count",
+                "1",
+            ],
+        )
     finally:
         corpus.use_data_root(None)
     assert result.exit_code == 0, result.output

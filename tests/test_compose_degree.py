@@ -176,7 +176,9 @@ def test_fast_path_equals_brute_force(train, pool, min_count, threshold, max_n):
         assert result.cover_size[i] == expected
         assert result.degree[i] == pytest.approx(expected / len(tokens))
         cover = result.covers[i]
-        assert [tuple(tokens[a:b]) for a, b in cover.segments] and all(tuple(tokens[a:b]) in atoms for a, b in cover.segments)
+        assert [tuple(tokens[a:b]) for a, b in cover.segments] and all(
+            tuple(tokens[a:b]) in atoms for a, b in cover.segments
+        )
         assert cover.segments[0][0] == 0 and cover.segments[-1][1] == len(tokens)
         assert all(x[1] == y[0] for x, y in zip(cover.segments, cover.segments[1:]))
         # the general DP agrees, including its tie-break

@@ -95,7 +95,15 @@ def test_build_end_to_end(tmp_path):
     runs = [FakeRun(m) for m in range(3)]
     report = build_benchmark(train, pool, tmp_path / "a", config=SMALL, runs=runs, pool_targets=targets)
     out = tmp_path / "a"
-    for name in ("candidates.txt", "candidates.tsv", "uncertainty.tsv", "test.src", "test.ref", "selected.tsv", "report.json"):
+    for name in (
+        "candidates.txt",
+        "candidates.tsv",
+        "uncertainty.tsv",
+        "test.src",
+        "test.ref",
+        "selected.tsv",
+        "report.json",
+    ):
         assert (out / name).is_file(), name
     assert json.loads((out / "report.json").read_text())["selection"]["selected"] == 8
     test = (out / "test.src").read_text().splitlines()

@@ -38,10 +38,15 @@ def test_novel_ngrams_match_sets(train, test, n):
 def test_table2_with_pluggable_tagger():
     train = ["the dog ran .", "a cat sat .", "the cat ran ."] * 2
     tests = {"t1": ["the dog sat .", "a dog ran ."], "t2": ["zebra ran ."]}
-    tagger = lambda sentences: [[{"the": "DT", "a": "DT", ".": "."}.get(w, "NN" if w in ("dog", "cat", "zebra") else "VB") for w in s] for s in sentences]
+    tagger = lambda sentences: [
+        [{"the": "DT", "a": "DT", ".": "."}.get(w, "NN" if w in ("dog", "cat", "zebra") else "VB") for w in s]
+        for s in sentences
+    ]
     rows = table2_stats(train, tests, tagger=tagger, min_count=1, atom_threshold=1)
     r1, r2 = rows
-    assert r1["examples"] == 2 and r1["word_2gram_novel"] == naive_novel([s.split() for s in train], [s.split() for s in tests["t1"]], 2)
+    assert r1["examples"] == 2 and r1["word_2gram_novel"] == naive_novel(
+        [s.split() for s in train], [s.split() for s in tests["t1"]], 2
+    )
     assert r1["pos_2gram_novel"] == 0 and r1["pos_3gram_novel"] == 0
     assert r2["word_2gram_novel"] == 1 and r2["with_oov"] == 1 and r2["unscored"] == 0
     # "ran ." is an atom, zebra its own atom: 2 atoms / 3 words

@@ -26,8 +26,13 @@ def random_log_probs(seed: int, members: int, steps: int, vocab: int, scale: flo
 
 
 @settings(max_examples=80, deadline=None)
-@given(seed=st.integers(0, 10_000), members=st.integers(1, 6), steps=st.integers(1, 5), vocab=st.integers(2, 9),
-       scale=st.floats(0.01, 8.0))
+@given(
+    seed=st.integers(0, 10_000),
+    members=st.integers(1, 6),
+    steps=st.integers(1, 5),
+    vocab=st.integers(2, 9),
+    scale=st.floats(0.01, 8.0),
+)
 def test_measures_match_definitions(seed, members, steps, vocab, scale):
     lp = random_log_probs(seed, members, steps, vocab, scale)
     out = token_measures(lp)
@@ -59,8 +64,10 @@ def test_zero_probabilities_are_handled():
     lp = torch.log(torch.tensor([[[0.5, 0.5, 0.0]], [[0.25, 0.75, 0.0]]], dtype=torch.float64))
     out = token_measures(lp)
     assert all(torch.isfinite(v).all() for v in out.values())
-    direct = 0.5 * (kl(torch.log(torch.tensor([0.375, 0.625])), torch.log(torch.tensor([0.5, 0.5])))
-                    + kl(torch.log(torch.tensor([0.375, 0.625])), torch.log(torch.tensor([0.25, 0.75]))))
+    direct = 0.5 * (
+        kl(torch.log(torch.tensor([0.375, 0.625])), torch.log(torch.tensor([0.5, 0.5])))
+        + kl(torch.log(torch.tensor([0.375, 0.625])), torch.log(torch.tensor([0.25, 0.75])))
+    )
     assert out["rmi"].item() == pytest.approx(direct.item())
 
 

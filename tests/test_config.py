@@ -5,14 +5,15 @@ from pathlib import Path
 import pytest
 
 from structseq.config import apply_overrides, config_from_dict, load_config
-from structseq.models.lstm import LSTMConfig
-from structseq.models.transformer import TransformerConfig
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.models import build_model
+from structseq.models.lstm import LSTMConfig
+from structseq.models.transformer import TransformerConfig
 
-CONFIGS = sorted(p for p in Path(__file__).resolve().parents[1].glob("configs/**/*.yaml")
-                 if p.parent.name != "plans")  # reproduction plans (scripts/plan.py), not training configs
+CONFIGS = sorted(
+    p for p in Path(__file__).resolve().parents[1].glob("configs/**/*.yaml") if p.parent.name != "plans"
+)  # reproduction plans (scripts/plan.py), not training configs
 
 
 def test_unknown_key_is_named():
@@ -38,8 +39,16 @@ def test_wrong_type_is_named():
 def test_overrides_parse_yaml_values_and_nest(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("model: {arch: lstm, hidden_dim: 64}\noptim: {lr: 0.1}\n")
-    cfg = load_config(path, ["optim.lr=2e-3", "model.head.type=copy", "data.test=[gen, test]", "optim.max_tokens=null",
-                             "optim.batch_size=8"])
+    cfg = load_config(
+        path,
+        [
+            "optim.lr=2e-3",
+            "model.head.type=copy",
+            "data.test=[gen, test]",
+            "optim.max_tokens=null",
+            "optim.batch_size=8",
+        ],
+    )
     assert isinstance(cfg.model, LSTMConfig) and cfg.model.hidden_dim == 64
     assert cfg.optim.lr == 0.002 and cfg.model.head.type == "copy"
     assert cfg.data.test == ["gen", "test"] and cfg.optim.max_tokens is None
@@ -69,12 +78,15 @@ def test_configs_exist():
     assert len(CONFIGS) >= 10
 
 
-@pytest.mark.parametrize("model, key", [
-    ({"arch": "transformer", "head": {"type": "softmax", "lexicon": "simple"}}, "model.head.lexicon"),
-    ({"arch": "lstm", "head": {"type": "copy", "tau": 0.5}}, "model.head.tau"),
-    ({"arch": "dangle", "encoder_layers": 4}, "model.encoder_layers"),
-    ({"arch": "rdangle-shr", "share_post_fusion": True}, "model.share_post_fusion"),
-])
+@pytest.mark.parametrize(
+    "model, key",
+    [
+        ({"arch": "transformer", "head": {"type": "softmax", "lexicon": "simple"}}, "model.head.lexicon"),
+        ({"arch": "lstm", "head": {"type": "copy", "tau": 0.5}}, "model.head.tau"),
+        ({"arch": "dangle", "encoder_layers": 4}, "model.encoder_layers"),
+        ({"arch": "rdangle-shr", "share_post_fusion": True}, "model.share_post_fusion"),
+    ],
+)
 def test_keys_of_another_schema_are_errors(model, key):
     with pytest.raises(ConfigError, match=f"unknown key '{key}'"):
         config_from_dict({"model": model})
@@ -92,8 +104,12 @@ def test_one_registry_names_config_and_builder():
 
 def test_task_section_shorthand_and_unknown_task():
     assert config_from_dict({"task": "seq2seq"}).task.type == "seq2seq"
-    assert config_from_dict({}).to_dict()["task"] == {"type": "seq2seq", "subword": "none", "subword_vocab_size": 8000,
-                                                      "tokenizer_path": None}  # the seq2seq task's own keys
+    assert config_from_dict({}).to_dict()["task"] == {
+        "type": "seq2seq",
+        "subword": "none",
+        "subword_vocab_size": 8000,
+        "tokenizer_path": None,
+    }  # the seq2seq task's own keys
     with pytest.raises(ConfigError, match="'task.type': unknown task 'nosuch'"):
         config_from_dict({"task": "nosuch"})
 
@@ -106,15 +122,23 @@ def test_builder_gives_the_schedule_width():
     vocab = Vocab.build([["a"]])
     from structseq.models import build_model
 
-    for model, width in (({"arch": "lstm", "hidden_dim": 24, "embed_dim": 8}, 24),
-                         ({"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 8}, 16)):
+    for model, width in (
+        ({"arch": "lstm", "hidden_dim": 24, "embed_dim": 8}, 24),
+        ({"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 8}, 16),
+    ):
         assert build_model(config_from_dict({"model": model}).model, {"src": vocab, "tgt": vocab}).width == width
 
 
 def test_saved_configs_of_earlier_versions_still_load():
     """A run directory written before the per-type schemas: inapplicable keys dropped, not fatal."""
-    old = {"model": {"arch": "dangle", "encoder_layers": 2, "share_pre_fusion": False,
-                     "head": {"type": "softmax", "gate": "learned", "lexicon": None, "tau": 0.0}}}
+    old = {
+        "model": {
+            "arch": "dangle",
+            "encoder_layers": 2,
+            "share_pre_fusion": False,
+            "head": {"type": "softmax", "gate": "learned", "lexicon": None, "tau": 0.0},
+        }
+    }
     cfg = config_from_dict(old, saved=True)
     assert cfg.model.arch == "dangle" and cfg.model.head.type == "softmax"
     with pytest.raises(ConfigError):

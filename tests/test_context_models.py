@@ -8,8 +8,8 @@ import torch
 
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
-from structseq.models.context import SEP, join_sequential
 from structseq.models import build_model
+from structseq.models.context import SEP, join_sequential
 
 VOCAB = Vocab.build([["a", "b", "c", "d", "e", "f", "g", "h", SEP]])
 TVOCAB = Vocab.build([["a", "b", "x", "y", "z"]])
@@ -57,10 +57,13 @@ def test_teacher_forced_equals_incremental(name, head):
 
 @pytest.mark.parametrize("head", HEADS)
 def test_interleave_with_every_layer_on_the_source_is_the_plain_transformer(head):
-    ctx_model = make({**CTX, "decoder": "interleave", "source_layers": [1, 2, 3, 4], "context_layers": [],
-                      "head": HEADS[head]})
-    plain = build_model(config_from_dict({"model": {**BASE, "arch": "transformer", "head": HEADS[head]}}).model,
-                        {"src": VOCAB, "tgt": TVOCAB}).eval()
+    ctx_model = make(
+        {**CTX, "decoder": "interleave", "source_layers": [1, 2, 3, 4], "context_layers": [], "head": HEADS[head]}
+    )
+    plain = build_model(
+        config_from_dict({"model": {**BASE, "arch": "transformer", "head": HEADS[head]}}).model,
+        {"src": VOCAB, "tgt": TVOCAB},
+    ).eval()
     plain.load_state_dict(ctx_model.state_dict())  # the same parameter names and shapes
     assert ctx_model.num_parameters() == plain.num_parameters()
     b = batch()
@@ -69,8 +72,9 @@ def test_interleave_with_every_layer_on_the_source_is_the_plain_transformer(head
 
 def test_interleave_has_the_parameter_count_of_a_transformer():
     interleave = make(dict(CTX, decoder="interleave"))
-    plain = build_model(config_from_dict({"model": {**BASE, "arch": "transformer"}}).model,
-                        {"src": VOCAB, "tgt": TVOCAB})
+    plain = build_model(
+        config_from_dict({"model": {**BASE, "arch": "transformer"}}).model, {"src": VOCAB, "tgt": TVOCAB}
+    )
     assert interleave.num_parameters() == plain.num_parameters()
     assert make(dict(CTX, decoder="alternate")).num_parameters() > plain.num_parameters()
 
@@ -78,8 +82,10 @@ def test_interleave_has_the_parameter_count_of_a_transformer():
 @pytest.mark.parametrize("head", HEADS)
 def test_concatenate_with_an_empty_context_is_the_plain_transformer(head):
     model = make({**CTX, "decoder": "concatenate", "head": HEADS[head]})
-    plain = build_model(config_from_dict({"model": {**BASE, "arch": "transformer", "head": HEADS[head]}}).model,
-                        {"src": VOCAB, "tgt": TVOCAB}).eval()
+    plain = build_model(
+        config_from_dict({"model": {**BASE, "arch": "transformer", "head": HEADS[head]}}).model,
+        {"src": VOCAB, "tgt": TVOCAB},
+    ).eval()
     plain.load_state_dict(model.state_dict())
     b = batch()
     empty = {**b, "ctx": torch.zeros(2, 3, dtype=torch.long)}

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from structseq.config import config_from_dict
-from structseq.data.context import (BRK, NONCE, PRIMITIVES, commands_split, read_contrastive, read_documents)
+from structseq.data.context import BRK, NONCE, PRIMITIVES, commands_split, read_documents
 from structseq.data.example import Example
 from structseq.data.readers import read_tsv
 from structseq.data.registry import datasets
-from structseq.errors import DataError, StructseqError
 from structseq.decode.contrastive import contrastive_accuracy
+from structseq.errors import DataError, StructseqError
 from structseq.tasks import get_task
 
 
@@ -33,7 +33,7 @@ def test_commands_generator_is_deterministic_and_needs_the_context():
     for e in commands_split("train", size=300):
         for i, t in enumerate(e.context):
             if t in NONCE and e.context[i + 1] == "means" and t in e.source:
-                meanings.setdefault(t, set()).add(e.context[i + 2: e.context.index(".", i)])
+                meanings.setdefault(t, set()).add(e.context[i + 2 : e.context.index(".", i)])
     assert max(len(m) for m in meanings.values()) > 1
 
 
@@ -47,13 +47,18 @@ def test_commands_splits_test_what_they_claim():
     for e in train:
         n = int(e.meta["n_sentences"])
         assert all(int(i) < n // 2 for i in e.meta["relevant_sentences"].split())
-        assert not any(w in NONCE and e.source[i + 1: i + 2] == ("thrice",) for i, w in enumerate(e.source))
-    assert all(any(w in NONCE and e.source[i + 1: i + 2] == ("thrice",) for i, w in enumerate(e.source))
-               for e in commands_split("combination", size=50))
+        assert not any(w in NONCE and e.source[i + 1 : i + 2] == ("thrice",) for i, w in enumerate(e.source))
+    assert all(
+        any(w in NONCE and e.source[i + 1 : i + 2] == ("thrice",) for i, w in enumerate(e.source))
+        for e in commands_split("combination", size=50)
+    )
     assert all(set(e.target) <= set(PRIMITIVES.values()) for e in train)
     # the diagnostic training set puts relevant definitions in both halves
-    halves = {int(i) >= int(e.meta["n_sentences"]) // 2 for e in commands_split("train-anywhere", size=200)
-              for i in e.meta["relevant_sentences"].split()}
+    halves = {
+        int(i) >= int(e.meta["n_sentences"]) // 2
+        for e in commands_split("train-anywhere", size=200)
+        for i in e.meta["relevant_sentences"].split()
+    }
     assert halves == {False, True}
     # `structseq data list` reports the generated splits' sizes without generating them: they must agree
     ds = datasets()["ctx-commands"]
@@ -139,8 +144,14 @@ def test_bpe_round_trip_and_reserved_tokens():
 
 # ------------------------------------------------------------------ augmentation
 def _task(**task):
-    cfg = config_from_dict({"task": {"type": "context-seq2seq", **task}, "data": {"dataset": "ctx-commands"},
-                            "model": {"arch": "context-transformer"}, "train": {"seed": 3}})
+    cfg = config_from_dict(
+        {
+            "task": {"type": "context-seq2seq", **task},
+            "data": {"dataset": "ctx-commands"},
+            "model": {"arch": "context-transformer"},
+            "train": {"seed": 3},
+        }
+    )
     return get_task(cfg)
 
 
@@ -175,8 +186,17 @@ def test_contrastive_ties_count_as_wrong():
 
 
 # ------------------------------------------------------------------ end to end
-TINY = {"arch": "context-transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1,
-        "decoder_layers": 2, "dropout": 0.0, "source_layers": [2], "context_layers": [1]}
+TINY = {
+    "arch": "context-transformer",
+    "d_model": 16,
+    "n_heads": 2,
+    "ffn_dim": 32,
+    "encoder_layers": 1,
+    "decoder_layers": 2,
+    "dropout": 0.0,
+    "source_layers": [2],
+    "context_layers": [1],
+}
 
 
 def _write_tsv(path: Path, examples):
@@ -188,10 +208,13 @@ def _write_tsv(path: Path, examples):
 def _cfg(tmp_path, **over):
     train = _write_tsv(tmp_path / "train.tsv", commands_split("train", size=24, lengths=(8, 16), seed=2))
     test = _write_tsv(tmp_path / "test.tsv", commands_split("test", size=6, lengths=(8, 16), seed=3))
-    cfg = {"task": {"type": "context-seq2seq"},
-           "data": {"dataset": "files", "train": str(train), "valid": str(test), "test": [str(test)]},
-           "model": dict(TINY), "optim": {"lr": 3e-3, "warmup": 10, "batch_size": 8, "max_tokens": None},
-           "train": {"max_steps": 6, "valid_every": 6, "log_every": 2, "threads": 1}}
+    cfg = {
+        "task": {"type": "context-seq2seq"},
+        "data": {"dataset": "files", "train": str(train), "valid": str(test), "test": [str(test)]},
+        "model": dict(TINY),
+        "optim": {"lr": 3e-3, "warmup": 10, "batch_size": 8, "max_tokens": None},
+        "train": {"max_steps": 6, "valid_every": 6, "log_every": 2, "threads": 1},
+    }
     for k, v in over.items():
         cfg.setdefault(k, {}).update(v)
     return config_from_dict(cfg)
@@ -224,8 +247,9 @@ def test_augmentation_survives_resume(tmp_path):
     cfg = _cfg(tmp_path, task={"p_drop_context": 0.3, "p_predict_context": 0.2}, train={"save_every": 1})
     straight = Trainer(cfg, tmp_path / "a", show_progress=False)
     straight.run()
-    stopped = Trainer(cfg, tmp_path / "b", show_progress=False,
-                      on_update=lambda step: step == 3 and stopped.request_stop())
+    stopped = Trainer(
+        cfg, tmp_path / "b", show_progress=False, on_update=lambda step: step == 3 and stopped.request_stop()
+    )
     assert stopped.run()["stopped"] == "interrupted"
     resume(tmp_path / "b", show_progress=False)
     from structseq.train.checkpoint import load_checkpoint
@@ -244,8 +268,11 @@ def test_two_phase_training_with_init_from_and_subwords(tmp_path):
     train(phase1, tmp_path / "p1", show_progress=False)
     saved = load_checkpoint(tmp_path / "p1" / "checkpoints" / "last.pt")
     assert saved["task"]["subword"]  # the subword model is saved in the run
-    phase2 = _cfg(tmp_path, task={"subword": "bpe", "subword_vocab_size": 40},
-                  train={"init_from": str(tmp_path / "p1"), "max_steps": 2, "valid_every": 2})
+    phase2 = _cfg(
+        tmp_path,
+        task={"subword": "bpe", "subword_vocab_size": 40},
+        train={"init_from": str(tmp_path / "p1"), "max_steps": 2, "valid_every": 2},
+    )
     from structseq.train.loop import Trainer
 
     t = Trainer(phase2, tmp_path / "p2", show_progress=False)
@@ -258,8 +285,14 @@ def test_two_phase_training_with_init_from_and_subwords(tmp_path):
     assert "##" not in hyp  # subwords undone
     m = run.evaluate(str(tmp_path / "test.tsv"))  # metrics on the original words, BLEU with its signature
     assert m["bleu"]["signature"].startswith("bleu|nrefs:1|") and m["bleu"]["n"] == 6
-    rows = list(csv.DictReader(open(next((tmp_path / "p2" / "predictions").glob("*.tsv"))), delimiter="\t",
-                               quoting=csv.QUOTE_NONE, escapechar="\\"))
+    rows = list(
+        csv.DictReader(
+            open(next((tmp_path / "p2" / "predictions").glob("*.tsv"))),
+            delimiter="\t",
+            quoting=csv.QUOTE_NONE,
+            escapechar="\\",
+        )
+    )
     gold = list(csv.DictReader(open(tmp_path / "test.tsv"), delimiter="\t"))
     assert [r["reference"] for r in rows] == [g["target"] for g in gold]
     assert not any("##" in r["hypothesis"] for r in rows)
@@ -277,11 +310,17 @@ def test_two_phase_from_a_sentence_level_model(tmp_path, decoder, capsys):
     from structseq.train.loop import Trainer, train
 
     layers = {"decoder_layers": 3, "source_layers": [1, 3], "context_layers": [2]}
-    train(_cfg(tmp_path, task={"context_sentences": 0}, model={"decoder": "sequential", **layers}),
-          tmp_path / "p1", show_progress=False)
+    train(
+        _cfg(tmp_path, task={"context_sentences": 0}, model={"decoder": "sequential", **layers}),
+        tmp_path / "p1",
+        show_progress=False,
+    )
     first = load_checkpoint(tmp_path / "p1" / "checkpoints" / "best.pt")["model"]
-    t = Trainer(_cfg(tmp_path, model={"decoder": decoder, **layers}, train={"init_from": str(tmp_path / "p1")}),
-                tmp_path / "p2", show_progress=False)
+    t = Trainer(
+        _cfg(tmp_path, model={"decoder": decoder, **layers}, train={"init_from": str(tmp_path / "p1")}),
+        tmp_path / "p2",
+        show_progress=False,
+    )
     got = t.model.state_dict()
     twins = [k for k in got if ".context." in k]
     assert twins and "init_from" in capsys.readouterr().err
@@ -299,13 +338,14 @@ def test_two_phase_from_a_sentence_level_model(tmp_path, decoder, capsys):
 def test_contrastive_scoring_of_a_run(tmp_path):
     from structseq import api
     from structseq.decode.contrastive import score_contrastive
-
     from structseq.train.loop import train
 
     train(_cfg(tmp_path), tmp_path / "run", show_progress=False)
     run = api.load_run(tmp_path / "run")
-    ex = [Example(e.source, e.target, "x", e.context, {"contrast": e.target_text}) for e in
-          commands_split("test", size=4, lengths=(8, 16), seed=3)]
+    ex = [
+        Example(e.source, e.target, "x", e.context, {"contrast": e.target_text})
+        for e in commands_split("test", size=4, lengths=(8, 16), seed=3)
+    ]
     out = score_contrastive(run, ex)
     assert out["accuracy"]["score"] == 0.0 and out["ties"] == 4  # identical candidates: ties, counted wrong
 
@@ -321,8 +361,13 @@ def test_each_variant_learns_the_training_distribution(variant):
 
     torch.set_num_threads(1)
     train = commands_split("train", size=32, lengths=(8, 20), seed=5)
-    cfg = config_from_dict({"task": "context-seq2seq", "data": {"dataset": "ctx-commands"},
-                            "model": {**TINY, "d_model": 64, "n_heads": 4, "ffn_dim": 128, "decoder": variant}})
+    cfg = config_from_dict(
+        {
+            "task": "context-seq2seq",
+            "data": {"dataset": "ctx-commands"},
+            "model": {**TINY, "d_model": 64, "n_heads": 4, "ffn_dim": 128, "decoder": variant},
+        }
+    )
     task = get_task(cfg)
     vocabs = task.build_vocabs(train)
     model = build_model(cfg.model, vocabs, train, task=task.name)
@@ -405,16 +450,29 @@ def test_context_diagnostic_commands_from_the_cli(tmp_path, monkeypatch):
     api.load_run(tmp_path / "seq").evaluate(str(tmp_path / "test.tsv"))  # writes predictions/test.tsv
     preds = next((tmp_path / "seq" / "predictions").glob("*.tsv"))
     run = CliRunner().invoke
-    r = run(cli.app, ["context", "attention", str(tmp_path / "seq"), "--split", str(tmp_path / "test.tsv"),
-                      "--window", "6", "--layer", "1"])
+    r = run(
+        cli.app,
+        [
+            "context",
+            "attention",
+            str(tmp_path / "seq"),
+            "--split",
+            str(tmp_path / "test.tsv"),
+            "--window",
+            "6",
+            "--layer",
+            "1",
+        ],
+    )
     assert r.exit_code == 0, r.output
     stats = json.loads(r.stdout)
     assert 0 < stats["source_attention_on_context"] < 1 and stats["window"] == 6 and stats["layers"] == 1
     r = run(cli.app, ["context", "backward-ppl", str(tmp_path / "rev"), str(preds)])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["backward_ppl"]["score"] > 1.0
-    (tmp_path / "mytagger.py").write_text("def upper_nouns(sents):\n"
-                                          "    return [['NN' if w.isupper() else 'X' for w in s] for s in sents]\n")
+    (tmp_path / "mytagger.py").write_text(
+        "def upper_nouns(sents):\n    return [['NN' if w.isupper() else 'X' for w in s] for s in sents]\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     r = run(cli.app, ["context", "context-use", str(preds), "--tagger", "mytagger:upper_nouns"])
     assert r.exit_code == 0, r.output
@@ -422,11 +480,25 @@ def test_context_diagnostic_commands_from_the_cli(tmp_path, monkeypatch):
     r = run(cli.app, ["context", "context-use", str(preds), "--tagger", "none"])
     assert r.exit_code != 0 and "needs a tagger" in str(r.exception)
     pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("source\ttarget\tcontext\tcategory\tcontrast\n"
-                     "dax twice\tJUMP JUMP\tdax means jump .\tlookup\tWALK WALK\n"
-                     "walk\tWALK\t\tplain\tJUMP\n")
-    r = run(cli.app, ["context", "contrastive", str(tmp_path / "seq"), "--split", str(pairs), "--batch-size", "1",
-                      "--context-side", "target"])
+    pairs.write_text(
+        "source\ttarget\tcontext\tcategory\tcontrast\n"
+        "dax twice\tJUMP JUMP\tdax means jump .\tlookup\tWALK WALK\n"
+        "walk\tWALK\t\tplain\tJUMP\n"
+    )
+    r = run(
+        cli.app,
+        [
+            "context",
+            "contrastive",
+            str(tmp_path / "seq"),
+            "--split",
+            str(pairs),
+            "--batch-size",
+            "1",
+            "--context-side",
+            "target",
+        ],
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["n"] == 2 and out["context"] == "target" and "context:target" in out["accuracy"]["signature"]

@@ -30,8 +30,11 @@ def test_same_seed_same_numbers(name):
     want = EXPECTED[name]
     if got["params"] != want["params"]:  # not bit-exact: only another CPU's rounding is acceptable
         assert set(got["param_sums"]) == set(want["param_sums"])
-        off = [key for key, (s, n) in want["param_sums"].items() if not key.endswith(ROUNDING_ONLY)
-               and got["param_sums"][key] != pytest.approx([s, n], rel=1e-4, abs=1e-5)]
+        off = [
+            key
+            for key, (s, n) in want["param_sums"].items()
+            if not key.endswith(ROUNDING_ONLY) and got["param_sums"][key] != pytest.approx([s, n], rel=1e-4, abs=1e-5)
+        ]
         assert not off, off
     assert got["greedy"] == want["greedy"]
     assert got["beam3"] == want["beam3"]

@@ -114,8 +114,15 @@ def test_score_instance_and_aggregate(cter):
 def write_data(root, lexicon_text, atoms=None):
     (root / LEXICON_FILE).parent.mkdir(parents=True)
     (root / LEXICON_FILE).write_text(lexicon_text, encoding="utf-8")
-    atoms = atoms or {"P": [], "V": [], "DET": ["the"], "ADJ": [], "N": ["building"], "MOD": [],
-                      "modifier_placeholders": {}}
+    atoms = atoms or {
+        "P": [],
+        "V": [],
+        "DET": ["the"],
+        "ADJ": [],
+        "N": ["building"],
+        "MOD": [],
+        "modifier_placeholders": {},
+    }
     (root / ATOMS_FILE).write_text(json.dumps(atoms), encoding="utf-8")
 
 

@@ -4,26 +4,40 @@ structural facts of the papers (bidirectional fusion, K/V sources, sharing, inte
 import pytest
 import torch
 
+from oracles.dangle_reference import batch_copy_log_probs, per_step_log_probs
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
 from structseq.decode.search import beam_search, max_lengths, sequence_log_prob
 from structseq.errors import ConfigError
 from structseq.models import build_model
-from oracles.dangle_reference import batch_copy_log_probs, per_step_log_probs
 from structseq.nn.layers import EncoderLayer
 
 VOCAB = Vocab.build([list("abcdefgh")])
 TVOCAB = Vocab.build([list("abxyz")])
-BASE = dict(d_model=32, n_heads=4, ffn_dim=64, decoder_layers=2, dropout=0.0, max_relative=3,
-            fusion_layers=2, post_fusion_layers=1, encoder_layers=2)
+BASE = dict(
+    d_model=32,
+    n_heads=4,
+    ffn_dim=64,
+    decoder_layers=2,
+    dropout=0.0,
+    max_relative=3,
+    fusion_layers=2,
+    post_fusion_layers=1,
+    encoder_layers=2,
+)
 RICH = dict(norm_first=True, pre_fusion_layers=1, encoder_layers=3)  # pre-norm, k0 > 0
 VARIANTS = {
     "dangle": {"arch": "dangle"},
     "shr-o2": {"arch": "rdangle-shr", "interval": 2},
     "shr-o3-prenorm": {"arch": "rdangle-shr", "interval": 3, **RICH},
     "sep-o1": {"arch": "rdangle-sep", "interval": 1},
-    "sep-o2-shared": {"arch": "rdangle-sep", "interval": 2, **RICH, "share_pre_fusion": True,
-                      "share_post_fusion": True},
+    "sep-o2-shared": {
+        "arch": "rdangle-sep",
+        "interval": 2,
+        **RICH,
+        "share_pre_fusion": True,
+        "share_post_fusion": True,
+    },
     "sep-o4-copy": {"arch": "rdangle-sep", "interval": 4, "head": {"type": "copy"}},
     "sep-inf-lexical": {"arch": "rdangle-sep", "interval": 0, "head": {"type": "lexical", "init": "uniform"}},
     "sep-o2-sinusoidal": {"arch": "rdangle-sep", "interval": 2, "positions": "sinusoidal"},
@@ -218,8 +232,15 @@ def test_sep_projects_values_from_the_value_encoding_and_keys_from_the_adaptive_
 
 
 def test_paper_sep_sharing_gives_twelve_distinct_encoder_layers():
-    model = make({"arch": "rdangle-sep", "encoder_layers": 10, "fusion_layers": 2, "post_fusion_layers": 8,
-                  "share_post_fusion": True})
+    model = make(
+        {
+            "arch": "rdangle-sep",
+            "encoder_layers": 10,
+            "fusion_layers": 2,
+            "post_fusion_layers": 8,
+            "share_post_fusion": True,
+        }
+    )
     layers = {id(m) for m in model.modules() if isinstance(m, EncoderLayer)}
     assert len(layers) == 12
     assert all(a is b for a, b in zip(model.value_encoder.layers[2:], model.key_encoder.post))
@@ -259,7 +280,7 @@ def test_beam_search_reorders_every_cache(name):
     hyp = beam_search(model, {"src": src}, 4, max_lengths(src, 1.0, 3), len_penalty=0.0, nbest=True)
     for i, entries in enumerate(hyp.nbest):
         for toks, score in entries:
-            lp = model({"src": src[i: i + 1], "tgt_in": torch.tensor([[TVOCAB.bos] + toks])})
+            lp = model({"src": src[i : i + 1], "tgt_in": torch.tensor([[TVOCAB.bos] + toks])})
             assert float(sequence_log_prob(lp, torch.tensor([toks + [TVOCAB.eos]]))) == pytest.approx(score, abs=1e-4)
 
 
@@ -277,19 +298,36 @@ def test_each_variant_translates_unseen_combinations(arch, tmp_path):
     random.Random(0).shuffle(seqs)
     for name, part in (("train", seqs[:1200]), ("test", seqs[-200:])):
         (tmp_path / f"{name}.tsv").write_text("".join(f"{' '.join(s)}\t{' '.join(s).upper()}\n" for s in part))
-    model = {"arch": arch, "d_model": 64, "n_heads": 4, "ffn_dim": 128, "decoder_layers": 1,
-             "fusion_layers": 1, "post_fusion_layers": 1 if arch == "rdangle-sep" else 0, "dropout": 0.0,
-             "interval": 1 if arch == "dangle" else 2}
+    model = {
+        "arch": arch,
+        "d_model": 64,
+        "n_heads": 4,
+        "ffn_dim": 128,
+        "decoder_layers": 1,
+        "fusion_layers": 1,
+        "post_fusion_layers": 1 if arch == "rdangle-sep" else 0,
+        "dropout": 0.0,
+        "interval": 1 if arch == "dangle" else 2,
+    }
     if arch == "rdangle-sep":
         model.update(encoder_layers=1, share_post_fusion=True)
     test = str(tmp_path / "test.tsv")
-    cfg = config_from_dict({
-        "data": {"dataset": "files", "train": str(tmp_path / "train.tsv"), "valid": test, "test": [test]},
-        "model": model,
-        "optim": {"lr": 5e-3, "schedule": "inverse_sqrt", "warmup": 30, "max_tokens": None, "batch_size": 32,
-                  "clip_norm": 1.0},
-        "train": {"max_steps": 300, "valid_every": 10_000, "seed": 1, "threads": 1},
-        "decode": {"max_len_a": 1.0, "max_len_b": 2}})
+    cfg = config_from_dict(
+        {
+            "data": {"dataset": "files", "train": str(tmp_path / "train.tsv"), "valid": test, "test": [test]},
+            "model": model,
+            "optim": {
+                "lr": 5e-3,
+                "schedule": "inverse_sqrt",
+                "warmup": 30,
+                "max_tokens": None,
+                "batch_size": 32,
+                "clip_norm": 1.0,
+            },
+            "train": {"max_steps": 300, "valid_every": 10_000, "seed": 1, "threads": 1},
+            "decode": {"max_len_a": 1.0, "max_len_b": 2},
+        }
+    )
     Trainer(cfg, tmp_path / "run", show_progress=False).run()
     report = api.load_run(tmp_path / "run", "last").evaluate(test, write_predictions=False)
     assert report["exact_match"]["score"] >= 0.9

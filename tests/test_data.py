@@ -33,11 +33,14 @@ def test_third_tsv_column_is_never_silently_kept(tmp_path):
         read_tsv(f)
 
 
-@pytest.mark.parametrize("content, line, problem", [
-    ("a\tb\nno tab here\n", 2, "expected 'source<TAB>target'"),
-    ("a\tb\n\tb\n", 2, "empty source"),
-    ("a\tb\nc\tb\nd\t  \n", 3, "empty target"),
-])
+@pytest.mark.parametrize(
+    "content, line, problem",
+    [
+        ("a\tb\nno tab here\n", 2, "expected 'source<TAB>target'"),
+        ("a\tb\n\tb\n", 2, "empty source"),
+        ("a\tb\nc\tb\nd\t  \n", 3, "empty target"),
+    ],
+)
 def test_tsv_errors_name_file_and_line(tmp_path, content, line, problem):
     f = tmp_path / "bad.tsv"
     f.write_text(content)
@@ -81,8 +84,17 @@ def test_embedded_datasets_need_no_files(tmp_path):
 
 def test_registry_lists_the_required_datasets():
     names = set(datasets())
-    for name in ("colors", "scan-simple", "scan-length", "scan-jump", "scan-around-right", "cogs",
-                 "tatoeba-en-zh", "cognition", "react"):
+    for name in (
+        "colors",
+        "scan-simple",
+        "scan-length",
+        "scan-jump",
+        "scan-around-right",
+        "cogs",
+        "tatoeba-en-zh",
+        "cognition",
+        "react",
+    ):
         assert name in names
 
 

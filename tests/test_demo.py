@@ -11,8 +11,12 @@ from rich.console import Console
 
 from structseq.demo import run_demo
 
-PARTS = ["lexical translation (Akyürek & Andreas 2021)", "re-encoding decoder (Zheng & Lapata 2023)",
-         "constructive supertagging (Kogkalidis & Moortgat 2023)", "context-aware decoding (Wang et al. 2019)"]
+PARTS = [
+    "lexical translation (Akyürek & Andreas 2021)",
+    "re-encoding decoder (Zheng & Lapata 2023)",
+    "constructive supertagging (Kogkalidis & Moortgat 2023)",
+    "context-aware decoding (Wang et al. 2019)",
+]
 
 
 def _numbers(text: str) -> list[float]:
@@ -36,9 +40,11 @@ def _check_lines(summary: dict) -> None:
     assert f"training exact match {dangle['train']:.2f}" in c[PARTS[1]]["line"]
     tag = c[PARTS[2]]
     n = tag["numbers"]
-    assert re.search(rf"^tree tagger: built the unseen category \S+ in {n['tree_sentences_right']} of "
-                     rf"{n['sentences']} sentences; classifier: {n['classifier_sentences_right']} \(it cannot",
-                     tag["line"])
+    assert re.search(
+        rf"^tree tagger: built the unseen category \S+ in {n['tree_sentences_right']} of "
+        rf"{n['sentences']} sentences; classifier: {n['classifier_sentences_right']} \(it cannot",
+        tag["line"],
+    )
     ctx = c[PARTS[3]]
     assert f"{100 * ctx['numbers']['with_context']:.1f}% with the context" in ctx["line"]
     assert f"{100 * ctx['numbers']['without_context']:.1f}% with it removed" in ctx["line"]
@@ -46,8 +52,12 @@ def _check_lines(summary: dict) -> None:
 
 def test_every_part_reports_its_claim_with_numbers(tmp_path):
     rows, summary, text = _demo(tmp_path, steps=2)
-    assert [r["config"] for r in rows] == ["colors/lstm.yaml", "colors/lstm-lex-simple.yaml", "colors/transformer.yaml",
-                                           "colors/rdangle-sep.yaml"]
+    assert [r["config"] for r in rows] == [
+        "colors/lstm.yaml",
+        "colors/lstm-lex-simple.yaml",
+        "colors/transformer.yaml",
+        "colors/rdangle-sep.yaml",
+    ]
     assert summary["steps"] == 2 and summary["seed"] == 1 and summary["wall_s"] > 0
     assert [c["part"] for c in summary["claims"]] == PARTS
     for c in summary["claims"]:
@@ -60,8 +70,13 @@ def test_every_part_reports_its_claim_with_numbers(tmp_path):
     assert classifier["words_right"] == 0  # never a category outside its output layer
     ctx = json.loads((tmp_path / "demo-context.json").read_text())
     assert ctx["updates"] == 2 and ctx["test_examples"] == 300 and ctx["context_tokens"] == [8, 20]
-    assert max(len(line.split("\t")[1].split()) for line in
-               (tmp_path / "ctx-commands-short" / "train.tsv").read_text().splitlines()[1:]) <= 40
+    assert (
+        max(
+            len(line.split("\t")[1].split())
+            for line in (tmp_path / "ctx-commands-short" / "train.tsv").read_text().splitlines()[1:]
+        )
+        <= 40
+    )
     assert "summary (seed 1" in text
 
 

@@ -28,7 +28,9 @@ def test_dropout_draws_the_mask_keep_mask_draws_and_its_gradient_is_the_same_mas
     y.backward(g)
     assert torch.allclose(x.grad, g * keep / 0.6)
     torch.manual_seed(5)
-    assert torch.autograd.gradcheck(lambda t: (torch.manual_seed(5), dropout(t, 0.5))[1], (x.detach().requires_grad_(),))
+    assert torch.autograd.gradcheck(
+        lambda t: (torch.manual_seed(5), dropout(t, 0.5))[1], (x.detach().requires_grad_(),)
+    )
 
 
 def test_dropout_is_identity_off_training_or_at_zero_and_checks_p():

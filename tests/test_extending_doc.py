@@ -15,8 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "extending.md"
 PACKAGE = ROOT / "src" / "structseq"
 
-SENTENCES = ("the cat sat", "elephants wander", "a big giraffe", "dogs bark loudly", "the quiet afternoon",
-             "birds sing", "a tiny mouse squeaks")
+SENTENCES = (
+    "the cat sat",
+    "elephants wander",
+    "a big giraffe",
+    "dogs bark loudly",
+    "the quiet afternoon",
+    "birds sing",
+    "a tiny mouse squeaks",
+)
 
 
 def _package_state() -> dict[str, float]:
@@ -24,8 +31,9 @@ def _package_state() -> dict[str, float]:
 
 
 def _cli(args, env, cwd):
-    return subprocess.run([sys.executable, "-m", "structseq.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "structseq.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +42,9 @@ def walkthrough(tmp_path_factory):
     text = DOC.read_text(encoding="utf-8")
     plugin = tmp / "wordtag.py"
     plugin.write_text("\n".join(re.findall(r"```python\n(.*?)```", text, re.S)), encoding="utf-8")
-    rows = ["source\ttarget"] + [f"{s}\t{' '.join('long' if len(w) > 4 else 'short' for w in s.split())}"
-                                 for s in SENTENCES]
+    rows = ["source\ttarget"] + [
+        f"{s}\t{' '.join('long' if len(w) > 4 else 'short' for w in s.split())}" for s in SENTENCES
+    ]
     (tmp / "words.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     config = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", text, re.S)[0])
     config["train"].update(threads=1, log_every=50)
@@ -58,8 +67,15 @@ def test_the_plugin_trains_evaluates_and_predicts(walkthrough):
     assert report["exact_match"]["score"] == 1.0
     table = _cli(["evaluate", "run", "--split", "words.tsv"], env, tmp)
     assert "tag_accuracy" in table.stdout  # the CLI renders a metric it has never heard of
-    predicted = subprocess.run([sys.executable, "-m", "structseq.cli", "predict", "run"], input="the elephants\n",
-                               capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
+    predicted = subprocess.run(
+        [sys.executable, "-m", "structseq.cli", "predict", "run"],
+        input="the elephants\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+        timeout=300,
+    )
     assert predicted.returncode == 0, predicted.stderr
     assert predicted.stdout.split("\n")[0] == "short long"
 

@@ -26,14 +26,23 @@ from structseq.textio import stdin_lines
 from structseq.yamlio import load_yaml
 
 LONG = os.environ.get("STRUCTSEQ_FUZZ") == "long"
-FUZZ = settings(max_examples=2000 if LONG else 60, deadline=None, derandomize=not LONG,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=2000 if LONG else 60,
+    deadline=None,
+    derandomize=not LONG,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 RESERVED = ["</s>", "<unk>", "<pad>", "<s>"]
-token = st.one_of(st.sampled_from(["dax", "RED", "IN:", "OUT:", "\t", "jump", *RESERVED]),
-                  st.text(min_size=1, max_size=8))
-line = st.one_of(st.lists(token, max_size=12).map(" ".join), st.just(""), st.just(" ".join(["w"] * 3000)),
-                 st.sampled_from(["IN: jump OUT: I_JUMP", "source\ttarget\tcategory", "a\tb\tc\td", "\ufeffa\tb"]))
+token = st.one_of(
+    st.sampled_from(["dax", "RED", "IN:", "OUT:", "\t", "jump", *RESERVED]), st.text(min_size=1, max_size=8)
+)
+line = st.one_of(
+    st.lists(token, max_size=12).map(" ".join),
+    st.just(""),
+    st.just(" ".join(["w"] * 3000)),
+    st.sampled_from(["IN: jump OUT: I_JUMP", "source\ttarget\tcategory", "a\tb\tc\td", "\ufeffa\tb"]),
+)
 text_lines = st.lists(line, max_size=8).map(lambda ls: "\n".join(ls))
 raw_bytes = st.one_of(
     st.binary(max_size=300),
@@ -58,8 +67,11 @@ def _write(folder: Path, name: str, data: bytes) -> Path:
 
 
 @FUZZ
-@given(data=raw_bytes, name=st.sampled_from(["t.tsv", "t.tsv.gz", "scan.txt", "plain.txt"]),
-       limit=st.sampled_from([None, 5]))
+@given(
+    data=raw_bytes,
+    name=st.sampled_from(["t.tsv", "t.tsv.gz", "scan.txt", "plain.txt"]),
+    limit=st.sampled_from([None, 5]),
+)
 def test_single_file_readers_fail_only_with_located_errors(data, name, limit):
     with tempfile.TemporaryDirectory() as d:
         path = _write(Path(d), name, data)
@@ -100,9 +112,27 @@ def test_stdin_fails_only_with_located_errors(data):
 
 yaml_text = st.one_of(
     st.text(max_size=200),
-    st.lists(st.sampled_from(["optim:", "  lr: 1e-3", "  lr: 2", "train:", "  max_steps: 0", "data: [", "a: *x",
-                              "&x b: 1", "- 1", "? [1]", ": 2", "model: {arch: lstm}", "  beam: -1", "\t"]),
-             max_size=10).map("\n".join),
+    st.lists(
+        st.sampled_from(
+            [
+                "optim:",
+                "  lr: 1e-3",
+                "  lr: 2",
+                "train:",
+                "  max_steps: 0",
+                "data: [",
+                "a: *x",
+                "&x b: 1",
+                "- 1",
+                "? [1]",
+                ": 2",
+                "model: {arch: lstm}",
+                "  beam: -1",
+                "\t",
+            ]
+        ),
+        max_size=10,
+    ).map("\n".join),
 )
 
 
@@ -117,13 +147,42 @@ def test_yaml_loader_fails_only_with_located_errors(text):
 
 # ---------------------------------------------------------------- the config loader and `--set` strings
 
-value = st.one_of(st.integers(-3, 10**12), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
-                  st.text(max_size=6), st.lists(st.floats(-2, 2), max_size=3), st.sampled_from(["lstm", "copy"]))
-keys = st.sampled_from(["optim.lr", "optim.accumulate", "optim.betas", "optim.max_tokens", "optim.batch_size",
-                        "train.max_steps", "train.patience", "train.valid_metric", "train.seed", "train.device",
-                        "decode.beam", "decode.max_len_b", "data.valid_fraction", "data.bleu_tokenize",
-                        "data.max_length", "model.arch", "model.dropout", "model.head.type", "model.head.tau",
-                        "task.type", "task", "optim", "nosuch.key"])
+value = st.one_of(
+    st.integers(-3, 10**12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=6),
+    st.lists(st.floats(-2, 2), max_size=3),
+    st.sampled_from(["lstm", "copy"]),
+)
+keys = st.sampled_from(
+    [
+        "optim.lr",
+        "optim.accumulate",
+        "optim.betas",
+        "optim.max_tokens",
+        "optim.batch_size",
+        "train.max_steps",
+        "train.patience",
+        "train.valid_metric",
+        "train.seed",
+        "train.device",
+        "decode.beam",
+        "decode.max_len_b",
+        "data.valid_fraction",
+        "data.bleu_tokenize",
+        "data.max_length",
+        "model.arch",
+        "model.dropout",
+        "model.head.type",
+        "model.head.tau",
+        "task.type",
+        "task",
+        "optim",
+        "nosuch.key",
+    ]
+)
 
 
 def _yaml_value(v) -> str:
@@ -135,8 +194,10 @@ def _yaml_value(v) -> str:
 config_text = st.one_of(
     yaml_text,
     st.lists(st.tuples(keys, value), max_size=6).map(
-        lambda kv: "\n".join(f"{k.split('.')[0]}: {{{'.'.join(k.split('.')[1:]) or 'x'}: {_yaml_value(v)}}}"
-                             for k, v in kv)),
+        lambda kv: "\n".join(
+            f"{k.split('.')[0]}: {{{'.'.join(k.split('.')[1:]) or 'x'}: {_yaml_value(v)}}}" for k, v in kv
+        )
+    ),
 )
 override = st.one_of(
     st.text(max_size=30),
@@ -173,6 +234,7 @@ def test_random_set_strings_fail_only_with_errors_naming_the_override_or_key(ite
 
 # ---------------------------------------------------------------- predict
 
+
 def _untrained_run():
     from structseq.api import Run
     from structseq.config import config_from_dict
@@ -180,8 +242,13 @@ def _untrained_run():
     from structseq.models import build_model
     from structseq.tasks import get_task
 
-    cfg = config_from_dict({"model": {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8, "layers": 1},
-                            "data": {"max_length": 40}, "decode": {"max_len_a": 0.0, "max_len_b": 4}})
+    cfg = config_from_dict(
+        {
+            "model": {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8, "layers": 1},
+            "data": {"max_length": 40},
+            "decode": {"max_len_a": 0.0, "max_len_b": 4},
+        }
+    )
     vocabs = {"src": Vocab.build([["dax", "jump", "a"]]), "tgt": Vocab.build([["RED", "I_JUMP"]])}
     task = get_task(cfg)
     return Run(Path("."), cfg, build_model(cfg.model, vocabs, task=task.name).eval(), vocabs, "best", task)

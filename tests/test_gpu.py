@@ -54,8 +54,10 @@ def architectures() -> dict[str, tuple[str, ...]]:
 @pytest.fixture(scope="session")
 def device() -> str:
     if ON_CUDA and not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device: torch.cuda.is_available() is false (STRUCTSEQ_TEST_DEVICE=cpu runs the "
-                    "gpu tests on the CPU)")
+        pytest.skip(
+            "needs a CUDA device: torch.cuda.is_available() is false (STRUCTSEQ_TEST_DEVICE=cpu runs the "
+            "gpu tests on the CPU)"
+        )
     return DEVICE
 
 
@@ -72,24 +74,40 @@ def exact_fp32():
 
 BLOCKS = {"d_model": 32, "n_heads": 2, "ffn_dim": 64, "decoder_layers": 1, "dropout": 0.1}
 DANGLE = {**BLOCKS, "fusion_layers": 1, "post_fusion_layers": 1, "max_relative": 4}
-TAGGER = {"d_model": 32, "dropout": 0.1, "encoder": {"hidden": 16, "word_dim": 16, "char_dim": 8, "char_filters": 8,
-                                                     "layers": 1, "word_dropout": 0.0}}
+TAGGER = {
+    "d_model": 32,
+    "dropout": 0.1,
+    "encoder": {"hidden": 16, "word_dim": 16, "char_dim": 8, "char_filters": 8, "layers": 1, "word_dropout": 0.0},
+}
 MODELS = {
     "transformer": {**BLOCKS, "encoder_layers": 1, "positions": "relative", "max_relative": 4},
-    "lstm": {"embed_dim": 32, "hidden_dim": 32, "layers": 1, "dropout": 0.1,
-             "head": {"type": "lexical", "lexicon": "simple"}},
+    "lstm": {
+        "embed_dim": 32,
+        "hidden_dim": 32,
+        "layers": 1,
+        "dropout": 0.1,
+        "head": {"type": "lexical", "lexicon": "simple"},
+    },
     "dangle": DANGLE,
     "rdangle-shr": {**DANGLE, "interval": 2},
     "rdangle-sep": {**DANGLE, "interval": 2, "encoder_layers": 1, "head": {"type": "copy"}},
-    "context-transformer": {**BLOCKS, "encoder_layers": 1, "decoder_layers": 2, "decoder": "interleave",
-                            "source_layers": [1], "context_layers": [2]},
+    "context-transformer": {
+        **BLOCKS,
+        "encoder_layers": 1,
+        "decoder_layers": 2,
+        "decoder": "interleave",
+        "source_layers": [1],
+        "context_layers": [2],
+    },
     "supertag-tree": {**TAGGER, "node_dim": 16, "node_heads": 2, "state_heads": 2},
     "supertag-classifier": TAGGER,
 }
 #: the task and the embedded dataset of the architectures that do not translate the toy task
-DATASETS = {"context-transformer": ("context-seq2seq", "ctx-commands", "valid"),
-            "supertag-tree": ("supertag", "ab-grammar", "dev"),
-            "supertag-classifier": ("supertag", "ab-grammar", "dev")}
+DATASETS = {
+    "context-transformer": ("context-seq2seq", "ctx-commands", "valid"),
+    "supertag-tree": ("supertag", "ab-grammar", "dev"),
+    "supertag-classifier": ("supertag", "ab-grammar", "dev"),
+}
 N_TRAIN = 32  # one batch: every update sees the same examples, so the loss falls within a few updates
 
 
@@ -103,14 +121,17 @@ def toy_tsv(folder: Path) -> Path:
     return path
 
 
-def config(arch: str, folder: Path, device: str, *, model: dict | None = None, data: dict | None = None,
-           **train) -> Path:
+def config(
+    arch: str, folder: Path, device: str, *, model: dict | None = None, data: dict | None = None, **train
+) -> Path:
     """A YAML config of `arch` at a tiny size on `device` (train.* keys as keywords), written into `folder`."""
     if arch not in MODELS:
         requires = architectures()[arch]
         if requires:
-            pytest.skip(f"{arch} needs model.{', model.'.join(requires)} (e.g. a local pretrained checkpoint): no "
-                        "tiny config here")
+            pytest.skip(
+                f"{arch} needs model.{', model.'.join(requires)} (e.g. a local pretrained checkpoint): no "
+                "tiny config here"
+            )
         raise AssertionError(f"architecture '{arch}' has no tiny config in tests/test_gpu.py MODELS: add one")
     if arch in DATASETS:
         task, dataset, valid = DATASETS[arch]
@@ -118,13 +139,30 @@ def config(arch: str, folder: Path, device: str, *, model: dict | None = None, d
     else:
         task, toy = "seq2seq", str(toy_tsv(folder))
         data_section = {"dataset": "files", "train": toy, "valid": toy, "test": [toy]}
-    cfg = {"task": task, "data": {**data_section, **(data or {})},
-           "model": {"arch": arch, **MODELS[arch], **(model or {})},
-           "optim": {"lr": 1e-2, "schedule": "constant", "warmup": 0, "max_tokens": None, "batch_size": 64,
-                     "clip_norm": 1.0, "label_smoothing": 0.1},
-           "train": {"max_steps": 12, "valid_every": 0, "log_every": 1, "seed": 1, "device": device,
-                     "eval_checkpoint": "last", **train},
-           "decode": {"max_len_a": 2.0, "max_len_b": 6, "batch_size": 64}}
+    cfg = {
+        "task": task,
+        "data": {**data_section, **(data or {})},
+        "model": {"arch": arch, **MODELS[arch], **(model or {})},
+        "optim": {
+            "lr": 1e-2,
+            "schedule": "constant",
+            "warmup": 0,
+            "max_tokens": None,
+            "batch_size": 64,
+            "clip_norm": 1.0,
+            "label_smoothing": 0.1,
+        },
+        "train": {
+            "max_steps": 12,
+            "valid_every": 0,
+            "log_every": 1,
+            "seed": 1,
+            "device": device,
+            "eval_checkpoint": "last",
+            **train,
+        },
+        "decode": {"max_len_a": 2.0, "max_len_b": 6, "batch_size": 64},
+    }
     path = folder / f"{arch}-{len(list(folder.glob('*.yaml')))}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -160,6 +198,7 @@ def trained(tmp_path_factory):
 
 # ---------------------------------------------------------------- training
 
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("arch", sorted(architectures()))
 def test_every_architecture_trains_and_its_loss_falls(arch, precision, device, tmp_path):
@@ -172,6 +211,7 @@ def test_every_architecture_trains_and_its_loss_falls(arch, precision, device, t
 
 
 # ---------------------------------------------------------------- numerics
+
 
 @pytest.mark.parametrize("arch", sorted(architectures()))
 def test_teacher_forced_equals_incremental(arch, device, trained, exact_fp32):
@@ -229,6 +269,7 @@ def test_decoding_on_the_device_equals_the_cpu(arch, device, trained, exact_fp32
 
 # ---------------------------------------------------------------- checkpoints and processes
 
+
 @pytest.fixture
 def deterministic():
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -258,13 +299,21 @@ def test_resume_on_the_device_is_bit_exact_and_the_checkpoint_evaluates_on_a_cpu
     off = _differ(straight, part)
     if off:  # tell a resume bug from kernels that are not deterministic on this device
         again = train("transformer", tmp_path, device, "again", max_steps=6)
-        pytest.fail(f"resumed run differs in {off[:6]}; a second uninterrupted run differs in "
-                    f"{_differ(straight, again)[:6]}")
-    code = ("import json, sys, torch; from structseq import api; assert not torch.cuda.is_available(); "
-            "m = api.load_run(sys.argv[1], device='cpu').evaluate(sys.argv[2], write_predictions=False); "
-            "print(json.dumps(m['exact_match']))")
-    r = subprocess.run([sys.executable, "-c", code, str(part), str(toy_tsv(tmp_path))], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+        pytest.fail(
+            f"resumed run differs in {off[:6]}; a second uninterrupted run differs in {_differ(straight, again)[:6]}"
+        )
+    code = (
+        "import json, sys, torch; from structseq import api; assert not torch.cuda.is_available(); "
+        "m = api.load_run(sys.argv[1], device='cpu').evaluate(sys.argv[2], write_predictions=False); "
+        "print(json.dumps(m['exact_match']))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(part), str(toy_tsv(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.splitlines()[-1])["n"] == N_TRAIN
 
@@ -284,19 +333,27 @@ def test_torchrun_matches_one_process(world, device, tmp_path):
     on the CPU it is gloo's."""
     if world > 1 and device.startswith("cuda") and torch.cuda.device_count() < world:
         pytest.skip(f"NCCL needs a GPU per rank: {torch.cuda.device_count()} found")
-    cfg = config("transformer", tmp_path, "auto" if world > 1 else device, model={"dropout": 0.0},
-                 max_steps=4, log_every=2)
+    cfg = config(
+        "transformer", tmp_path, "auto" if world > 1 else device, model={"dropout": 0.0}, max_steps=4, log_every=2
+    )
     text = yaml.safe_load(cfg.read_text())
     text["optim"]["eps"] = 1e-3
     cfg.write_text(yaml.safe_dump(text))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     if not device.startswith("cuda"):
         env["STRUCTSEQ_DDP_BACKEND"] = "gloo"
-    launch = {"one": [], "ddp": ["-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port",
-                                 str(_free_port())]}
+    launch = {
+        "one": [],
+        "ddp": ["-m", "torch.distributed.run", "--nproc-per-node", str(world), "--master-port", str(_free_port())],
+    }
     for name, prefix in launch.items():
-        r = subprocess.run([sys.executable, *prefix, "-m", "structseq", "train", str(cfg), "-o", str(tmp_path / name),
-                            "-q"], env=env, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, *prefix, "-m", "structseq", "train", str(cfg), "-o", str(tmp_path / name), "-q"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr[-3000:]
     a, b = _tensors(tmp_path / "one"), _tensors(tmp_path / "ddp")
     for name, value in a.items():
@@ -305,6 +362,7 @@ def test_torchrun_matches_one_process(world, device, tmp_path):
 
 
 # ---------------------------------------------------------------- synchronisations and memory
+
 
 @contextmanager
 def counting_syncs(device: str):
@@ -379,14 +437,23 @@ def test_dangle_recomputed_chunks_bound_peak_memory(device, tmp_path, record_pro
     path = tmp_path / "long.tsv"  # each word four times: long targets, so that the re-encoding points dominate
     path.write_text("".join(f"{' '.join(r)}\t{' '.join(w.upper() for w in r for _ in range(4))}\n" for r in rows))
     data = {"train": str(path), "valid": str(path), "test": [str(path)]}
-    model = {"d_model": 64, "n_heads": 4, "ffn_dim": 128, "fusion_layers": 2, "post_fusion_layers": 2,
-             "chunk_points": 2}
+    model = {
+        "d_model": 64,
+        "n_heads": 4,
+        "ffn_dim": 128,
+        "fusion_layers": 2,
+        "post_fusion_layers": 2,
+        "chunk_points": 2,
+    }
     peaks, curves = {}, {}
     for recompute in (False, True):
         name = f"recompute-{recompute}"
-        peaks[recompute] = _peak_bytes(device, lambda: train("dangle", tmp_path, device, name, data=data,
-                                                            model={**model, "recompute_chunks": recompute},
-                                                            max_steps=3))
+        peaks[recompute] = _peak_bytes(
+            device,
+            lambda: train(
+                "dangle", tmp_path, device, name, data=data, model={**model, "recompute_chunks": recompute}, max_steps=3
+            ),
+        )
         curves[recompute] = losses(tmp_path / name)
     assert curves[True] == pytest.approx(curves[False], rel=1e-4)
     if peaks[False] is not None:

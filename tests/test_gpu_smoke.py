@@ -11,12 +11,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
 #: the gpu tests run here on the CPU: one architecture through training, numerics, decoding, syncs and resume
-SMOKE = [f"tests/test_gpu.py::{name}" for name in (
-    "test_every_architecture_trains_and_its_loss_falls[transformer-fp32]",
-    "test_teacher_forced_equals_incremental[transformer]",
-    "test_decoding_on_the_device_equals_the_cpu[transformer]",
-    "test_no_sync_per_update_beyond_the_logging_interval[transformer]",
-    "test_resume_on_the_device_is_bit_exact_and_the_checkpoint_evaluates_on_a_cpu")]
+SMOKE = [
+    f"tests/test_gpu.py::{name}"
+    for name in (
+        "test_every_architecture_trains_and_its_loss_falls[transformer-fp32]",
+        "test_teacher_forced_equals_incremental[transformer]",
+        "test_decoding_on_the_device_equals_the_cpu[transformer]",
+        "test_no_sync_per_update_beyond_the_logging_interval[transformer]",
+        "test_resume_on_the_device_is_bit_exact_and_the_checkpoint_evaluates_on_a_cpu",
+    )
+]
 
 
 def _junit(path: Path) -> dict:
@@ -26,9 +30,25 @@ def _junit(path: Path) -> dict:
 
 
 def test_gpu_tests_run_on_the_cpu(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pytest", *SMOKE, "-m", "gpu", "-p", "no:cacheprovider",
-                        "--junitxml", str(tmp_path / "j.xml")], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600, env={**ENV, "STRUCTSEQ_TEST_DEVICE": "cpu"})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *SMOKE,
+            "-m",
+            "gpu",
+            "-p",
+            "no:cacheprovider",
+            "--junitxml",
+            str(tmp_path / "j.xml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**ENV, "STRUCTSEQ_TEST_DEVICE": "cpu"},
+    )
     assert r.returncode == 0, r.stdout[-4000:]
     assert _junit(tmp_path / "j.xml") == {"tests": len(SMOKE), "failures": 0, "errors": 0, "skipped": 0}
 

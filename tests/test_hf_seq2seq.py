@@ -20,8 +20,12 @@ from structseq.errors import ConfigError, StructseqError  # noqa: E402
 from structseq.models import build_model  # noqa: E402
 from structseq.tasks import get_task  # noqa: E402
 
-EXAMPLES = [Example.from_text("dax lug", "RED BLUE"), Example.from_text("zup", "YELLOW YELLOW RED GREEN BLUE"),
-            Example.from_text("wif blicket dax fep", "GREEN"), Example.from_text("lug kiki zup", "YELLOW BLUE")]
+EXAMPLES = [
+    Example.from_text("dax lug", "RED BLUE"),
+    Example.from_text("zup", "YELLOW YELLOW RED GREEN BLUE"),
+    Example.from_text("wif blicket dax fep", "GREEN"),
+    Example.from_text("lug kiki zup", "YELLOW BLUE"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +49,11 @@ def test_before_training_the_log_probs_are_the_backbones(folders, family):
     batch = task.batch(EXAMPLES, vocabs)
     own = AutoModelForSeq2SeqLM.from_pretrained(str(folders[family]), local_files_only=True).eval()
     with torch.no_grad():
-        ref = own(input_ids=batch["src"], attention_mask=batch["src"].ne(task.ids.pad).long(),
-                  decoder_input_ids=batch["tgt_in"]).logits.log_softmax(-1)
+        ref = own(
+            input_ids=batch["src"],
+            attention_mask=batch["src"].ne(task.ids.pad).long(),
+            decoder_input_ids=batch["tgt_in"],
+        ).logits.log_softmax(-1)
         assert torch.allclose(model(batch), ref, atol=1e-5)
     # the decoder input is Hugging Face's shift_tokens_right of the labels (padding after each sentence's end)
     assert batch["tgt_in"][:, 0].eq(own.config.decoder_start_token_id).all()
@@ -63,14 +70,15 @@ def test_teacher_forced_equals_incremental_and_beam_scores(folders, family):
     assert torch.allclose(full[mask], steps[mask], atol=1e-5)
     ids = task.ids
     inputs = task.decode_inputs(EXAMPLES, vocabs)
-    hyp = beam_search(model, inputs, 3, torch.full((len(EXAMPLES),), 6), 0.0, nbest=True, eos=ids.eos, bos=ids.pad,
-                      pad=ids.pad)
+    hyp = beam_search(
+        model, inputs, 3, torch.full((len(EXAMPLES),), 6), 0.0, nbest=True, eos=ids.eos, bos=ids.pad, pad=ids.pad
+    )
     checked = 0
     for i, entries in enumerate(hyp.nbest):
         for toks, score in entries:
             tgt = torch.tensor([toks + [ids.eos]])
             with torch.no_grad():
-                lp = model({"src": inputs["src"][i: i + 1], "tgt_in": torch.tensor([[ids.start] + toks])})
+                lp = model({"src": inputs["src"][i : i + 1], "tgt_in": torch.tensor([[ids.start] + toks])})
             assert float(sequence_log_prob(lp, tgt, pad=ids.pad)) == pytest.approx(score, abs=1e-4)
             checked += 1
     assert checked >= len(EXAMPLES)
@@ -83,12 +91,21 @@ def test_greedy_equals_the_backbones_generate(folders, family):
     with torch.no_grad():  # a random model that rarely ends (its </s> logit 0), so outputs have some length
         model.hf.get_output_embeddings().weight[ids.eos] = 0.0
     inputs = task.decode_inputs(EXAMPLES, vocabs)
-    ours = beam_search(model, inputs, 1, torch.full((len(EXAMPLES),), limit), 0.0, eos=ids.eos, bos=ids.pad,
-                       pad=ids.pad).tokens
+    ours = beam_search(
+        model, inputs, 1, torch.full((len(EXAMPLES),), limit), 0.0, eos=ids.eos, bos=ids.pad, pad=ids.pad
+    ).tokens
     with torch.no_grad():  # limit tokens, then </s> forced, as structseq's search; padding never generated
-        out = model.hf.generate(input_ids=inputs["src"], attention_mask=inputs["src"].ne(ids.pad).long(),
-                                do_sample=False, num_beams=1, max_length=limit + 2, forced_eos_token_id=ids.eos,
-                                suppress_tokens=[ids.pad], forced_bos_token_id=None, min_length=0)
+        out = model.hf.generate(
+            input_ids=inputs["src"],
+            attention_mask=inputs["src"].ne(ids.pad).long(),
+            do_sample=False,
+            num_beams=1,
+            max_length=limit + 2,
+            forced_eos_token_id=ids.eos,
+            suppress_tokens=[ids.pad],
+            forced_bos_token_id=None,
+            min_length=0,
+        )
     theirs = []
     for row in out[:, 1:].tolist():
         theirs.append(row[: row.index(ids.eos)] if ids.eos in row else row)
@@ -105,6 +122,7 @@ def test_predictions_are_detokenized_text(folders):
 
 
 # ---------------------------------------------------------------- bad inputs
+
 
 def test_a_missing_folder_or_a_hub_name_is_one_line_saying_nothing_is_downloaded(tmp_path):
     for path in (str(tmp_path / "nowhere"), "facebook/bart-base"):
@@ -137,12 +155,16 @@ def test_the_pretrained_key_is_required_when_the_model_is_built():
 
 # ---------------------------------------------------------------- training, resume, export
 
+
 def train_config(folder, steps: int, **train) -> dict:
-    return {"task": "hf-seq2seq", "data": {"dataset": "colors", "valid": "train", "test": ["train", "test"]},
-            "model": {"arch": "hf-seq2seq", "pretrained": str(folder)},
-            "optim": {"lr": 3e-3, "schedule": "constant", "max_tokens": None, "batch_size": 7},
-            "train": {"max_steps": steps, "valid_every": steps, "seed": 1, "threads": 1, "log_every": 1, **train},
-            "decode": {"max_len_a": 3.0, "max_len_b": 4}}
+    return {
+        "task": "hf-seq2seq",
+        "data": {"dataset": "colors", "valid": "train", "test": ["train", "test"]},
+        "model": {"arch": "hf-seq2seq", "pretrained": str(folder)},
+        "optim": {"lr": 3e-3, "schedule": "constant", "max_tokens": None, "batch_size": 7},
+        "train": {"max_steps": steps, "valid_every": steps, "seed": 1, "threads": 1, "log_every": 1, **train},
+        "decode": {"max_len_a": 3.0, "max_len_b": 4},
+    }
 
 
 def _losses(run_dir):
@@ -191,8 +213,11 @@ def _check_export(run, out):
     batch = run.task.batch(EXAMPLES, run.vocabs)
     assert tokenizer("dax lug")["input_ids"] == run.task.encode(EXAMPLES[0], run.vocabs)["src"]
     with torch.no_grad():
-        theirs = hf(input_ids=batch["src"], attention_mask=batch["src"].ne(run.task.ids.pad).long(),
-                    decoder_input_ids=batch["tgt_in"]).logits.log_softmax(-1)
+        theirs = hf(
+            input_ids=batch["src"],
+            attention_mask=batch["src"].ne(run.task.ids.pad).long(),
+            decoder_input_ids=batch["tgt_in"],
+        ).logits.log_softmax(-1)
         assert torch.allclose(run.model(batch), theirs, atol=1e-5)
 
 
@@ -201,8 +226,13 @@ def test_a_base_folder_changed_since_training_is_refused(tmp_path):
     api.train(config_from_dict(train_config(base, 2)), tmp_path / "run", show_progress=False)
     api.load_run(tmp_path / "run", "last")  # unchanged: loads
     tiny_bart(base, seed=4)  # other weights in the same folder
-    for load in (lambda: api.load_run(tmp_path / "run", "last"),
-                 lambda: api.resume(tmp_path / "run", overrides=["train.max_steps=4"], show_progress=False)):
-        with pytest.raises(StructseqError, match="changed since this run was trained: its content hash is now "
-                                                 "[0-9a-f]{64}, the run was trained on [0-9a-f]{64}"):
+    for load in (
+        lambda: api.load_run(tmp_path / "run", "last"),
+        lambda: api.resume(tmp_path / "run", overrides=["train.max_steps=4"], show_progress=False),
+    ):
+        with pytest.raises(
+            StructseqError,
+            match="changed since this run was trained: its content hash is now "
+            "[0-9a-f]{64}, the run was trained on [0-9a-f]{64}",
+        ):
             load()

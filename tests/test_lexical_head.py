@@ -7,16 +7,15 @@ import torch
 
 from structseq import api
 from structseq.config import config_from_dict
-from structseq.models.heads import LexicalHeadConfig as HeadConfig
 from structseq.data.batching import collate
 from structseq.data.example import Example
 from structseq.data.registry import load_dataset
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
 from structseq.lexicon import Lexicon, learn
-from structseq.models.heads import build_head
 from structseq.models import build_model
-from structseq.models.heads import CopyHead, LexicalHead, shared_token_map
+from structseq.models.heads import CopyHead, LexicalHead, build_head, shared_token_map
+from structseq.models.heads import LexicalHeadConfig as HeadConfig
 from structseq.models.lexical import LexiconRows, lexicon_rows, rows_to_lexicon, tie_order
 from structseq.train.loop import Trainer
 
@@ -41,6 +40,7 @@ def random_inputs(B=3, T=4, S=5, D=8):
 
 
 # ---------------------------------------------------------------- building L
+
 
 def test_hard_rows_ties_identity_fallback_specials_and_mutual_exclusivity():
     lex = Lexicon({"a": {"A": 3, "B": 1}, "b": {"A": 2, "B": 2}, "c": {"NOT_IN_VOCAB": 5}}, "hand")
@@ -129,6 +129,7 @@ def test_rows_to_lexicon_shows_translations_only():
 
 # ---------------------------------------------------------------- the head
 
+
 @torch.no_grad()
 def test_identity_lexicon_reproduces_the_copy_head():
     rows = lexicon_rows(None, SRC, TGT, mutual_exclusivity=False)
@@ -169,8 +170,14 @@ def test_copy_token_gate_is_the_reference_formula():
 @pytest.mark.parametrize("gate", ["learned", "copy_token"])
 @pytest.mark.parametrize("init", ["frozen", "soft", "learned", "uniform"])
 def test_outputs_are_distributions_and_gradients_reach_L_only_when_learned(gate, init):
-    cfg = HeadConfig(type="lexical", lexicon="pmi", init=init, tau=0.5 if init in ("soft", "learned") else 0.0,
-                     gate=gate, dropout=0.1)
+    cfg = HeadConfig(
+        type="lexical",
+        lexicon="pmi",
+        init=init,
+        tau=0.5 if init in ("soft", "learned") else 0.0,
+        gate=gate,
+        dropout=0.1,
+    )
     head = build_head(cfg, 8, SRC, TGT, EXAMPLES).train()
     features, attn, src = random_inputs()
     lp = head(features, attn, src)
@@ -226,8 +233,9 @@ def test_lexicon_file_and_learner_settings(tmp_path):
 
 # ---------------------------------------------------------------- inside the models
 
-TRANSFORMER = dict(arch="transformer", d_model=16, n_heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=2,
-                   dropout=0.0)
+TRANSFORMER = dict(
+    arch="transformer", d_model=16, n_heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=2, dropout=0.0
+)
 LSTM = dict(arch="lstm", embed_dim=8, hidden_dim=16, layers=2, dropout=0.0)
 HEAD_VARIANTS = {
     "simple-copy-token": {"type": "lexical", "lexicon": "simple", "gate": "copy_token"},
@@ -260,12 +268,14 @@ def test_tied_transformer_embeddings_with_the_copy_token_gate():
 @pytest.mark.parametrize("head", ["pmi-soft-learned-gate", "learned"])
 def test_a_reloaded_run_has_the_trained_lexicon_and_identical_outputs(tmp_path, head):
     """A run rebuilt without training data (api.load_run) gets L from the checkpoint, not the placeholder."""
-    cfg = config_from_dict({
-        "data": {"dataset": "colors", "valid": "test", "test": ["test"]},
-        "model": {**LSTM, "head": HEAD_VARIANTS[head]},
-        "optim": {"lr": 1e-2, "schedule": "constant", "warmup": 0, "max_tokens": None, "batch_size": 5},
-        "train": {"max_steps": 3, "valid_every": 3, "eval_checkpoint": "last", "threads": 1},
-    })
+    cfg = config_from_dict(
+        {
+            "data": {"dataset": "colors", "valid": "test", "test": ["test"]},
+            "model": {**LSTM, "head": HEAD_VARIANTS[head]},
+            "optim": {"lr": 1e-2, "schedule": "constant", "warmup": 0, "max_tokens": None, "batch_size": 5},
+            "train": {"max_steps": 3, "valid_every": 3, "eval_checkpoint": "last", "threads": 1},
+        }
+    )
     trainer = Trainer(cfg, tmp_path / "run", show_progress=False)
     trainer.run()
     trained = trainer.model.eval()
@@ -287,6 +297,7 @@ def test_a_reloaded_run_has_the_trained_lexicon_and_identical_outputs(tmp_path, 
 
 
 # ---------------------------------------------------------------- acceptance
+
 
 def colors_test_exact_match(config: str, out: Path, extra: list[str] = ()) -> float:
     """Train a Colors config with 128 units instead of 512 (same 560 updates of 5 sentences, seed 1,
@@ -312,8 +323,12 @@ def test_demo_trains_both_lstms_and_prints_the_lexicon(tmp_path):
 
     console = Console(record=True, width=120)
     rows = run_demo(tmp_path, steps=3, console=console)
-    assert [r["config"] for r in rows] == ["colors/lstm.yaml", "colors/lstm-lex-simple.yaml", "colors/transformer.yaml",
-                                           "colors/rdangle-sep.yaml"]
+    assert [r["config"] for r in rows] == [
+        "colors/lstm.yaml",
+        "colors/lstm-lex-simple.yaml",
+        "colors/transformer.yaml",
+        "colors/rdangle-sep.yaml",
+    ]
     import json
 
     ctx = json.loads((tmp_path / "demo-context.json").read_text())

@@ -10,14 +10,20 @@ import pytest
 
 from structseq.data.example import Example
 from structseq.errors import ConfigError, DataError
-from structseq.registry import LEARNERS
 from structseq.lexicon import Lexicon, format_table, learn, lexicon_matrix, plot_lexicon, pmi, simple
 from structseq.lexicon.corpus import Corpus, as_pairs
 from structseq.paths import data_root
+from structseq.registry import LEARNERS
 
 ROOT = data_root()
-ACTIONS = {"walk": "I_WALK", "run": "I_RUN", "jump": "I_JUMP", "look": "I_LOOK", "left": "I_TURN_LEFT",
-           "right": "I_TURN_RIGHT"}
+ACTIONS = {
+    "walk": "I_WALK",
+    "run": "I_RUN",
+    "jump": "I_JUMP",
+    "look": "I_LOOK",
+    "left": "I_TURN_LEFT",
+    "right": "I_TURN_RIGHT",
+}
 
 
 def colors_train() -> list[tuple[str, str]]:
@@ -33,7 +39,7 @@ def scan_around_right_train() -> list[tuple[str, str]]:
         pytest.skip(f"SCAN around_right data not found: {path} (set STRUCTSEQ_DATA)")
     pairs = []
     for line in path.read_text(encoding="utf-8").splitlines():
-        source, target = line[len("IN: "):].split(" OUT: ")
+        source, target = line[len("IN: ") :].split(" OUT: ")
         pairs.append((source, target))
     return pairs
 
@@ -41,8 +47,7 @@ def scan_around_right_train() -> list[tuple[str, str]]:
 # ---- Simple ----
 def test_simple_on_colors_is_exactly_the_four_colour_words():
     lex = simple(colors_train())
-    assert {(s, t) for s, t, _ in lex.pairs()} == {("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"),
-                                                   ("zup", "YELLOW")}
+    assert {(s, t) for s, t, _ in lex.pairs()} == {("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW")}
     assert lex.method == "simple" and lex.settings["epsilon"] == 3
 
 
@@ -121,8 +126,11 @@ def test_save_load_round_trip(tmp_path):
     assert back == lex
     assert list(back["kiki"]) == ["RED", "BLUE"]  # targets by decreasing score
     raw = json.loads(path.read_text())
-    assert raw == {"method": "demo", "settings": {"tau": 0.1, "seed": 3},
-                   "entries": {"dax": {"RED": 6}, "kiki": {"RED": 0.5, "BLUE": 0.25}}}
+    assert raw == {
+        "method": "demo",
+        "settings": {"tau": 0.1, "seed": 3},
+        "entries": {"dax": {"RED": 6}, "kiki": {"RED": 0.5, "BLUE": 0.25}},
+    }
     assert '"dax": {"RED": 6}' in path.read_text()  # one line per source
 
 
@@ -133,15 +141,18 @@ def test_unicode_round_trip(tmp_path):
     assert Lexicon.load(path) == lex
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"method": "x", "settings": {}', "not valid JSON"),
-    ('[1, 2]', "expected a JSON object"),
-    ('{"method": "x", "entries": {}}', "missing key(s) 'settings'"),
-    ('{"method": 1, "settings": {}, "entries": {}}', "'method' must be a string"),
-    ('{"method": "x", "settings": {}, "entries": {"a": 3}}', "entries['a'] must be an object"),
-    ('{"method": "x", "settings": {}, "entries": {"a": {"A": "high"}}}', "entries['a']['A'] must be a number"),
-    ('{"method": "x", "settings": {}, "entries": {}, "extra": 1}', "unknown key(s) 'extra'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"method": "x", "settings": {}', "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"method": "x", "entries": {}}', "missing key(s) 'settings'"),
+        ('{"method": 1, "settings": {}, "entries": {}}', "'method' must be a string"),
+        ('{"method": "x", "settings": {}, "entries": {"a": 3}}', "entries['a'] must be an object"),
+        ('{"method": "x", "settings": {}, "entries": {"a": {"A": "high"}}}', "entries['a']['A'] must be a number"),
+        ('{"method": "x", "settings": {}, "entries": {}, "extra": 1}', "unknown key(s) 'extra'"),
+    ],
+)
 def test_load_errors_name_file_and_problem(tmp_path, text, message):
     path = tmp_path / "bad.json"
     path.write_text(text)
@@ -175,10 +186,14 @@ def test_registry_names_and_unknown_method():
 
 COLORS = {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
 FUNCTION_WORDS = {"blicket": "GREEN", "fep": "BLUE", "kiki": "BLUE"}  # what the association scores pick
-COLORS_LEARNED = {"simple": COLORS, "pmi": {**COLORS, **FUNCTION_WORDS}, "ibm1": COLORS,
-                  # IBM 2's diagonal prior swaps lug and wif on these 14 pairs (recorded, not desired)
-                  "ibm2": {**COLORS, **FUNCTION_WORDS, "lug": "GREEN", "wif": "BLUE"},
-                  "bayesian": {**COLORS, **FUNCTION_WORDS}}
+COLORS_LEARNED = {
+    "simple": COLORS,
+    "pmi": {**COLORS, **FUNCTION_WORDS},
+    "ibm1": COLORS,
+    # IBM 2's diagonal prior swaps lug and wif on these 14 pairs (recorded, not desired)
+    "ibm2": {**COLORS, **FUNCTION_WORDS, "lug": "GREEN", "wif": "BLUE"},
+    "bayesian": {**COLORS, **FUNCTION_WORDS},
+}
 
 
 @pytest.mark.parametrize("method", list(LEARNERS))

@@ -96,8 +96,14 @@ def test_sampled_frequencies_match_exact_marginals(exact):
 
 
 def test_incremental_updates_agree_with_full_recomputation():
-    data = [("dax", "RED"), ("lug", "BLUE"), ("wif blicket dax", "GREEN RED GREEN"), ("dax kiki lug", "BLUE RED"),
-            ("lug fep", "BLUE BLUE BLUE"), ("wif kiki dax blicket lug", "RED BLUE RED GREEN")]
+    data = [
+        ("dax", "RED"),
+        ("lug", "BLUE"),
+        ("wif blicket dax", "GREEN RED GREEN"),
+        ("dax kiki lug", "BLUE RED"),
+        ("lug fep", "BLUE BLUE BLUE"),
+        ("wif kiki dax blicket lug", "RED BLUE RED GREEN"),
+    ]
     sampler = MHSampler(Corpus.from_data(data))
     rng = np.random.default_rng(0)
     for _ in range(300):
@@ -110,13 +116,25 @@ def test_incremental_updates_agree_with_full_recomputation():
 
 
 def test_seeded_and_finds_the_colour_words():
-    data = [("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW"), ("lug fep", "BLUE BLUE BLUE"),
-            ("dax fep", "RED RED RED"), ("lug blicket wif", "BLUE GREEN BLUE"), ("dax kiki lug", "BLUE RED")]
+    data = [
+        ("dax", "RED"),
+        ("lug", "BLUE"),
+        ("wif", "GREEN"),
+        ("zup", "YELLOW"),
+        ("lug fep", "BLUE BLUE BLUE"),
+        ("dax fep", "RED RED RED"),
+        ("lug blicket wif", "BLUE GREEN BLUE"),
+        ("dax kiki lug", "BLUE RED"),
+    ]
     a, b = bayesian(data, seed=3), bayesian(data, seed=3)
     assert a == b and a.settings["seed"] == 3
     best = a.best()
-    assert {w: best[w] for w in ("dax", "lug", "wif", "zup")} == {"dax": "RED", "lug": "BLUE", "wif": "GREEN",
-                                                                   "zup": "YELLOW"}
+    assert {w: best[w] for w in ("dax", "lug", "wif", "zup")} == {
+        "dax": "RED",
+        "lug": "BLUE",
+        "wif": "GREEN",
+        "zup": "YELLOW",
+    }
     assert all(0.0 < v <= 1.0 for _, _, v in a.pairs())
 
 

@@ -5,13 +5,22 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from structseq.lexicon import Lexicon
 from structseq.cli.lexicon import app
+from structseq.lexicon import Lexicon
 
 runner = CliRunner()
-COLORS = [("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW"), ("lug fep", "BLUE BLUE BLUE"),
-          ("dax fep", "RED RED RED"), ("lug blicket wif", "BLUE GREEN BLUE"), ("wif blicket dax", "GREEN RED GREEN"),
-          ("lug kiki wif", "GREEN BLUE"), ("dax kiki lug", "BLUE RED")]
+COLORS = [
+    ("dax", "RED"),
+    ("lug", "BLUE"),
+    ("wif", "GREEN"),
+    ("zup", "YELLOW"),
+    ("lug fep", "BLUE BLUE BLUE"),
+    ("dax fep", "RED RED RED"),
+    ("lug blicket wif", "BLUE GREEN BLUE"),
+    ("wif blicket dax", "GREEN RED GREEN"),
+    ("lug kiki wif", "GREEN BLUE"),
+    ("dax kiki lug", "BLUE RED"),
+]
 
 
 @pytest.fixture
@@ -46,14 +55,17 @@ def test_learn_named_dataset_prints_a_table():
     assert "ibm1 lexicon" in res.output and "YELLOW" in res.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["learn", "{tsv}", "-m", "giza"], "unknown lexicon method 'giza'; choices: bayesian, ibm1, ibm2, pmi, simple"),
-    (["learn", "{tsv}", "-m", "ibm2", "--epsilon", "2"], "--epsilon does not apply to method 'ibm2'"),
-    (["learn", "{tsv}", "-m", "simple", "--rule", "loose"], "rule must be one of"),
-    (["learn", "no-such-dataset"], "unknown dataset 'no-such-dataset'"),
-    (["show", "{missing}"], "lexicon file not found"),
-    (["plot", "{bad}"], "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["learn", "{tsv}", "-m", "giza"], "unknown lexicon method 'giza'; choices: bayesian, ibm1, ibm2, pmi, simple"),
+        (["learn", "{tsv}", "-m", "ibm2", "--epsilon", "2"], "--epsilon does not apply to method 'ibm2'"),
+        (["learn", "{tsv}", "-m", "simple", "--rule", "loose"], "rule must be one of"),
+        (["learn", "no-such-dataset"], "unknown dataset 'no-such-dataset'"),
+        (["show", "{missing}"], "lexicon file not found"),
+        (["plot", "{bad}"], "not valid JSON"),
+    ],
+)
 def test_errors_are_one_line_and_exit_2(tmp_path, tsv, args, message):
     bad = tmp_path / "bad.json"
     bad.write_text("{")

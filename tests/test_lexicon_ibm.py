@@ -35,8 +35,7 @@ def assert_monotone(lls):
 
 @pytest.mark.parametrize("diagonal", [False, True])
 def test_em_log_likelihood_never_decreases(diagonal):
-    corpus = Corpus.from_data(synthetic(0, monotone=False, pairs=200)
-                              + [("the s1 s2", "T1 T2"), ("s3 the", "T3 X")])
+    corpus = Corpus.from_data(synthetic(0, monotone=False, pairs=200) + [("the s1 s2", "T1 T2"), ("s3 the", "T3 X")])
     for c in (corpus, corpus.swapped()):
         result = align(c, iterations=12, diagonal=diagonal, optimize_tension=False)
         assert len(result.log_likelihoods) == 12
@@ -45,9 +44,17 @@ def test_em_log_likelihood_never_decreases(diagonal):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.sampled_from("abcde"), min_size=1, max_size=5),
-                          st.lists(st.sampled_from("VWXYZ"), min_size=1, max_size=5)), min_size=1, max_size=12),
-       st.booleans())
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from("abcde"), min_size=1, max_size=5),
+            st.lists(st.sampled_from("VWXYZ"), min_size=1, max_size=5),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.booleans(),
+)
 def test_em_monotone_on_random_corpora(pairs, diagonal):
     result = align(Corpus.from_data(pairs), iterations=8, diagonal=diagonal)
     assert_monotone(result.log_likelihoods)
@@ -62,11 +69,22 @@ def test_recovers_a_known_one_to_one_lexicon(learner, monotone):
 def test_model1_on_colors_maps_only_colour_words():
     # The setting behind the paper's IBM numbers (fast_align -o, no -d) is Model 1; the paper reports
     # that it maps only colour words on Colors, like Simple.
-    data = [("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW"), ("lug fep", "BLUE BLUE BLUE"),
-            ("dax fep", "RED RED RED"), ("lug blicket wif", "BLUE GREEN BLUE"),
-            ("wif blicket dax", "GREEN RED GREEN"), ("lug kiki wif", "GREEN BLUE"), ("dax kiki lug", "BLUE RED"),
-            ("lug fep kiki wif", "GREEN BLUE BLUE BLUE"), ("wif kiki dax blicket lug", "RED BLUE RED GREEN"),
-            ("lug kiki wif fep", "GREEN GREEN GREEN BLUE"), ("wif blicket dax kiki lug", "BLUE GREEN RED GREEN")]
+    data = [
+        ("dax", "RED"),
+        ("lug", "BLUE"),
+        ("wif", "GREEN"),
+        ("zup", "YELLOW"),
+        ("lug fep", "BLUE BLUE BLUE"),
+        ("dax fep", "RED RED RED"),
+        ("lug blicket wif", "BLUE GREEN BLUE"),
+        ("wif blicket dax", "GREEN RED GREEN"),
+        ("lug kiki wif", "GREEN BLUE"),
+        ("dax kiki lug", "BLUE RED"),
+        ("lug fep kiki wif", "GREEN BLUE BLUE BLUE"),
+        ("wif kiki dax blicket lug", "RED BLUE RED GREEN"),
+        ("lug kiki wif fep", "GREEN GREEN GREEN BLUE"),
+        ("wif blicket dax kiki lug", "BLUE GREEN RED GREEN"),
+    ]
     assert ibm1(data).best() == {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
 
 
@@ -75,8 +93,10 @@ def test_intersection_is_symmetric(learner):
     data = synthetic(2, monotone=False, pairs=150) + [("s1 extra", "T1"), ("s2", "T2 junk")]
     swapped = [(t, s) for s, t in data]
     assert learner(swapped).transpose().entries == learner(data).entries
-    assert learner(swapped, symmetrisation="forward").transpose().entries == \
-        learner(data, symmetrisation="reverse").entries
+    assert (
+        learner(swapped, symmetrisation="forward").transpose().entries
+        == learner(data, symmetrisation="reverse").entries
+    )
 
 
 def test_symmetrisations_nest():
@@ -181,8 +201,10 @@ def test_vectorised_em_matches_a_plain_loop_transcription(diagonal, optimize):
     result = align(corpus, iterations=6, diagonal=diagonal, optimize_tension=optimize)
     assert result.log_likelihoods == pytest.approx(lls, rel=1e-10)
     pair = np.repeat(np.arange(len(corpus)), np.diff(corpus.src_off))[result.src_index]
-    got = [(int(s - corpus.src_off[k]), int(t - corpus.tgt_off[k]))
-           for s, t, k in zip(result.src_index, result.tgt_index, pair)]
+    got = [
+        (int(s - corpus.src_off[k]), int(t - corpus.tgt_off[k]))
+        for s, t, k in zip(result.src_index, result.tgt_index, pair)
+    ]
     assert got == links
     if diagonal:
         assert result.tension == pytest.approx(tension, rel=1e-10)

@@ -6,9 +6,9 @@ import copy
 import pytest
 import torch
 
+from oracles.lstm_reference import LSTMSeq2SeqReference
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
-from oracles.lstm_reference import LSTMSeq2SeqReference
 from structseq.models import build_model
 from structseq.nn.loss import label_smoothed_nll
 
@@ -20,10 +20,19 @@ VARIANTS = {
     "copy-combine-feed": {**LSTM, "combine_feed": True, "head": {"type": "copy", "dropout": 0.2}},
     "one-layer": {**LSTM, "layers": 1},
     "three-layers-head-dropout": {**LSTM, "layers": 3, "head": {"type": "softmax", "dropout": 0.5}},
-    "reference-feed-dropout": {**LSTM, "combine_feed": True, "feed_dropout": True,
-                               "head": {"type": "copy", "dropout": 0.5}},
-    "tanh-combine-feed": {**LSTM, "combine_feed": True, "feed_dropout": True, "combine_activation": "tanh",
-                          "head": {"type": "copy", "dropout": 0.5}},
+    "reference-feed-dropout": {
+        **LSTM,
+        "combine_feed": True,
+        "feed_dropout": True,
+        "head": {"type": "copy", "dropout": 0.5},
+    },
+    "tanh-combine-feed": {
+        **LSTM,
+        "combine_feed": True,
+        "feed_dropout": True,
+        "combine_activation": "tanh",
+        "head": {"type": "copy", "dropout": 0.5},
+    },
 }
 
 
@@ -193,7 +202,7 @@ def test_tanh_bounds_the_fed_back_vector(activation):
     model, _ = pair({**LSTM, "combine_feed": True, "combine_activation": activation})
     H, E = LSTM["hidden_dim"], LSTM["embed_dim"]
     with torch.no_grad():
-        model.combine.weight[:, E:E + H] = 8 * torch.eye(H)
+        model.combine.weight[:, E : E + H] = 8 * torch.eye(H)
     model.eval()
     b, _ = batch()
     state = model.init_state(model.encode(b))

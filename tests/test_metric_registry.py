@@ -26,6 +26,7 @@ TINY = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 16, "enco
 @pytest.fixture
 def length_metric():
     """A throw-away metric: hypothesis length over reference length, in percent."""
+
     @register_metric(NAME, scale="percent")
     def mean_hyp_length(inputs: MetricInputs) -> dict:
         h, r = sum(map(len, inputs.hyp_tokens)), sum(map(len, inputs.ref_tokens))
@@ -64,10 +65,12 @@ def test_a_metric_named_by_a_dataset_reaches_evaluate_and_the_cli(length_metric,
 
     monkeypatch.setitem(datasets(), "colors", dataclasses.replace(datasets()["colors"], metrics=(NAME,)))
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("data: {dataset: colors, valid: null}\n"
-                   "model: {arch: transformer, d_model: 16, n_heads: 2, ffn_dim: 16, encoder_layers: 1,"
-                   " decoder_layers: 1}\n"
-                   "optim: {max_tokens: 200, schedule: constant}\ntrain: {max_steps: 1, valid_every: 1, threads: 1}\n")
+    cfg.write_text(
+        "data: {dataset: colors, valid: null}\n"
+        "model: {arch: transformer, d_model: 16, n_heads: 2, ffn_dim: 16, encoder_layers: 1,"
+        " decoder_layers: 1}\n"
+        "optim: {max_tokens: 200, schedule: constant}\ntrain: {max_steps: 1, valid_every: 1, threads: 1}\n"
+    )
     api.train(cfg, tmp_path / "run", show_progress=False)
     monkeypatch.setattr(api.Run, "decode_examples", lambda self, examples, **kw: [list(e.target) for e in examples])
     r = CliRunner().invoke(cli.app, ["evaluate", str(tmp_path / "run"), "--json"])
@@ -98,12 +101,28 @@ def _every_kind_of_inputs() -> list[MetricInputs]:
     cter = CTER({"dog": ("狗",), "the": None}, {"N": ["dog"], "DET": ["the"]}, {}, block_size=1)
     pool = dataclasses.make_dataclass("Spec", ["splits", "pooled_references"])(("train", "test"), ("train", "test"))
     train = [Example(("the", "dog"), ("狗",))]
-    text = MetricInputs(["狗", "猫 跑"], ["狗", "猫 走"], sources=[("the", "dog"), ("a", "cat")],
-                        categories=["a", "b"], meta={"compound": ["the dog", "the dog"]}, dataset="x", split="test",
-                        dataset_spec=pool, load_split=lambda split: train, extras={"cter": cter})
-    tagger = MetricInputs([["n", "s"]], [["n", "np"]], extras={
-        "kbest": [[[("n", -0.1)], [("s", -0.5), ("np", -0.9)]]], "train_counts": Counter({"n": 150, "np": 20}),
-        "beam": 2, "betas": (1.0, 0.1)})
+    text = MetricInputs(
+        ["狗", "猫 跑"],
+        ["狗", "猫 走"],
+        sources=[("the", "dog"), ("a", "cat")],
+        categories=["a", "b"],
+        meta={"compound": ["the dog", "the dog"]},
+        dataset="x",
+        split="test",
+        dataset_spec=pool,
+        load_split=lambda split: train,
+        extras={"cter": cter},
+    )
+    tagger = MetricInputs(
+        [["n", "s"]],
+        [["n", "np"]],
+        extras={
+            "kbest": [[[("n", -0.1)], [("s", -0.5), ("np", -0.9)]]],
+            "train_counts": Counter({"n": 150, "np": 20}),
+            "beam": 2,
+            "betas": (1.0, 0.1),
+        },
+    )
     return [text, tagger]
 
 
@@ -143,18 +162,44 @@ def test_print_metrics_renders_every_shape_generically(capsys, monkeypatch):
     from structseq import cli
 
     monkeypatch.setenv("COLUMNS", "250")
-    m = {"dataset": "d", "split": "s", "n": 10, "beam": 1, "checkpoint": "last",
-         "exact_match": {"score": 0.5, "signature": "em|scale:fraction", "n": 10},
-         "pooled_bleu": {"full": {"score": 0.25, "signature": "p|scale:fraction"},
-                         "1-shot": {"score": None, "n": 0, "signature": "p|scale:fraction"}},
-         "error_rate": {"instance": 0.125, "aggregate": 0.5, "n": 10, "signature": "er|scale:fraction"},
-         "by_genre": {"metric": "em", "exact_match": {"news": 0.75, "talk": 0.25}, "n": {"news": 4, "talk": 6},
-                      "signature": "em|scale:fraction"},
-         "multitag": [{"beta": 1.0, "accuracy": 0.5}], "unseen_predicted": 3, "signature": "shared"}
+    m = {
+        "dataset": "d",
+        "split": "s",
+        "n": 10,
+        "beam": 1,
+        "checkpoint": "last",
+        "exact_match": {"score": 0.5, "signature": "em|scale:fraction", "n": 10},
+        "pooled_bleu": {
+            "full": {"score": 0.25, "signature": "p|scale:fraction"},
+            "1-shot": {"score": None, "n": 0, "signature": "p|scale:fraction"},
+        },
+        "error_rate": {"instance": 0.125, "aggregate": 0.5, "n": 10, "signature": "er|scale:fraction"},
+        "by_genre": {
+            "metric": "em",
+            "exact_match": {"news": 0.75, "talk": 0.25},
+            "n": {"news": 4, "talk": 6},
+            "signature": "em|scale:fraction",
+        },
+        "multitag": [{"beta": 1.0, "accuracy": 0.5}],
+        "unseen_predicted": 3,
+        "signature": "shared",
+    }
     cli.print_metrics(m)
     out = capsys.readouterr().out
-    for text in ("exact_match", "0.5000", "pooled_bleu.full", "0.2500", "pooled_bleu.1-shot", "error_rate_instance",
-                 "0.1250", "error_rate_aggregate", "exact match by genre", "news", "0.7500", "talk"):
+    for text in (
+        "exact_match",
+        "0.5000",
+        "pooled_bleu.full",
+        "0.2500",
+        "pooled_bleu.1-shot",
+        "error_rate_instance",
+        "0.1250",
+        "error_rate_aggregate",
+        "exact match by genre",
+        "news",
+        "0.7500",
+        "talk",
+    ):
         assert text in out, text
     assert "error_rate_n" not in out and "unseen_predicted" not in out and "multitag" not in out
 
@@ -168,8 +213,11 @@ def _tiny_run(tmp_path, cfg: dict, train) -> api.Run:
 
 def test_bleu_tokenize_on_a_task_without_bleu_is_a_config_error(tmp_path):
     """It used to reach the supertag task's `evaluate` as a keyword it does not take (a TypeError)."""
-    cfg = {"task": "supertag", "data": {"dataset": "ab-grammar"},
-           "model": {"arch": "supertag-classifier", "d_model": 16, "encoder": {"hidden": 8, "word_dim": 8, "layers": 1}}}
+    cfg = {
+        "task": "supertag",
+        "data": {"dataset": "ab-grammar"},
+        "model": {"arch": "supertag-classifier", "d_model": 16, "encoder": {"hidden": 8, "word_dim": 8, "layers": 1}},
+    }
     run = _tiny_run(tmp_path, cfg, load_dataset("ab-grammar", "train"))
     with pytest.raises(ConfigError, match="task supertag reports no BLEU"):
         run.evaluate("test", bleu_tokenize="none", write_predictions=False)

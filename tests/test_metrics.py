@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from structseq.metrics import (
-    pooled_bleu,
     Score,
     bleu,
     cognition_bleu,
@@ -18,6 +17,7 @@ from structseq.metrics import (
     nltk_corpus_bleu,
     per_category,
     pool_references,
+    pooled_bleu,
     token_accuracy,
 )
 
@@ -128,8 +128,9 @@ def test_cognition_bleu_ignores_segmentation():
 def test_nltk_bleu_docstring_example():
     hyp1 = "It is a guide to action which ensures that the military always obeys the commands of the party"
     ref1a = "It is a guide to action that ensures that the military will forever heed Party commands"
-    ref1b = ("It is the guiding principle which guarantees the military forces always being under the "
-             "command of the Party")
+    ref1b = (
+        "It is the guiding principle which guarantees the military forces always being under the command of the Party"
+    )
     ref1c = "It is the practical guide for the army always to heed the directions of the party"
     hyp2 = "he read the book because he was interested in world history"
     ref2a = "he was interested in world history because he read the book"
@@ -137,9 +138,7 @@ def test_nltk_bleu_docstring_example():
     assert 0.5920 <= s.score < 0.5921  # NLTK's doctest: 0.5920...
     refs = [[r.split() for r in (ref1a, ref1b, ref1c)], [ref2a.split()]]
     assert close(s.score, reference_nltk(refs, [hyp1.split(), hyp2.split()]))
-    assert s.signature == (
-        "nltk_bleu|impl:corpus_bleu|ngram:4|weights:uniform|smooth:none|bp:closest|tok:whitespace"
-    )
+    assert s.signature == ("nltk_bleu|impl:corpus_bleu|ngram:4|weights:uniform|smooth:none|bp:closest|tok:whitespace")
 
 
 def test_nltk_bleu_zero_and_partial_matches():
@@ -162,9 +161,7 @@ def test_nltk_bleu_space_tokenisation_keeps_empty_tokens():
 
 
 sentence = st.lists(st.sampled_from("abcde"), min_size=0, max_size=9)
-corpus = st.lists(
-    st.tuples(sentence, st.lists(sentence, min_size=1, max_size=3)), min_size=1, max_size=6
-)
+corpus = st.lists(st.tuples(sentence, st.lists(sentence, min_size=1, max_size=3)), min_size=1, max_size=6)
 
 
 @settings(max_examples=300, deadline=None)
@@ -184,8 +181,9 @@ def test_pool_references():
     refs = ["我 是 汤姆 。", "没事", "我 叫 汤姆 。"]
     pooled = pool_references(sources, refs, extra_pairs=[("it is fine", "很 好"), ("other", "x")])
     assert pooled == [[refs[0], refs[2]], [refs[1], "很 好"], [refs[0], refs[2]]]
-    s = nltk_corpus_bleu(["我 叫 汤姆 。"], pool_references(["i am tom ."], ["我 是 汤姆 。"],
-                                                         [("i am tom .", "我 叫 汤姆 。")]))
+    s = nltk_corpus_bleu(
+        ["我 叫 汤姆 。"], pool_references(["i am tom ."], ["我 是 汤姆 。"], [("i am tom .", "我 叫 汤姆 。")])
+    )
     assert s.score == 1.0
 
 

@@ -14,8 +14,9 @@ from structseq.nn.attention import MultiheadAttention, RelativePositionBias
 VOCAB = Vocab.build([["a", "b", "c", "d", "e", "f", "g", "h"]])
 TVOCAB = Vocab.build([["a", "b", "x", "y", "z"]])
 
-TRANSFORMER = dict(arch="transformer", d_model=32, n_heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2,
-                   dropout=0.0)
+TRANSFORMER = dict(
+    arch="transformer", d_model=32, n_heads=4, ffn_dim=64, encoder_layers=2, decoder_layers=2, dropout=0.0
+)
 LSTM = dict(arch="lstm", embed_dim=16, hidden_dim=32, layers=2, dropout=0.0)
 VARIANTS = {
     "transformer-post-sinusoidal": TRANSFORMER,

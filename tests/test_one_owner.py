@@ -72,13 +72,17 @@ def test_compose_reads_name_split_with_the_data_registry_parser():
 
 @pytest.mark.parametrize("flag", ["--data-root", "--checkpoint"])
 def test_each_shared_cli_option_is_declared_once(flag):
-    declared = {path.name: len(re.findall(rf"""["']{flag}["']""", path.read_text()))
-                for path in sorted(CLI_DIR.glob("*.py"))}
+    declared = {
+        path.name: len(re.findall(rf"""["']{flag}["']""", path.read_text())) for path in sorted(CLI_DIR.glob("*.py"))
+    }
     assert {name: n for name, n in declared.items() if n} == {"options.py": 1}
     # and no parameter named after the flag declares it implicitly (typer.Option without a name)
     param = flag.lstrip("-").replace("-", "_")
-    implicit = [path.name for path in CLI_DIR.glob("*.py")
-                if re.search(rf"\b{param}\s*:[^=\n]*=\s*typer\.Option\(", path.read_text())]
+    implicit = [
+        path.name
+        for path in CLI_DIR.glob("*.py")
+        if re.search(rf"\b{param}\s*:[^=\n]*=\s*typer\.Option\(", path.read_text())
+    ]
     assert implicit == []
 
 

@@ -22,8 +22,12 @@ from structseq.errors import ConfigError  # noqa: E402
 from structseq.models import build_model  # noqa: E402
 from structseq.tasks import get_task  # noqa: E402
 
-EXAMPLES = [Example.from_text("dax lug", "RED BLUE"), Example.from_text("zup", "YELLOW YELLOW RED GREEN BLUE RED"),
-            Example.from_text("wif blicket dax fep", "GREEN"), Example.from_text("lug kiki zup", "YELLOW BLUE")]
+EXAMPLES = [
+    Example.from_text("dax lug", "RED BLUE"),
+    Example.from_text("zup", "YELLOW YELLOW RED GREEN BLUE RED"),
+    Example.from_text("wif blicket dax fep", "GREEN"),
+    Example.from_text("lug kiki zup", "YELLOW BLUE"),
+]
 INTERVALS = [1, 2, 3, 0]
 
 
@@ -31,8 +35,11 @@ INTERVALS = [1, 2, 3, 0]
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("rdangle")
     sharp = {"seed": 1, "init_std": 0.3}  # weights large enough that every input visibly moves the outputs
-    return {"bart": tiny_bart(root / "bart", **sharp), "mbart": tiny_bart(root / "mbart", family="mbart", **sharp),
-            "t5": tiny_t5(root / "t5", seed=1)}
+    return {
+        "bart": tiny_bart(root / "bart", **sharp),
+        "mbart": tiny_bart(root / "mbart", family="mbart", **sharp),
+        "t5": tiny_t5(root / "t5", seed=1),
+    }
 
 
 def setup(folder, randomise: bool = True, **model):
@@ -108,19 +115,24 @@ def test_beam_scores_equal_teacher_forced_scores(folders):
     task, vocabs, model = setup(folders["bart"], interval=2)
     ids = task.ids
     inputs = task.decode_inputs(EXAMPLES, vocabs)
-    hyp = beam_search(model, inputs, 3, torch.full((len(EXAMPLES),), 6), 0.0, nbest=True, eos=ids.eos, bos=ids.pad,
-                      pad=ids.pad)
+    hyp = beam_search(
+        model, inputs, 3, torch.full((len(EXAMPLES),), 6), 0.0, nbest=True, eos=ids.eos, bos=ids.pad, pad=ids.pad
+    )
     for i, entries in enumerate(hyp.nbest):
         for toks, score in entries:
             with torch.no_grad():
-                lp = model({"src": inputs["src"][i: i + 1], "tgt_in": torch.tensor([[ids.start] + toks])})
-            assert float(sequence_log_prob(lp, torch.tensor([toks + [ids.eos]]), pad=ids.pad)) == \
-                pytest.approx(score, abs=1e-4)
+                lp = model({"src": inputs["src"][i : i + 1], "tgt_in": torch.tensor([[ids.start] + toks])})
+            assert float(sequence_log_prob(lp, torch.tensor([toks + [ids.eos]]), pad=ids.pad)) == pytest.approx(
+                score, abs=1e-4
+            )
 
 
 def test_the_split_must_cover_the_encoder_and_the_backbone_must_be_bart(folders):
-    with pytest.raises(ConfigError, match=r"'model.fusion_layers' \(2\) \+ 'model.post_fusion_layers' \(10\) must "
-                                          r"equal the encoder's 2 layers"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'model.fusion_layers' \(2\) \+ 'model.post_fusion_layers' \(10\) must "
+        r"equal the encoder's 2 layers",
+    ):
         setup(folders["bart"], fusion_layers=2, post_fusion_layers=10)
     with pytest.raises(ConfigError, match="runs on the BART family .* holds a t5 model"):
         setup(folders["t5"])
@@ -128,15 +140,19 @@ def test_the_split_must_cover_the_encoder_and_the_backbone_must_be_bart(folders)
 
 # ---------------------------------------------------------------- training, resume, export
 
+
 def train_config(folder, steps: int, arch: str = "rdangle-pretrained") -> dict:
     model = {"arch": arch, "pretrained": str(folder), "fusion_layers": 1, "post_fusion_layers": 1, "interval": 2}
     if arch == "transformer":
         model = {"arch": arch, "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1, "decoder_layers": 1}
-    return {"task": "hf-seq2seq" if arch != "transformer" else "seq2seq",
-            "data": {"dataset": "colors", "valid": "train", "test": ["train"]}, "model": model,
-            "optim": {"lr": 5e-3, "schedule": "constant", "max_tokens": None, "batch_size": 14},
-            "train": {"max_steps": steps, "valid_every": steps, "seed": 1, "threads": 1, "log_every": 1},
-            "decode": {"max_len_a": 3.0, "max_len_b": 4}}
+    return {
+        "task": "hf-seq2seq" if arch != "transformer" else "seq2seq",
+        "data": {"dataset": "colors", "valid": "train", "test": ["train"]},
+        "model": model,
+        "optim": {"lr": 5e-3, "schedule": "constant", "max_tokens": None, "batch_size": 14},
+        "train": {"max_steps": steps, "valid_every": steps, "seed": 1, "threads": 1, "log_every": 1},
+        "decode": {"max_len_a": 3.0, "max_len_b": 4},
+    }
 
 
 def test_fine_tuning_lowers_the_loss_and_resumes_bit_exactly(tmp_path):

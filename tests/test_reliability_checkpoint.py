@@ -8,14 +8,23 @@ import pytest
 import torch
 
 from structseq.errors import StructseqError
-from structseq.train.checkpoint import (RUN_KEYS, content_digest, load_checkpoint, load_model_state,
-                                        save_atomic, save_checkpoint)
+from structseq.train.checkpoint import (
+    RUN_KEYS,
+    content_digest,
+    load_checkpoint,
+    load_model_state,
+    save_atomic,
+    save_checkpoint,
+)
 
 
 def _ckpt() -> dict:
-    return {"model": {"w": torch.arange(64, dtype=torch.float32).reshape(8, 8), "b": torch.zeros(8)},
-            "vocab": {"src": ["<pad>", "<s>", "</s>", "<unk>", "dax"], "tgt": ["<pad>", "<s>", "</s>", "<unk>"]},
-            "config": {"train": {"max_steps": 3}}, "progress": {"step": 3, "best": 0.5, "history": []}}
+    return {
+        "model": {"w": torch.arange(64, dtype=torch.float32).reshape(8, 8), "b": torch.zeros(8)},
+        "vocab": {"src": ["<pad>", "<s>", "</s>", "<unk>", "dax"], "tgt": ["<pad>", "<s>", "</s>", "<unk>"]},
+        "config": {"train": {"max_steps": 3}},
+        "progress": {"step": 3, "best": 0.5, "history": []},
+    }
 
 
 def _same(a, b) -> bool:
@@ -68,14 +77,20 @@ def test_any_flipped_bit_is_an_error_or_changes_nothing(tmp_path):
     assert errors > 0
 
 
-@pytest.mark.parametrize("obj, message", [
-    ({"a": 1}, "not a structseq checkpoint \\(no 'format' field; keys: a\\)"),
-    ([1, 2], "not a structseq checkpoint \\(holds a list"),
-    ({"format": 99, "model": {}}, "checkpoint format 99; this version of structseq reads formats 1, 2"),
-    ({"format": 1, "model": {}}, "checkpoint lacks 'vocab'"),
-    ({"format": 1, "model": [], "vocab": {}, "config": {}, "progress": {}}, "checkpoint field 'model' is a list"),
-    ({"format": 1, "model": {}, "vocab": {"src": 3}, "config": {}, "progress": {}}, "checkpoint field 'vocab' must map names to token lists"),
-])
+@pytest.mark.parametrize(
+    "obj, message",
+    [
+        ({"a": 1}, "not a structseq checkpoint \\(no 'format' field; keys: a\\)"),
+        ([1, 2], "not a structseq checkpoint \\(holds a list"),
+        ({"format": 99, "model": {}}, "checkpoint format 99; this version of structseq reads formats 1, 2"),
+        ({"format": 1, "model": {}}, "checkpoint lacks 'vocab'"),
+        ({"format": 1, "model": [], "vocab": {}, "config": {}, "progress": {}}, "checkpoint field 'model' is a list"),
+        (
+            {"format": 1, "model": {}, "vocab": {"src": 3}, "config": {}, "progress": {}},
+            "checkpoint field 'vocab' must map names to token lists",
+        ),
+    ],
+)
 def test_wrong_layouts_are_errors_naming_the_file(tmp_path, obj, message):
     path = tmp_path / "last.pt"
     save_atomic(obj, path)
@@ -104,6 +119,11 @@ def test_wrong_shapes_name_the_checkpoint():
 def test_digest_sees_dtype_shape_order_and_values():
     base = content_digest({"a": torch.zeros(4), "b": 1})
     assert base == content_digest({"a": torch.zeros(4), "b": 1})
-    for other in ({"a": torch.zeros(2, 2), "b": 1}, {"a": torch.zeros(4, dtype=torch.float64), "b": 1},
-                  {"b": 1, "a": torch.zeros(4)}, {"a": torch.zeros(4), "b": 1.0}, {"a": torch.zeros(4), "b": 2}):
+    for other in (
+        {"a": torch.zeros(2, 2), "b": 1},
+        {"a": torch.zeros(4, dtype=torch.float64), "b": 1},
+        {"b": 1, "a": torch.zeros(4)},
+        {"a": torch.zeros(4), "b": 1.0},
+        {"a": torch.zeros(4), "b": 2},
+    ):
         assert content_digest(other) != base

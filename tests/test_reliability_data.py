@@ -38,6 +38,7 @@ def _files(path, **data) -> dict:
 
 # ---------------------------------------------------------------- --resume and the data
 
+
 def test_resume_refuses_training_data_whose_content_changed_naming_both_hashes(tmp_path):
     data, run = toy_tsv(tmp_path), tmp_path / "run"
     interrupted_run(data, run, 2)
@@ -45,16 +46,20 @@ def test_resume_refuses_training_data_whose_content_changed_naming_both_hashes(t
     lines = data.read_text().splitlines()
     data.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n")  # same vocabulary, other content
     last = (run / "checkpoints/last.pt").read_bytes()
-    with pytest.raises(RunDirError, match=rf"{data}: the data changed since the run started: sha256 [0-9a-f]{{64}} "
-                                          r"at the start, [0-9a-f]{64} now"):
+    with pytest.raises(
+        RunDirError,
+        match=rf"{data}: the data changed since the run started: sha256 [0-9a-f]{{64}} "
+        r"at the start, [0-9a-f]{64} now",
+    ):
         api.resume(run, show_progress=False)
     assert (run / "checkpoints/last.pt").read_bytes() == last
     data.write_text("\n".join(lines) + "\n")  # restored: resumes
     assert api.resume(run, show_progress=False)["stopped"] == "max_steps"
 
 
-@pytest.mark.parametrize("override, old, new", [("train.threads=2", 1, 2), ("train.device=cpu", "auto", "cpu"),
-                                                ("train.log_every=2", 1, 2)])
+@pytest.mark.parametrize(
+    "override, old, new", [("train.threads=2", 1, 2), ("train.device=cpu", "auto", "cpu"), ("train.log_every=2", 1, 2)]
+)
 def test_resume_accepts_runtime_settings_and_says_so(tmp_path, capsys, override, old, new):
     data, run = toy_tsv(tmp_path), tmp_path / "run"
     interrupted_run(data, run, 2)
@@ -79,11 +84,15 @@ def test_resume_still_refuses_settings_that_change_results(tmp_path):
 
 # ---------------------------------------------------------------- a context model without contexts
 
+
 def test_a_context_model_on_a_file_without_a_context_column_names_the_file(tmp_path):
     path = _write(tmp_path, "plain.tsv", "a b\tA B\nc\tC\n")
     cfg = config_from_dict({**CONTEXT, **_files(path)})
-    with pytest.raises(DataError, match=rf"files/{path}: no example has a context: a context-aware task needs a "
-                                        r"'context' column"):
+    with pytest.raises(
+        DataError,
+        match=rf"files/{path}: no example has a context: a context-aware task needs a "
+        r"'context' column",
+    ):
         load_training_data(cfg, get_task(cfg))
     # going without on purpose (a sentence-level phase one) is allowed
     cfg = config_from_dict({**CONTEXT, **_files(path), "task": {"type": "context-seq2seq", "context_sentences": 0}})
@@ -101,6 +110,7 @@ def test_a_held_out_sample_without_contexts_is_not_refused(tmp_path):
 
 # ---------------------------------------------------------------- headers with data.columns
 
+
 def test_a_header_equal_to_data_columns_is_not_an_example(tmp_path):
     path = _write(tmp_path, "h.tsv", "source\ttarget\tcategory\na\tA\tx\nb\tB\ty\n")
     examples = read_tsv(path, ("source", "target", "category"))
@@ -113,8 +123,11 @@ def test_a_header_equal_to_data_columns_is_not_an_example(tmp_path):
 
 # ---------------------------------------------------------------- reserved tokens
 
-@pytest.mark.parametrize("column, token", [("context", "<sep>"), ("context", "</s>"), ("source", "<brk>"),
-                                           ("source", "<sep>"), ("target", "<brk>")])
+
+@pytest.mark.parametrize(
+    "column, token",
+    [("context", "<sep>"), ("context", "</s>"), ("source", "<brk>"), ("source", "<sep>"), ("target", "<brk>")],
+)
 def test_reserved_tokens_are_refused_in_every_column_naming_the_line(tmp_path, column, token):
     cells = {"source": "a", "context": "x y", "target": "A"}
     cells[column] = f"{cells[column]} {token}"
@@ -128,10 +141,15 @@ def test_brk_separates_context_sentences_and_stays_allowed_there(tmp_path):
     assert read_tsv(path)[0].context == ("x", "<brk>", "y")
 
 
-@pytest.mark.parametrize("line, message", [("a <sep> b\tx", r"<stdin>:2: reserved token '<sep>' in the source"),
-                                           ("a\tx <sep> y", r"<stdin>:2: reserved token '<sep>' in the context"),
-                                           ("a\tx <unk>", r"<stdin>:2: reserved token '<unk>' in the context"),
-                                           ("<brk> a\tx", r"<stdin>:2: reserved token '<brk>' in the source")])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("a <sep> b\tx", r"<stdin>:2: reserved token '<sep>' in the source"),
+        ("a\tx <sep> y", r"<stdin>:2: reserved token '<sep>' in the context"),
+        ("a\tx <unk>", r"<stdin>:2: reserved token '<unk>' in the context"),
+        ("<brk> a\tx", r"<stdin>:2: reserved token '<brk>' in the source"),
+    ],
+)
 def test_predict_refuses_reserved_tokens_naming_the_line(tmp_path, line, message):
     cfg = config_from_dict(CONTEXT)
     run = Run(tmp_path, cfg, None, {}, "best", get_task(cfg))
@@ -140,6 +158,7 @@ def test_predict_refuses_reserved_tokens_naming_the_line(tmp_path, line, message
 
 
 # ---------------------------------------------------------------- what the context task keeps
+
 
 def test_context_sentences_keeps_the_last_n_sentences():
     cfg = config_from_dict({**CONTEXT, "task": {"type": "context-seq2seq", "context_sentences": 2}})
@@ -154,28 +173,44 @@ def test_context_sentences_keeps_the_last_n_sentences():
 
 # ---------------------------------------------------------------- frequency bins at their boundaries
 
+
 def test_frequency_bins_at_exactly_100_99_10_9_1_0():
     from structseq.metrics.supertag import bin_of, supertag_scores
 
-    assert [bin_of(c) for c in (100, 99, 10, 9, 1, 0)] == ["frequent", "uncommon", "uncommon", "rare", "rare",
-                                                             "unseen"]
+    assert [bin_of(c) for c in (100, 99, 10, 9, 1, 0)] == ["frequent", "uncommon", "uncommon", "rare", "rare", "unseen"]
     counts = Counter({"c100": 100, "c99": 99, "c10": 10, "c9": 9, "c1": 1})
     gold = [["c100", "c99", "c10", "c9", "c1", "c0"]]
     guess = [["c100", "no", "c10", "no", "c1", "no"]]
     out = supertag_scores(gold, [[[(g, 0.0)] for g in guess[0]]], counts)
-    got = {b: (out[f"accuracy_{b}"]["correct"], out[f"accuracy_{b}"]["n"])
-           for b in ("frequent", "uncommon", "rare", "unseen")}
+    got = {
+        b: (out[f"accuracy_{b}"]["correct"], out[f"accuracy_{b}"]["n"])
+        for b in ("frequent", "uncommon", "rare", "unseen")
+    }
     assert got == {"frequent": (1, 1), "uncommon": (1, 2), "rare": (1, 2), "unseen": (0, 1)}
 
 
 # ---------------------------------------------------------------- contrastive scores: the target only
 
+
 def _context_run(examples, seed=0):
     from structseq.models import build_model
 
-    cfg = config_from_dict({"task": "context-seq2seq", "model": {
-        "arch": "context-transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1,
-        "decoder_layers": 2, "source_layers": [1], "context_layers": [2], "dropout": 0.0}})
+    cfg = config_from_dict(
+        {
+            "task": "context-seq2seq",
+            "model": {
+                "arch": "context-transformer",
+                "d_model": 16,
+                "n_heads": 2,
+                "ffn_dim": 32,
+                "encoder_layers": 1,
+                "decoder_layers": 2,
+                "source_layers": [1],
+                "context_layers": [2],
+                "dropout": 0.0,
+            },
+        }
+    )
     task = get_task(cfg)
     vocabs = task.build_vocabs(examples)
     torch.manual_seed(seed)
@@ -203,9 +238,11 @@ def test_contrastive_scores_equal_a_hand_built_teacher_forced_sum():
     src, tgt = run.vocabs["src"], run.vocabs["tgt"]
     for e, score in zip(examples, target_log_probs(run, examples)):
         ids = tgt.encode(e.target)
-        batch = {"src": torch.tensor([src.encode(e.source) + [src.eos]]),
-                 "ctx": torch.tensor([src.encode(e.context) + [src.eos]]),
-                 "tgt_in": torch.tensor([[tgt.bos] + ids])}
+        batch = {
+            "src": torch.tensor([src.encode(e.source) + [src.eos]]),
+            "ctx": torch.tensor([src.encode(e.context) + [src.eos]]),
+            "tgt_in": torch.tensor([[tgt.bos] + ids]),
+        }
         with torch.no_grad():
             lp = run.model(batch)[0]
         expected = sum(float(lp[i, t]) for i, t in enumerate(ids + [tgt.eos]))
@@ -213,6 +250,7 @@ def test_contrastive_scores_equal_a_hand_built_teacher_forced_sum():
 
 
 # ---------------------------------------------------------------- one-line errors for empty or negative asks
+
 
 def test_data_show_with_a_negative_count_is_a_one_line_error(tmp_path):
     from structseq.cli import app
@@ -227,8 +265,9 @@ def test_compose_stats_on_an_empty_test_file_is_a_one_line_error(tmp_path):
     from structseq.cli import app
 
     train, empty = _write(tmp_path, "train.txt", "a b\nb c\n"), _write(tmp_path, "empty.txt", "\n\n")
-    result = CliRunner().invoke(app, ["compose", "stats", "--train", str(train), "--test", str(empty),
-                                      "--tagger", "none"])
+    result = CliRunner().invoke(
+        app, ["compose", "stats", "--train", str(train), "--test", str(empty), "--tagger", "none"]
+    )
     assert result.exit_code != 0 and "empty.txt: the test set holds no sentences" in " ".join(result.output.split())
     assert "nan" not in result.output and "Traceback" not in result.output
 
@@ -241,6 +280,7 @@ def test_table2_stats_refuses_an_empty_test_set():
 
 
 # ---------------------------------------------------------------- valid input that was refused
+
 
 def test_the_readme_short_form_override_on_a_supertag_config():
     cfg = load_config("configs/tlgbank-light/tree.yaml", ["task.beta=0.01"])
@@ -256,6 +296,9 @@ def test_a_word_category_file_with_a_blank_first_line_is_not_a_tsv(tmp_path):
 def test_data_valid_naming_a_split_with_dataset_files_names_the_key(tmp_path):
     path = toy_tsv(tmp_path)
     cfg = config_from_dict({"data": {"dataset": "files", "train": str(path), "valid": "dev"}})
-    with pytest.raises(ConfigError, match=r"'data.valid': 'dev' is neither a file nor NAME:SPLIT.*null holds out "
-                                          r"data.valid_fraction \(0.01\) of the training data"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'data.valid': 'dev' is neither a file nor NAME:SPLIT.*null holds out "
+        r"data.valid_fraction \(0.01\) of the training data",
+    ):
         load_training_data(cfg, get_task(cfg))

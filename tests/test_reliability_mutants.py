@@ -132,8 +132,7 @@ def test_frequency_bins_at_their_boundaries():
     """Mutant supertag-bins-off-by-one: counts 100, 99, 10, 9, 1, 0 (Kogkalidis & Moortgat's bins)."""
     from structseq.metrics.supertag import bin_of
 
-    assert [bin_of(n) for n in (100, 99, 10, 9, 1, 0)] == ["frequent", "uncommon", "uncommon", "rare", "rare",
-                                                          "unseen"]
+    assert [bin_of(n) for n in (100, 99, 10, 9, 1, 0)] == ["frequent", "uncommon", "uncommon", "rare", "rare", "unseen"]
 
 
 # ------------------------------------------------------------------ training
@@ -255,8 +254,12 @@ def test_mutation_script_kills_reports_and_never_touches_the_repository(tmp_path
     out = tmp_path / "m.json"
     assert mutants.main(["--root", str(repo), "--table", str(table), "--out", str(out), "--timeout", "120"]) == 0
     report = json.loads(out.read_text())
-    assert {m["id"]: m["status"] for m in report["mutants"]} == {"minus": "killed", "dead-code": "survived",
-                                                                 "moved": "stale", "later": "pending"}
+    assert {m["id"]: m["status"] for m in report["mutants"]} == {
+        "minus": "killed",
+        "dead-code": "survived",
+        "moved": "stale",
+        "later": "pending",
+    }
     assert report["score"] == 0.5 and report["killed"] == 1 and report["survived"] == 1
     assert (repo / "src" / "toy" / "__init__.py").read_text() == source
     assert mutants.mutate(source, [["nothing here", "x"]]) is None

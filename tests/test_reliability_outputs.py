@@ -132,8 +132,7 @@ def test_evaluation_targets_never_share_a_file(toy_run, tmp_path):
     assert prediction_label(str(first), "files", str(first)).startswith("test-")
 
 
-def test_evaluation_failing_midway_leaves_no_truncated_predictions_beside_stale_metrics(toy_run, tmp_path,
-                                                                                        monkeypatch):
+def test_evaluation_failing_midway_leaves_no_truncated_predictions_beside_stale_metrics(toy_run, tmp_path, monkeypatch):
     from structseq.api import load_run
 
     run = load_run(toy_run)
@@ -181,8 +180,9 @@ def test_compose_degree_and_stats_refuse_to_write_over_their_inputs(tmp_path):
     res = runner.invoke(app, ["degree", "--train", str(train), "--pool", str(pool), "-o", str(pool)])
     assert res.exit_code == 2 and f"{pool}: is an input of this command" in res.output
     assert pool.read_text() == "a b c\nc b a\n"
-    res = runner.invoke(app, ["stats", "--train", str(train), "--test", str(pool), "--tagger", "none",
-                              "-o", str(train)])
+    res = runner.invoke(
+        app, ["stats", "--train", str(train), "--test", str(pool), "--tagger", "none", "-o", str(train)]
+    )
     assert res.exit_code == 2 and "is an input of this command" in res.output
     assert train.read_text() == "a b c\na b\nb c\n" * 4
 
@@ -195,8 +195,27 @@ def test_compose_build_never_replaces_a_users_own_candidates(tmp_path):
     pool.write_text("a b c\nc b a\nb a\n")
     out.mkdir()
     (out / "candidates.txt").write_text("my own list\n")
-    args = ["build", "--train", str(train), "--pool", str(pool), "-o", str(out), "-k", "2", "-d", "0", "-r", "1",
-            "-s", "1", "--min-count", "1", "--atom-threshold", "1"]
+    args = [
+        "build",
+        "--train",
+        str(train),
+        "--pool",
+        str(pool),
+        "-o",
+        str(out),
+        "-k",
+        "2",
+        "-d",
+        "0",
+        "-r",
+        "1",
+        "-s",
+        "1",
+        "--min-count",
+        "1",
+        "--atom-threshold",
+        "1",
+    ]
     res = runner.invoke(app, args)
     assert res.exit_code == 2 and "candidates.txt: exists and was not written by structseq" in res.output
     assert (out / "candidates.txt").read_text() == "my own list\n"
@@ -256,16 +275,22 @@ def test_full_disk_during_a_checkpoint_save_names_the_file(tmp_path, monkeypatch
 def test_data_show_on_a_broken_json_file_is_one_line(tmp_path, monkeypatch, capsys):
     folder = tmp_path / "doclevel_mt" / "discevalmt_en_fr"
     folder.mkdir(parents=True)
-    for text, words in (('{"a": [1,', "cannot read contrastive set"), ("[1, 2]", "expected a JSON object"),
-                        ('{"1": {"src": ["a"]}}', "block 1: not a DiscEvalMT block"),
-                        ('{"1": 5}', "block 1: not a DiscEvalMT block")):
+    for text, words in (
+        ('{"a": [1,', "cannot read contrastive set"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"1": {"src": ["a"]}}', "block 1: not a DiscEvalMT block"),
+        ('{"1": 5}', "block 1: not a DiscEvalMT block"),
+    ):
         (folder / "anaphora.json").write_text(text)
-        code, err = _main(monkeypatch, capsys, "data", "show", "discevalmt-anaphora", "--split", "test",
-                          "--data-root", tmp_path)
+        code, err = _main(
+            monkeypatch, capsys, "data", "show", "discevalmt-anaphora", "--split", "test", "--data-root", tmp_path
+        )
         _one_line_error(code, err, "anaphora.json", words)
     (folder / "anaphora.json").write_bytes(b'{"\xff": 1}')
-    _one_line_error(*_main(monkeypatch, capsys, "data", "show", "discevalmt-anaphora", "--split", "test",
-                           "--data-root", tmp_path), "anaphora.json:1: not UTF-8")
+    _one_line_error(
+        *_main(monkeypatch, capsys, "data", "show", "discevalmt-anaphora", "--split", "test", "--data-root", tmp_path),
+        "anaphora.json:1: not UTF-8",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -299,8 +324,10 @@ def test_context_commands_give_one_line_errors(context_run, toy_run, tmp_path, m
     ]
     for args, words in cases:
         _one_line_error(*_main(monkeypatch, capsys, "context", *args), *words)
-    for args, option in ((["attention", run, "--split", test, "--layer", "0"], "--layer"),
-                         (["contrastive", run, "--split", pairs, "--batch-size", "0"], "--batch-size")):
+    for args, option in (
+        (["attention", run, "--split", test, "--layer", "0"], "--layer"),
+        (["contrastive", run, "--split", pairs, "--batch-size", "0"], "--batch-size"),
+    ):
         code, err = _main(monkeypatch, capsys, "context", *args)
         assert code == 2 and option in err and "Traceback" not in err
 
@@ -351,8 +378,9 @@ def test_every_malformed_plan_is_one_line(tmp_path, monkeypatch, capsys):
         _one_line_error(code, capsys.readouterr().err, *words)
     (tmp_path / "plan.yaml").write_text(good)
     records.write_text('{"config": "c", "seed": 1}\n{"config": \n')  # a torn record
-    _one_line_error(run_cli(plan.main, [str(tmp_path / "plan.yaml")]), capsys.readouterr().err,
-                    f"{records}:2: not a JSON record")
+    _one_line_error(
+        run_cli(plan.main, [str(tmp_path / "plan.yaml")]), capsys.readouterr().err, f"{records}:2: not a JSON record"
+    )
 
 
 def _script(name: str):

@@ -10,11 +10,20 @@ import sys
 import pytest
 import yaml
 
-from structseq.train.rundir import (MARKER, RunDirError, RunLock, clean_temporaries, prepare_new,
-                                    read_run_config, truncate_metrics)
+from structseq.train.rundir import (
+    MARKER,
+    RunDirError,
+    RunLock,
+    clean_temporaries,
+    prepare_new,
+    read_run_config,
+    truncate_metrics,
+)
 
-HOLD = ("import sys, time; from structseq.train.rundir import RunLock; lock = RunLock(sys.argv[1]).acquire(); "
-        "print('locked', flush=True); time.sleep(60)")
+HOLD = (
+    "import sys, time; from structseq.train.rundir import RunLock; lock = RunLock(sys.argv[1]).acquire(); "
+    "print('locked', flush=True); time.sleep(60)"
+)
 
 
 def test_second_lock_on_a_directory_is_refused_naming_the_owner(tmp_path):
@@ -88,8 +97,11 @@ def test_stale_save_temporaries_are_removed(tmp_path):
 
 
 def test_metrics_are_truncated_to_the_checkpoint_step(tmp_path):
-    lines = [{"step": s, "loss": 1.0} for s in (2, 4, 6)] + [{"step": 6, "valid_loss": 0.5}] + \
-            [{"step": s, "loss": 1.0} for s in (8, 10)]
+    lines = (
+        [{"step": s, "loss": 1.0} for s in (2, 4, 6)]
+        + [{"step": 6, "valid_loss": 0.5}]
+        + [{"step": s, "loss": 1.0} for s in (8, 10)]
+    )
     text = "".join(json.dumps(r) + "\n" for r in lines) + '{"step": 12, "lo'  # torn by a kill
     (tmp_path / "metrics.jsonl").write_text(text)
     assert truncate_metrics(tmp_path, 6) == 3
@@ -98,13 +110,16 @@ def test_metrics_are_truncated_to_the_checkpoint_step(tmp_path):
     assert truncate_metrics(tmp_path, 6) == 0
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, r"config\.yaml: missing"),
-    (b"train: [\n", r"config\.yaml:2: not valid YAML"),
-    (b"train: {seed: 1}\ntrain: {seed: 2}\n", r"config\.yaml:2: duplicate key 'train' \(first given on line 1\)"),
-    (b"\xff\xfe", r"config\.yaml:1: not UTF-8 \(byte 0xff\)"),
-    (b"- a\n- b\n", r"config\.yaml: not a run's config \(expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, r"config\.yaml: missing"),
+        (b"train: [\n", r"config\.yaml:2: not valid YAML"),
+        (b"train: {seed: 1}\ntrain: {seed: 2}\n", r"config\.yaml:2: duplicate key 'train' \(first given on line 1\)"),
+        (b"\xff\xfe", r"config\.yaml:1: not UTF-8 \(byte 0xff\)"),
+        (b"- a\n- b\n", r"config\.yaml: not a run's config \(expected a mapping"),
+    ],
+)
 def test_run_config_problems_name_the_file(tmp_path, content, message):
     if content is not None:
         (tmp_path / "config.yaml").write_bytes(content)

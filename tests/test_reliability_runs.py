@@ -49,8 +49,9 @@ def toy_config(path, **train):
 
 
 def steps(run_dir):
-    return [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines()
-            if "loss" in json.loads(x)]
+    return [
+        json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines() if "loss" in json.loads(x)
+    ]
 
 
 def interrupt_at(step):
@@ -71,6 +72,7 @@ def interrupted_run(data, run_dir, at, **train):
 
 
 # ---------------------------------------------------------------- the lock, and files a run did not create
+
 
 def test_a_second_run_into_a_locked_directory_is_refused_and_writes_nothing(tmp_path):
     data, run = toy_tsv(tmp_path), tmp_path / "run"
@@ -113,6 +115,7 @@ def test_out_naming_an_existing_file_is_a_clear_error(tmp_path):
 
 # ---------------------------------------------------------------- resuming: stale files, stop reasons, finished runs
 
+
 def test_resume_removes_stale_temporaries_and_cuts_metrics_back_to_the_checkpoint(tmp_path):
     data, run = toy_tsv(tmp_path), tmp_path / "run"
     assert interrupted_run(data, run, 4)["steps"] == 4
@@ -137,14 +140,21 @@ def test_each_checkpoint_records_why_the_run_stopped(tmp_path):
 def test_resuming_a_run_that_stopped_early_changes_nothing(tmp_path):
     data, run = toy_tsv(tmp_path), tmp_path / "run"
     # exact match stays 0 on this tiny budget: the second validation is no better, patience 1 stops the run
-    summary = Trainer(toy_config(data, max_steps=30, valid_every=2, patience=1, valid_metric="exact_match"), run,
-                      show_progress=False).run()
+    summary = Trainer(
+        toy_config(data, max_steps=30, valid_every=2, patience=1, valid_metric="exact_match"), run, show_progress=False
+    ).run()
     assert summary["stopped"] == "early_stopping" and summary["steps"] == 4
     assert load_checkpoint(run / "checkpoints/last.pt")["progress"]["stopped"] == "early_stopping"
     before = {p.name: p.read_bytes() for p in [run / "metrics.jsonl", *(run / "checkpoints").iterdir()]}
-    for again in (api.resume(run, show_progress=False),
-                  Trainer(toy_config(data, max_steps=30, valid_every=2, patience=1, valid_metric="exact_match"),
-                          run, resume=True, show_progress=False).run()):
+    for again in (
+        api.resume(run, show_progress=False),
+        Trainer(
+            toy_config(data, max_steps=30, valid_every=2, patience=1, valid_metric="exact_match"),
+            run,
+            resume=True,
+            show_progress=False,
+        ).run(),
+    ):
         assert again["stopped"] == "already_finished" and again["reason"] == "early_stopping"
     assert before == {p.name: p.read_bytes() for p in [run / "metrics.jsonl", *(run / "checkpoints").iterdir()]}
 
@@ -155,10 +165,12 @@ def test_resume_extends_max_steps_only_and_records_it(tmp_path):
     last = (run / "checkpoints/last.pt").read_bytes()
     assert api.resume(run, show_progress=False)["reason"] == "max_steps"  # finished: nothing changed
     assert (run / "checkpoints/last.pt").read_bytes() == last and not (run / "config-history.jsonl").exists()
-    for overrides, message in ((["optim.lr=1"], "'optim.lr' cannot be changed"),
-                               (["train.seed=4"], "'train.seed' cannot be changed"),
-                               (["train.max_steps=4"], "can only extend a run's budget \\(6\\), not cut it to 4"),
-                               (["train.max_steps=0"], "'train.max_steps' must be >= 1")):
+    for overrides, message in (
+        (["optim.lr=1"], "'optim.lr' cannot be changed"),
+        (["train.seed=4"], "'train.seed' cannot be changed"),
+        (["train.max_steps=4"], "can only extend a run's budget \\(6\\), not cut it to 4"),
+        (["train.max_steps=0"], "'train.max_steps' must be >= 1"),
+    ):
         with pytest.raises(ConfigError, match=message):
             api.resume(run, overrides=overrides, show_progress=False)
     summary = api.resume(run, overrides=["train.max_steps=8"], show_progress=False)
@@ -170,11 +182,14 @@ def test_resume_extends_max_steps_only_and_records_it(tmp_path):
     assert steps(run) == list(range(1, 9))
 
 
-@pytest.mark.parametrize("args, message", [
-    (["CONFIG"], "a CONFIG argument cannot be combined with it"),
-    (["--seed", "4"], "--seed cannot be combined with it"),
-    (["--set", "optim.lr=1"], "'optim.lr' cannot be changed"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["CONFIG"], "a CONFIG argument cannot be combined with it"),
+        (["--seed", "4"], "--seed cannot be combined with it"),
+        (["--set", "optim.lr=1"], "'optim.lr' cannot be changed"),
+    ],
+)
 def test_cli_resume_rejects_a_config_seed_or_other_overrides(tmp_path, args, message):
     data, run = toy_tsv(tmp_path), tmp_path / "run"
     interrupted_run(data, run, 2)
@@ -191,6 +206,7 @@ def test_sigterm_finishes_the_update_and_saves(tmp_path):
     unhandled = []
     previous = signal.signal(signal.SIGTERM, lambda *a: unhandled.append(1))  # what a run must replace
     try:
+
         def on_update(step):
             if step == 2:
                 os.kill(os.getpid(), signal.SIGTERM)
@@ -209,8 +225,12 @@ def test_cli_sigterm_saves_and_exits_143(tmp_path):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps(toy_dict(data, max_steps=100000, valid_every=0)))
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "structseq.cli", "train", str(cfg), "-o", str(run), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "structseq.cli", "train", str(cfg), "-o", str(run), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 120
         while not ((run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text().count("\n") >= 2):
@@ -228,6 +248,7 @@ def test_cli_sigterm_saves_and_exits_143(tmp_path):
 
 # ---------------------------------------------------------------- data.max_length
 
+
 def long_data(tmp_path):
     path = tmp_path / "long.tsv"
     path.write_text("a b\tB A\n" + " ".join(["a"] * 9) + "\tA\nc\tC\n" + "a\t" + " ".join(["A"] * 12) + "\n")
@@ -236,9 +257,12 @@ def long_data(tmp_path):
 
 def test_training_skips_over_long_examples_with_a_counted_warning(tmp_path):
     path = long_data(tmp_path)
-    cfg = config_from_dict({**toy_dict(path), "data": {"dataset": "files", "train": str(path), "valid": str(path),
-                                                      "max_length": 5}})
-    with pytest.warns(UserWarning, match=rf"skipped 4 examples longer than data.max_length 5 tokens \(first: {path}:2\)"):
+    cfg = config_from_dict(
+        {**toy_dict(path), "data": {"dataset": "files", "train": str(path), "valid": str(path), "max_length": 5}}
+    )
+    with pytest.warns(
+        UserWarning, match=rf"skipped 4 examples longer than data.max_length 5 tokens \(first: {path}:2\)"
+    ):
         trainer = Trainer(cfg, tmp_path / "run", show_progress=False)
     assert [e.source for e in trainer.data.train] == [("a", "b"), ("c",)] and trainer.data.skipped == 4
     cfg.data.too_long = "error"
@@ -261,6 +285,7 @@ def test_evaluation_and_prediction_over_max_length_are_errors_naming_the_line(tm
 
 # ---------------------------------------------------------------- loading a run, evaluation files
 
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trained")
@@ -275,13 +300,16 @@ def copy_run(trained, tmp_path):
     return shutil.copytree(trained[0], tmp_path / "run")
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, r"config.yaml: missing; is .* a training run directory"),
-    (b"train: [\n", r"config.yaml:2: not valid YAML"),
-    (b"\xff\xfe", r"config.yaml:1: not UTF-8"),
-    (b"- 1\n", r"config.yaml: not a run's config"),
-    (b"train: {eval_checkpoint: [1]}\n", r"config.yaml: 'train.eval_checkpoint' must be best or last"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, r"config.yaml: missing; is .* a training run directory"),
+        (b"train: [\n", r"config.yaml:2: not valid YAML"),
+        (b"\xff\xfe", r"config.yaml:1: not UTF-8"),
+        (b"- 1\n", r"config.yaml: not a run's config"),
+        (b"train: {eval_checkpoint: [1]}\n", r"config.yaml: 'train.eval_checkpoint' must be best or last"),
+    ],
+)
 def test_a_missing_or_garbage_run_config_names_the_file(trained, tmp_path, content, message):
     run = copy_run(trained, tmp_path)
     if content is None:
@@ -293,12 +321,21 @@ def test_a_missing_or_garbage_run_config_names_the_file(trained, tmp_path, conte
     assert api.load_run(run, "last").checkpoint == "last"  # an explicit checkpoint needs no config.yaml
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda c: {"format": 2, "a": 1}, r"best.pt: checkpoint lacks 'model'"),
-    (lambda c: {**c, "model": {k: v[..., :1] for k, v in c["model"].items()}}, r"best.pt: the parameters do not fit"),
-    (lambda c: {**c, "vocab": {"src": c["vocab"]["src"]}}, r"best.pt: the checkpoint's vocabularies do not fit"),
-    (lambda c: {**c, "config": {**c["config"], "optim": {"lr": -1}}}, r"best.pt: the checkpoint's config: 'optim.lr'"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda c: {"format": 2, "a": 1}, r"best.pt: checkpoint lacks 'model'"),
+        (
+            lambda c: {**c, "model": {k: v[..., :1] for k, v in c["model"].items()}},
+            r"best.pt: the parameters do not fit",
+        ),
+        (lambda c: {**c, "vocab": {"src": c["vocab"]["src"]}}, r"best.pt: the checkpoint's vocabularies do not fit"),
+        (
+            lambda c: {**c, "config": {**c["config"], "optim": {"lr": -1}}},
+            r"best.pt: the checkpoint's config: 'optim.lr'",
+        ),
+    ],
+)
 def test_a_checkpoint_of_the_wrong_layout_names_the_file(trained, tmp_path, edit, message):
     run = copy_run(trained, tmp_path)
     path = run / "checkpoints/best.pt"

@@ -47,13 +47,15 @@ class StubModel:
 
 def _stub(first_a, a_end, first_b, b_more, b_end):
     """Two competitors: `a </s>` and `b b b </s>`."""
-    return StubModel({
-        (0, BOS): {A: first_a, B: first_b},
-        (1, A): {EOS: a_end},
-        (1, B): {B: b_more, EOS: -5.0},
-        (2, B): {B: b_more, EOS: -5.0},
-        (3, B): {EOS: b_end, B: -5.0},
-    })
+    return StubModel(
+        {
+            (0, BOS): {A: first_a, B: first_b},
+            (1, A): {EOS: a_end},
+            (1, B): {B: b_more, EOS: -5.0},
+            (2, B): {B: b_more, EOS: -5.0},
+            (3, B): {EOS: b_end, B: -5.0},
+        }
+    )
 
 
 def _search(model, len_penalty, beam=4):
@@ -85,8 +87,7 @@ def test_length_penalty_changes_the_winner():
 @pytest.mark.parametrize("beam", [2, 3])
 def test_nan_continuations_are_never_chosen(beam):
     # NaN for every token after `b`, finite `a </s>`: the NaN path cannot win although `b` starts better
-    model = StubModel({(0, BOS): {A: -1.0, B: -0.1}, (1, A): {EOS: -0.5}, (1, B): {B: float("nan"),
-                                                                                  EOS: float("nan")}})
+    model = StubModel({(0, BOS): {A: -1.0, B: -0.1}, (1, A): {EOS: -0.5}, (1, B): {B: float("nan"), EOS: float("nan")}})
     hyp = _search(model, 1.0, beam)
     assert hyp.tokens == [[A]] and hyp.scores[0] == pytest.approx(-1.5, abs=1e-6)
 

@@ -111,13 +111,15 @@ def test_every_field_declares_its_values(case):
     label, _, _, key, f, hint = case
     name = key.rsplit(".", 1)[-1]
     if _numeric(hint) is not None:
-        assert {"ge", "gt", "le", "lt"} & set(f.metadata) or key in UNBOUNDED_NUMBERS, \
+        assert {"ge", "gt", "le", "lt"} & set(f.metadata) or key in UNBOUNDED_NUMBERS, (
             f"{label}: numeric field '{key}' declares no bound (ge/gt/le/lt); add one to its option()"
+        )
     base = {a for a in typing.get_args(hint) if a is not type(None)} or {hint}
     if base == {str} and name not in OPEN_STRINGS:
         alternatives = " | " in f.metadata.get("help", "")
-        assert {"choices", "pattern"} & set(f.metadata) or not alternatives, \
+        assert {"choices", "pattern"} & set(f.metadata) or not alternatives, (
             f"{label}: string field '{key}' lists alternatives in its help but declares no choices"
+        )
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if _numeric(c[5]) is not None], ids=_id)
@@ -137,8 +139,9 @@ def test_a_value_just_outside_each_bound_is_refused_naming_the_key(case):
                 size = f.metadata.get("length", 1)
                 good = f.default_factory()
                 value = ([bad] + list(good[1:size])) if good else [bad] * size
-            with pytest.raises(ConfigError, match=re.escape(f"'{dotted}") + r"(\[0\])?' must be|each item of '"
-                               + re.escape(dotted)):
+            with pytest.raises(
+                ConfigError, match=re.escape(f"'{dotted}") + r"(\[0\])?' must be|each item of '" + re.escape(dotted)
+            ):
                 config_from_dict(_with(base, _prefix(label), key, value))
             checked += 1
     assert checked or key in UNBOUNDED_NUMBERS
@@ -154,8 +157,18 @@ def test_a_value_outside_the_choices_is_refused_naming_the_key(case):
 
 def test_the_walk_sees_every_kind_of_schema():
     labels = {c[0] for c in CASES}
-    for expected in ("task:context-seq2seq", "model:transformer", "model:lstm", "model:dangle",
-                     "model:rdangle-sep", "model:context-transformer", "head:lexical", "data", "optim", "train",
-                     "decode"):
+    for expected in (
+        "task:context-seq2seq",
+        "model:transformer",
+        "model:lstm",
+        "model:dangle",
+        "model:rdangle-sep",
+        "model:context-transformer",
+        "head:lexical",
+        "data",
+        "optim",
+        "train",
+        "decode",
+    ):
         assert expected in labels
     assert len(CASES) > 150

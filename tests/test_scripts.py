@@ -22,23 +22,29 @@ def _load(name: str):
 def test_run_names_keep_whole_override_values():
     run_name = _load("reproduce").run_name
     cfg = "configs/ctx-commands/alternate.yaml"
-    names = {run_name(cfg, 1, [o]) for o in ("model.context_window=8.0", "model.context_logit_scale=2.0",
-                                             "model.context_window=4.0")}
+    names = {
+        run_name(cfg, 1, [o])
+        for o in ("model.context_window=8.0", "model.context_logit_scale=2.0", "model.context_window=4.0")
+    }
     assert len(names) == 3  # dotted values once all became "-0"
-    assert run_name(cfg, 2, ["optim.warmup=120", "model.interval=4"]) == \
-        "ctx-commands-alternate-warmup120-interval4-s2"
+    assert run_name(cfg, 2, ["optim.warmup=120", "model.interval=4"]) == "ctx-commands-alternate-warmup120-interval4-s2"
     assert run_name(cfg, 1, ["train.init_from=runs/maruf-all/seq-s1"]) == "ctx-commands-alternate-init_fromseq-s1-s1"
 
 
 def test_supertag_table_reads_records_and_run_directories(tmp_path):
     def ev(acc, beam):
-        m = {"accuracy": {"score": acc}, "sentence_accuracy": {"score": 10.0}, "unseen_predicted": 1,
-             "unseen_predicted_correct": 0}
+        m = {
+            "accuracy": {"score": acc},
+            "sentence_accuracy": {"score": 10.0},
+            "unseen_predicted": 1,
+            "unseen_predicted_correct": 0,
+        }
         m.update({f"accuracy_{b}": {"score": acc} for b in ("frequent", "uncommon", "rare", "unseen")})
         if beam == 5:
             m["oracle_accuracy"] = {"score": acc + 5}
             m["multitag"] = [{"beta": 1.0, "accuracy": acc, "tags_per_word": 1.0}]
         return m
+
     rec = tmp_path / "evals"
     rec.mkdir()
     for s, acc in ((1, 70.0), (2, 72.0)):
@@ -47,8 +53,19 @@ def test_supertag_table_reads_records_and_run_directories(tmp_path):
     run = tmp_path / "runs" / "classifier-s1"
     run.mkdir(parents=True)
     (run / "eval-test-beam1.json").write_text(json.dumps(ev(60.0, 1)))
-    out = subprocess.run([sys.executable, str(ROOT / "scripts/supertag_table.py"), str(rec), str(tmp_path / "runs"),
-                          "-o", str(tmp_path / "all.json")], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts/supertag_table.py"),
+            str(rec),
+            str(tmp_path / "runs"),
+            "-o",
+            str(tmp_path / "all.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "| tree (greedy) | 2 | 71.00 ± 1.41 |" in out and "| classifier (greedy) | 1 | 60.00 |" in out
     assert set(json.loads((tmp_path / "all.json").read_text())["configs"]) == {"classifier", "tree"}
 
@@ -61,8 +78,8 @@ def test_feedback_gain_is_the_spectral_radius_of_the_feed_columns():
     E, H = 3, 4
     W = torch.zeros(H, E + 3 * H)
     W[:, :E] = 100.0  # embedding columns: not part of the recurrence
-    W[:, E:E + H] = torch.diag(torch.tensor([0.5, -2.5, 1.0, 0.1]))
-    W[:, E + H:] = 50.0  # h_t and context columns: not the feed either
+    W[:, E : E + H] = torch.diag(torch.tensor([0.5, -2.5, 1.0, 0.1]))
+    W[:, E + H :] = 50.0  # h_t and context columns: not the feed either
     assert abs(mod.feed_radius({"combine.weight": W, "tgt_embed.weight": torch.zeros(7, E)}) - 2.5) < 1e-9
 
 
@@ -97,8 +114,15 @@ def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypat
     assert "diverged" in msg
     rec = json.loads(out.read_text())
     assert rec["diverged"] == {"step": 2109, "loss": "nan"} and rec["metrics"] is None and rec["split"] == "test"
-    good = {**rec, "seed": 1, "diverged": None, "run_dir": "runs/x-s1", "train_wall_s": 60.0, "eval_wall_s": 1.0,
-            "metrics": {m: {"score": 0.5} for m in ("exact_match", "token_accuracy", "bleu")}}
+    good = {
+        **rec,
+        "seed": 1,
+        "diverged": None,
+        "run_dir": "runs/x-s1",
+        "train_wall_s": 60.0,
+        "eval_wall_s": 1.0,
+        "metrics": {m: {"score": 0.5} for m in ("exact_match", "token_accuracy", "bleu")},
+    }
     with open(out, "a") as f:
         f.write(json.dumps(good) + "\n")
     _load("results_table").main([str(out), "--per-run"])
@@ -112,11 +136,24 @@ def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypat
 def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path, capsys):
     """Records with the paper's pooled BLEU get their own table (x 100, paper beside); the curve takes a dotted
     metric path."""
+
     def rec(seed, full, step=None):
-        r = {"config": "configs/tatoeba-en-zh/lstm-lex-simple-256.yaml", "overrides": [], "split": "test",
-             "seed": seed, "run_dir": f"runs/t-s{seed}", "steps": 2500, "train_wall_s": 60.0, "eval_wall_s": 1.0,
-             "metrics": {"exact_match": {"score": 0.0}, "token_accuracy": {"score": 0.1}, "bleu": {"score": 5.0},
-                         "pooled_bleu": {"full": {"score": full, "n": 10}, "1-shot": {"score": full / 2, "n": 3}}}}
+        r = {
+            "config": "configs/tatoeba-en-zh/lstm-lex-simple-256.yaml",
+            "overrides": [],
+            "split": "test",
+            "seed": seed,
+            "run_dir": f"runs/t-s{seed}",
+            "steps": 2500,
+            "train_wall_s": 60.0,
+            "eval_wall_s": 1.0,
+            "metrics": {
+                "exact_match": {"score": 0.0},
+                "token_accuracy": {"score": 0.1},
+                "bleu": {"score": 5.0},
+                "pooled_bleu": {"full": {"score": full, "n": 10}, "1-shot": {"score": full / 2, "n": 3}},
+            },
+        }
         return {**r, "step": step} if step else r
 
     out, cur = tmp_path / "r.jsonl", tmp_path / "c.jsonl"
@@ -130,33 +167,54 @@ def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path
 
 def test_ctx_errors_tells_a_wrong_definition_from_none(tmp_path, capsys):
     ctx = "bip means walk . the robot saw a red box . dax means jump run . zed means look ."
-    rows = [("dax", "JUMP RUN", "JUMP RUN"), ("dax", "JUMP RUN", "WALK"), ("dax", "JUMP RUN", "LOOK"),
-            ("dax", "JUMP RUN", "RUN RUN"), ("dax twice", "JUMP RUN JUMP RUN", "x"), ("walk", "WALK", "WALK")]
+    rows = [
+        ("dax", "JUMP RUN", "JUMP RUN"),
+        ("dax", "JUMP RUN", "WALK"),
+        ("dax", "JUMP RUN", "LOOK"),
+        ("dax", "JUMP RUN", "RUN RUN"),
+        ("dax twice", "JUMP RUN JUMP RUN", "x"),
+        ("walk", "WALK", "WALK"),
+    ]
     path = tmp_path / "test.tsv"
-    path.write_text("source\treference\thypothesis\tcorrect\tcategory\tcontext\n"
-                    + "".join(f"{s}\t{r}\t{h}\t0\t\t{ctx}\n" for s, r, h in rows))
+    path.write_text(
+        "source\treference\thypothesis\tcorrect\tcategory\tcontext\n"
+        + "".join(f"{s}\t{r}\t{h}\t0\t\t{ctx}\n" for s, r, h in rows)
+    )
     out = _load("ctx_errors").main([str(path)])
-    assert out == {"single_defined_word_commands": 4, "correct": 1, "none": 1, "other definition, after": 1,
-                   "other definition, before": 1}
+    assert out == {
+        "single_defined_word_commands": 4,
+        "correct": 1,
+        "none": 1,
+        "other definition, after": 1,
+        "other definition, before": 1,
+    }
 
 
 def test_every_generated_table_in_the_documents_matches_its_records():
     """README.md and RESULTS.md tables are the output of the commands their markers name, on the committed
     records: a record added without regenerating (or a table edited by hand) fails here."""
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "update_tables.py"), "--check"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "update_tables.py"), "--check"], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_update_tables_rewrites_a_stale_block_and_names_a_bad_command(tmp_path):
     update_tables = _load("update_tables")
-    rec = {"config": "configs/ctx-commands/interleave.yaml", "overrides": [], "split": "test", "seed": 1,
-           "metrics": {"exact_match": {"score": 0.25}}}
+    rec = {
+        "config": "configs/ctx-commands/interleave.yaml",
+        "overrides": [],
+        "split": "test",
+        "seed": 1,
+        "metrics": {"exact_match": {"score": 0.25}},
+    }
     records = tmp_path / "r.jsonl"
     records.write_text(json.dumps(rec) + "\n")
     doc = tmp_path / "doc.md"
-    doc.write_text(f"intro\n\n<!-- generated: python scripts/context_results.py {records} -->\n| old |\n"
-                   "<!-- /generated -->\n\nafter\n")
+    doc.write_text(
+        f"intro\n\n<!-- generated: python scripts/context_results.py {records} -->\n| old |\n"
+        "<!-- /generated -->\n\nafter\n"
+    )
     assert update_tables.update(doc, check=True) == [f"doc.md:3 python scripts/context_results.py {records}"]
     assert "| old |" in doc.read_text()  # --check changes nothing
     update_tables.update(doc, check=False)
@@ -179,9 +237,18 @@ def test_benchmark_report_flags_changed_outputs_and_asks_for_labels(tmp_path):
     report = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(report)
     f = tmp_path / "s.json"
-    f.write_text(json.dumps({"load_before": [0.5, 0, 0], "load_after": [1.0, 0, 0], "beams": {
-        "1": {"old_median": 100.0, "new_median": 250.0, "ratio_median": 2.5, "same_outputs": True},
-        "5": {"old_median": 20.0, "new_median": 30.0, "ratio_median": 1.5, "same_outputs": False}}}))
+    f.write_text(
+        json.dumps(
+            {
+                "load_before": [0.5, 0, 0],
+                "load_after": [1.0, 0, 0],
+                "beams": {
+                    "1": {"old_median": 100.0, "new_median": 250.0, "ratio_median": 2.5, "same_outputs": True},
+                    "5": {"old_median": 20.0, "new_median": 30.0, "ratio_median": 1.5, "same_outputs": False},
+                },
+            }
+        )
+    )
     table = report.search([f"LSTM={f}"])
     assert "| LSTM | greedy | 100.0 | 250.0 | 2.50 | equal |" in table
     assert "| LSTM | beam 5 | 20.0 | 30.0 | 1.50 | **differ** |" in table
@@ -227,9 +294,20 @@ PLAN = """cells:
 
 
 def _rec(config, seed, train, evals, overrides=("optim.lr=2.0e-3",)):
-    return [json.dumps({"config": config, "overrides": list(overrides), "seed": seed, "split": s,
-                        "run_dir": f"runs/{Path(config).stem}-s{seed}", "train_wall_s": train, "eval_wall_s": e})
-            for s, e in evals.items()]
+    return [
+        json.dumps(
+            {
+                "config": config,
+                "overrides": list(overrides),
+                "seed": seed,
+                "split": s,
+                "run_dir": f"runs/{Path(config).stem}-s{seed}",
+                "train_wall_s": train,
+                "eval_wall_s": e,
+            }
+        )
+        for s, e in evals.items()
+    ]
 
 
 def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_path, monkeypatch):
@@ -239,16 +317,25 @@ def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_p
     is unknown (?)."""
     plan = _load("plan")
     monkeypatch.chdir(ROOT)
-    path = _plan(tmp_path, PLAN.replace("out: r.jsonl", f"out: {tmp_path / 'r.jsonl'}")
-                 .replace("out: other.jsonl", f"out: {tmp_path / 'o.jsonl'}"))
+    path = _plan(
+        tmp_path,
+        PLAN.replace("out: r.jsonl", f"out: {tmp_path / 'r.jsonl'}").replace(
+            "out: other.jsonl", f"out: {tmp_path / 'o.jsonl'}"
+        ),
+    )
     simple, lstm = "configs/scan-jump/lstm-lex-simple-256.yaml", "configs/scan-jump/lstm-256.yaml"
-    lines = _rec(simple, 1, 3000, {"test": 300, "dev": 300}) + _rec(simple, 2, 7200, {"test": 0}) + \
-        _rec(lstm, 1, 1800, {"test": 0}, overrides=("optim.lr=2.0e-3", "model.x=1")) + \
-        [json.dumps({**json.loads(_rec(lstm, 3, 99999, {"test": 0})[0]), "diverged": {"step": 9}})]
+    lines = (
+        _rec(simple, 1, 3000, {"test": 300, "dev": 300})
+        + _rec(simple, 2, 7200, {"test": 0})
+        + _rec(lstm, 1, 1800, {"test": 0}, overrides=("optim.lr=2.0e-3", "model.x=1"))
+        + [json.dumps({**json.loads(_rec(lstm, 3, 99999, {"test": 0})[0]), "diverged": {"step": 9}})]
+    )
     # other overrides: not this run; a diverged run: recorded (not missing), not a finished seed, no cost sample
     (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
-    (tmp_path / "r-curve.jsonl").write_text(json.dumps({"run_dir": f"runs/{Path(simple).stem}-s1", "step": 500,
-                                                        "split": "test", "eval_wall_s": 3600}) + "\n")
+    (tmp_path / "r-curve.jsonl").write_text(
+        json.dumps({"run_dir": f"runs/{Path(simple).stem}-s1", "step": 500, "split": "test", "eval_wall_s": 3600})
+        + "\n"
+    )
     cells = plan.load_plan(str(path))
     done = plan.read_records(cells)
     assert done[plan._key(simple, ["optim.lr=2.0e-3"], 1)] == {"cost": 3000 + 600 + 3600, "diverged": False}
@@ -270,32 +357,49 @@ def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkey
     config with records keeps their median; --probe skips variants already priced."""
     plan = _load("plan")
     monkeypatch.chdir(ROOT)
-    path = _plan(tmp_path, PLAN.replace("out: r.jsonl", f"out: {tmp_path / 'r.jsonl'}")
-                 .replace("out: other.jsonl", f"out: {tmp_path / 'o.jsonl'}"))
+    path = _plan(
+        tmp_path,
+        PLAN.replace("out: r.jsonl", f"out: {tmp_path / 'r.jsonl'}").replace(
+            "out: other.jsonl", f"out: {tmp_path / 'o.jsonl'}"
+        ),
+    )
     probes = tmp_path / "probes.jsonl"
-    probes.write_text("\n".join(json.dumps({"config": "configs/scan-jump/dangle-cpu.yaml", "overrides": [],
-                                            "cost_s": c}) for c in (900, 1800)) + "\n")  # the newest wins
+    probes.write_text(
+        "\n".join(
+            json.dumps({"config": "configs/scan-jump/dangle-cpu.yaml", "overrides": [], "cost_s": c})
+            for c in (900, 1800)
+        )
+        + "\n"
+    )  # the newest wins
     cells = plan.load_plan(str(path))
     rows = {r["cell"].id: r for r in plan.status(cells, plan.read_records(cells), plan.read_probes(str(probes)))}
     assert abs(rows["new"]["hours"] - 0.5) < 1e-9 and rows["new"]["probed"] and not rows["new"]["rough"]
     assert rows["sweep"]["hours"] is None  # other overrides of the sweep: not priced by that probe
     assert "| nothing like it recorded (`new`) | 1 | none | 0 / 1 | 0.5~ |" in plan.render(list(rows.values()), "p")
-    monkeypatch.setattr(plan.reproduce, "probe", lambda *a, **k: {**dict(zip(("config", "seed", "overrides"), a)),
-                                                                  "s_per_update": 1.0, "cost_s": 60.0})
+    monkeypatch.setattr(
+        plan.reproduce,
+        "probe",
+        lambda *a, **k: {**dict(zip(("config", "seed", "overrides"), a)), "s_per_update": 1.0, "cost_s": 60.0},
+    )
     assert plan.probe(cells, ["new", "sweep"], str(probes), (1, 2), 1) == 0
     added = [json.loads(x) for x in probes.read_text().splitlines()[2:]]  # `new` was priced already
     assert [(r["config"], r["overrides"]) for r in added] == [
         ("configs/scan-jump/rdangle-sep-cpu.yaml", ["model.interval=8"]),
-        ("configs/scan-jump/rdangle-sep-cpu.yaml", ["model.interval=1"])]
+        ("configs/scan-jump/rdangle-sep-cpu.yaml", ["model.interval=1"]),
+    ]
 
 
 def test_plan_reports_how_probes_compared_with_the_runs_recorded_after_them():
     plan = _load("plan")
     a, b = ("a.yaml", ()), ("b.yaml", ("x=1",))
-    done = {(*a, 1): {"cost": 100.0, "diverged": False}, (*a, 2): {"cost": 300.0, "diverged": False},
-            (*b, 1): {"cost": 999.0, "diverged": True}}  # a diverged run stopped early: no cost sample
+    done = {
+        (*a, 1): {"cost": 100.0, "diverged": False},
+        (*a, 2): {"cost": 300.0, "diverged": False},
+        (*b, 1): {"cost": 999.0, "diverged": True},
+    }  # a diverged run stopped early: no cost sample
     assert plan.probe_accuracy(done, {a: 400.0, b: 10.0}) == (
-        "Probes against the runs recorded since: recorded / probed cost 0.50 (median over 1 configs, range 0.50-0.50).")
+        "Probes against the runs recorded since: recorded / probed cost 0.50 (median over 1 configs, range 0.50-0.50)."
+    )
     assert plan.probe_accuracy(done, {b: 10.0}) == ""
 
 
@@ -311,8 +415,14 @@ def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp
 
     mod = _load("reproduce")
     config = str(ROOT / "configs/scan-jump/lstm-256.yaml")
-    over = ["train.max_steps=100", "train.valid_every=50", "model.hidden_dim=8", "model.embed_dim=8",
-            "optim.batch_size=4", "decode.batch_size=1000"]
+    over = [
+        "train.max_steps=100",
+        "train.valid_every=50",
+        "model.hidden_dim=8",
+        "model.embed_dim=8",
+        "optim.batch_size=4",
+        "decode.batch_size=1000",
+    ]
     rec = mod.probe(config, 1, over, steps=(1, 3), batches=2, curve_every=50)
     ev = rec["eval"]["test"]
     assert rec["s_per_update"] > 0 and rec["max_steps"] == 100 and rec["curve_points"] == 1
@@ -330,13 +440,16 @@ def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp
 
 def test_plan_errors_name_the_file_and_cell(tmp_path, monkeypatch):
     import pytest
+
     from structseq.errors import ConfigError
 
     plan = _load("plan")
     monkeypatch.chdir(ROOT)
-    for bad, words in ((PLAN.replace("    like: pair", "    like: nope"), "names no cell"),
-                       (PLAN.replace("seeds: [1, 2, 3]", "seed: [1]"), "unknown key(s) seed"),
-                       (PLAN.replace("lstm-256.yaml]", "lstm-999.yaml]"), "lstm-999.yaml does not exist")):
+    for bad, words in (
+        (PLAN.replace("    like: pair", "    like: nope"), "names no cell"),
+        (PLAN.replace("seeds: [1, 2, 3]", "seed: [1]"), "unknown key(s) seed"),
+        (PLAN.replace("lstm-256.yaml]", "lstm-999.yaml]"), "lstm-999.yaml does not exist"),
+    ):
         with pytest.raises(ConfigError, match="plan.yaml") as e:
             plan.load_plan(str(_plan(tmp_path, bad)))
         assert words in str(e.value)
@@ -350,8 +463,12 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
     plan = _load("plan")
     rep = plan.reproduce
     monkeypatch.chdir(tmp_path)
-    for c in ("configs/scan-jump/lstm-lex-simple-256.yaml", "configs/scan-jump/lstm-256.yaml",
-              "configs/scan-jump/rdangle-sep-cpu.yaml", "configs/scan-jump/dangle-cpu.yaml"):
+    for c in (
+        "configs/scan-jump/lstm-lex-simple-256.yaml",
+        "configs/scan-jump/lstm-256.yaml",
+        "configs/scan-jump/rdangle-sep-cpu.yaml",
+        "configs/scan-jump/dangle-cpu.yaml",
+    ):
         (tmp_path / c).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / c).write_text("")
     calls = []
@@ -366,11 +483,21 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
     path = _plan(tmp_path, PLAN)
     (tmp_path / "r.jsonl").write_text(_rec("configs/scan-jump/lstm-lex-simple-256.yaml", 2, 1.0, {"test": 1})[0] + "\n")
     (tmp_path / "runs" / ".claims").mkdir(parents=True)
-    held = open(tmp_path / "runs" / ".claims" / f"{rep.run_name('configs/scan-jump/lstm-256.yaml', 3, ['optim.lr=2.0e-3'])}.lock", "a")
+    held = open(
+        tmp_path
+        / "runs"
+        / ".claims"
+        / f"{rep.run_name('configs/scan-jump/lstm-256.yaml', 3, ['optim.lr=2.0e-3'])}.lock",
+        "a",
+    )
     fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     assert plan.main([str(path), "--run", "--cell", "pair"]) == 0
-    assert calls == [("lstm-lex-simple-256", 1, 500), ("lstm-256", 1, 500), ("lstm-256", 2, 0),
-                     ("lstm-lex-simple-256", 3, 0)]
+    assert calls == [
+        ("lstm-lex-simple-256", 1, 500),
+        ("lstm-256", 1, 500),
+        ("lstm-256", 2, 0),
+        ("lstm-lex-simple-256", 3, 0),
+    ]
     calls.clear()
     assert plan.main([str(path), "--run", "--cell", "new", "sweep"]) == 0  # the order given
     assert calls == [("dangle-cpu", 1, 0), ("rdangle-sep-cpu", 1, 0), ("rdangle-sep-cpu", 1, 0)]
@@ -417,8 +544,9 @@ def test_plan_run_retrains_the_run_another_starts_from_without_recording_it(tmp_
 
     monkeypatch.setattr(rep, "one", one)
     monkeypatch.setattr(rep, "train_only", train_only)
-    (tmp_path / "r.jsonl").write_text("\n".join(_rec("configs/a/base.yaml", 1, 1.0, {"test": 1}, ["train.max_steps=9"]))
-                                      + "\n")
+    (tmp_path / "r.jsonl").write_text(
+        "\n".join(_rec("configs/a/base.yaml", 1, 1.0, {"test": 1}, ["train.max_steps=9"])) + "\n"
+    )
     assert plan.main([str(_plan(tmp_path, text)), "--run"]) == 0
     assert calls == [("train_only", "base", "runs", ("train.max_steps=9",)), ("one", "tuned")]
     calls.clear()
@@ -433,15 +561,37 @@ def test_plan_run_retrains_the_run_another_starts_from_without_recording_it(tmp_
 
 def test_results_table_per_category_averages_seeds_per_config(tmp_path, capsys):
     def rec(config, seed, cats, split="gen"):
-        return json.dumps({"config": config, "overrides": [], "seed": seed, "split": split, "run_dir": f"r{seed}",
-                           "steps": 10, "train_wall_s": 1, "eval_wall_s": 1,
-                           "metrics": {"exact_match": {"score": 0.5}, "token_accuracy": {"score": 0.5},
-                                       "bleu": {"score": 1.0}, "per_category": {"exact_match": cats}}})
+        return json.dumps(
+            {
+                "config": config,
+                "overrides": [],
+                "seed": seed,
+                "split": split,
+                "run_dir": f"r{seed}",
+                "steps": 10,
+                "train_wall_s": 1,
+                "eval_wall_s": 1,
+                "metrics": {
+                    "exact_match": {"score": 0.5},
+                    "token_accuracy": {"score": 0.5},
+                    "bleu": {"score": 1.0},
+                    "per_category": {"exact_match": cats},
+                },
+            }
+        )
+
     out = tmp_path / "r.jsonl"
-    out.write_text("\n".join([rec("configs/cogs/lstm-256.yaml", 1, {"a": 0.2, "b": 1.0}),
-                              rec("configs/cogs/lstm-256.yaml", 2, {"a": 0.4, "b": 1.0}),
-                              rec("configs/cogs/lstm-lex-simple-256.yaml", 1, {"a": 0.9}),
-                              rec("configs/cogs/lstm-256.yaml", 1, {"in_distribution": 1.0}, "test")]) + "\n")
+    out.write_text(
+        "\n".join(
+            [
+                rec("configs/cogs/lstm-256.yaml", 1, {"a": 0.2, "b": 1.0}),
+                rec("configs/cogs/lstm-256.yaml", 2, {"a": 0.4, "b": 1.0}),
+                rec("configs/cogs/lstm-lex-simple-256.yaml", 1, {"a": 0.9}),
+                rec("configs/cogs/lstm-256.yaml", 1, {"in_distribution": 1.0}, "test"),
+            ]
+        )
+        + "\n"
+    )
     _load("results_table").main([str(out), "--per-category"])
     table = capsys.readouterr().out
     assert "| category | `lstm` (2 seeds) | `lstm-lex-simple` (1 seed) |" in table
@@ -452,12 +602,32 @@ def test_results_table_per_category_averages_seeds_per_config(tmp_path, capsys):
 def test_reproduce_lexicon_print_renders_the_records_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "lex"
     out.mkdir()
-    recs = [{"config": f"/any/configs/colors/{stem}.yaml", "seed": s, "split": "test",
-             "run_dir": f"{tmp_path}/runs/paper/colors-{stem}-s{s}", "metrics": {"exact_match": {"score": v}}}
-            for stem, s, v in (("lstm-lex-simple", 1, 0.8), ("lstm-lex-simple", 2, 0.6), ("lstm", 1, 0.0))]
+    recs = [
+        {
+            "config": f"/any/configs/colors/{stem}.yaml",
+            "seed": s,
+            "split": "test",
+            "run_dir": f"{tmp_path}/runs/paper/colors-{stem}-s{s}",
+            "metrics": {"exact_match": {"score": v}},
+        }
+        for stem, s, v in (("lstm-lex-simple", 1, 0.8), ("lstm-lex-simple", 2, 0.6), ("lstm", 1, 0.0))
+    ]
     (out / "runs.jsonl").write_text("\n".join(map(json.dumps, recs)) + "\n")
-    _load("reproduce_lexicon").main(["table2", "--datasets", "colors", "--rows", "lstm-lex-simple", "lstm",
-                                     "--out", str(out), "--runs", str(tmp_path / "runs"), "--print"])
+    _load("reproduce_lexicon").main(
+        [
+            "table2",
+            "--datasets",
+            "colors",
+            "--rows",
+            "lstm-lex-simple",
+            "lstm",
+            "--out",
+            str(out),
+            "--runs",
+            str(tmp_path / "runs"),
+            "--print",
+        ]
+    )
     text = capsys.readouterr().out
     assert text.splitlines()[0] == "| model | colors (ours) | colors (paper) |"
     assert "| + Lex Simple | 0.700 ± 0.141 (n=2) | 0.79 ± 0.02 |" in text and "| LSTM | 0.000 (n=1) | 0.00 |" in text
@@ -481,16 +651,18 @@ def test_cogs_errors_tells_a_missed_word_from_a_structural_error(tmp_path, capsy
     (tmp_path / "data" / "cogs" / "train.tsv").write_text(
         "A hippo ran .\thippo ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
         "A dog ran .\tdog ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
-        "A dog slept .\tdog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tin_distribution\n")
+        "A dog slept .\tdog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
+    )
     run = tmp_path / "run"
     (run / "predictions").mkdir(parents=True)
     (run / "predictions" / "gen.tsv").write_text(
         "source\treference\thypothesis\tcorrect\tcategory\n"
         "A hippo slept .\thippo ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\t"
-        "dog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\t0\tc\n"                      # hippo missed
+        "dog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\t0\tc\n"  # hippo missed
         "A dog ran .\tdog ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\t"
-        "dog ( x _ 1 ) AND run . theme ( x _ 2 , x _ 1 )\t0\tc\n"                        # structure only
-        "A dog ran .\tdog ( x _ 1 )\tdog ( x _ 1 )\t1\tc\n")
+        "dog ( x _ 1 ) AND run . theme ( x _ 2 , x _ 1 )\t0\tc\n"  # structure only
+        "A dog ran .\tdog ( x _ 1 )\tdog ( x _ 1 )\t1\tc\n"
+    )
     _load("cogs_errors").main([str(run), "--data-root", str(tmp_path / "data")])
     row = capsys.readouterr().out.splitlines()[-1]
     assert row == "| `run` | 3 | 2 | 1 (50.0%) | `hippo` (1; 1) |"
@@ -502,11 +674,13 @@ def test_cogs_errors_exposure_counts_gen_sentences_that_need_a_word_seen_once(tm
     cogs.joinpath("train.tsv").write_text(
         "A hippo ran .\thippo ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
         "A dog ran .\tdog ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
-        "A dog slept .\tdog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tin_distribution\n")
+        "A dog slept .\tdog ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tin_distribution\n"
+    )
     cogs.joinpath("gen.tsv").write_text(
-        "A hippo slept .\thippo ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tlexical\n"   # hippo, sleep: once
-        "A dog ran .\tdog ( x _ 1 ) AND run . theme ( x _ 2 , x _ 1 )\tstructural\n"       # dog, run: twice
-        "A cat ran .\tcat ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tstructural\n")      # cat: never
+        "A hippo slept .\thippo ( x _ 1 ) AND sleep . agent ( x _ 2 , x _ 1 )\tlexical\n"  # hippo, sleep: once
+        "A dog ran .\tdog ( x _ 1 ) AND run . theme ( x _ 2 , x _ 1 )\tstructural\n"  # dog, run: twice
+        "A cat ran .\tcat ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )\tstructural\n"
+    )  # cat: never
     _load("cogs_errors").main(["--exposure", "--data-root", str(tmp_path / "data")])
     rows = capsys.readouterr().out.splitlines()[2:]
     assert rows == ["| `lexical` | 1 | 1 (100%) |", "| `structural` | 2 | 1 (50%) |", "| all | 3 | 2 (66.7%) |"]
@@ -526,6 +700,7 @@ def test_cogs_errors_names_the_source_words_the_lexicon_translates_to_a_missed_w
     src, tgt = Vocab([*SPECIALS, "hippo", "ran", "dog"]), Vocab([*SPECIALS, "hippo", "run", "dog", "sleep"])
     rows = lexicon_rows(Lexicon({"ran": {"run": 2.0}, "dog": {"dog": 1.0, "run": 0.9}}, "t"), src, tgt, tau=0.1)
     head = LexicalHead(8, len(tgt), rows)
+
     def fake_run(run, device):  # a loaded run of this head: Run.lexicon reads only these fields
         fake = SimpleNamespace(model=SimpleNamespace(head=head), src_vocab=src, tgt_vocab=tgt, run_dir=run)
         fake.lexicon = lambda *a, **k: api.Run.lexicon(fake, *a, **k)
@@ -543,10 +718,11 @@ def test_train_only_trains_then_finds_the_run_final_and_writes_no_record(tmp_pat
     from structseq import api
 
     mod = _load("reproduce")
-    over = ["train.max_steps=2", "train.valid_every=2", "model.hidden_dim=8", "model.embed_dim=8",
-            "optim.batch_size=4"]
-    assert mod.train_only("configs/scan-jump/lstm-256.yaml", 1, str(tmp_path), over) == \
-        f"{mod.run_name('configs/scan-jump/lstm-256.yaml', 1, over)}: trained"
+    over = ["train.max_steps=2", "train.valid_every=2", "model.hidden_dim=8", "model.embed_dim=8", "optim.batch_size=4"]
+    assert (
+        mod.train_only("configs/scan-jump/lstm-256.yaml", 1, str(tmp_path), over)
+        == f"{mod.run_name('configs/scan-jump/lstm-256.yaml', 1, over)}: trained"
+    )
     (run,) = tmp_path.iterdir()
     assert (run / "checkpoints" / "last.pt").exists() and not list(tmp_path.glob("*.jsonl"))
     monkeypatch.setattr(api, "train", None)  # final already: neither trained nor resumed again

@@ -11,7 +11,7 @@ def argmax_loop(model, src, max_len):
     """Reference greedy decoding, written independently of `beam_search`."""
     out = []
     for b in range(src.shape[0]):
-        s = src[b: b + 1][:, : int(src[b].ne(0).sum())]
+        s = src[b : b + 1][:, : int(src[b].ne(0).sum())]
         state = model.init_state(model.encode({"src": s}))
         prev, seq, score = torch.tensor([1]), [], 0.0
         for t in range(int(max_len[b]) + 1):
@@ -56,7 +56,7 @@ def test_beam_at_least_as_probable_as_greedy_and_scores_are_true_log_probs(name)
     for i, (toks, score) in enumerate(zip(b.tokens, b.scores)):
         tgt_in = torch.tensor([[1] + toks])
         tgt_out = torch.tensor([toks + [2]])
-        lp = model({"src": src[i: i + 1], "tgt_in": tgt_in})
+        lp = model({"src": src[i : i + 1], "tgt_in": tgt_in})
         assert float(sequence_log_prob(lp, tgt_out)) == pytest.approx(score, abs=1e-4)
     # n-best lists are sorted, distinct, and respect the length limit
     for i, entries in enumerate(b.nbest):
@@ -117,28 +117,32 @@ def test_settled_sentences_leave_the_batch_without_changing_results(beam, len_pe
     assert rows[0] == src.shape[0] * beam and rows[-1] < rows[0]
     assert all(a >= b for a, b in zip(rows, rows[1:]))
     for b in range(src.shape[0]):
-        s = src[b: b + 1][:, : int(src[b].ne(0).sum())]
-        alone = beam_search(model, {"src": s}, beam, max_len[b: b + 1], len_penalty=len_penalty)
+        s = src[b : b + 1][:, : int(src[b].ne(0).sum())]
+        alone = beam_search(model, {"src": s}, beam, max_len[b : b + 1], len_penalty=len_penalty)
         assert hyp.tokens[b] == alone.tokens[0]
         assert hyp.scores[b] == pytest.approx(alone.scores[0], abs=1e-4)
 
 
 def _every_row_reordered(model):
     """The same model, but beam search copies every state entry at every step (no `sentence_state`)."""
+
     class Plain:
         encode, init_state, step = model.encode, model.init_state, model.step
+
     return Plain()
 
 
 @pytest.mark.parametrize("beam", [1, 4])
-@pytest.mark.parametrize("name", ["transformer-pre-relative", "transformer-post-relative-copy", "lstm-copy",
-                                  "sep-o2-shared", "sep-o4-copy"])
+@pytest.mark.parametrize(
+    "name", ["transformer-pre-relative", "transformer-post-relative-copy", "lstm-copy", "sep-o2-shared", "sep-o4-copy"]
+)
 def test_sentence_state_is_copied_only_when_sentences_leave(name, beam):
     """Entries equal across a sentence's hypotheses are left in place while no sentence leaves the batch: the
     results equal a search that reorders every entry at every step (limits 1..B make sentences leave one by one)."""
     if name.startswith("sep"):
         from test_dangle import VARIANTS as DANGLE
         from test_dangle import make as make_dangle
+
         model = make_dangle(DANGLE[name])
     else:
         model = make(VARIANTS[name]).eval()
@@ -163,8 +167,8 @@ def test_context_models_keep_both_memories_in_place():
 
 
 def test_lazy_kv_cache_equals_eager_reordering():
-    from structseq.state import map_state
     from structseq.nn.attention import KVCache
+    from structseq.state import map_state
 
     g = torch.Generator().manual_seed(0)
     k, v = torch.randn(6, 2, 5, 3, generator=g), torch.randn(6, 2, 5, 3, generator=g)
@@ -184,8 +188,8 @@ def test_lazy_kv_cache_equals_eager_reordering():
 def test_kv_cache_appends_in_place_and_never_overwrites_a_branch():
     """Unchanged rows: the next step is written into spare capacity (same buffer); extending the same cache a
     second time (another continuation) copies instead of overwriting the first continuation's step."""
-    from structseq.state import map_state
     from structseq.nn.attention import KVCache
+    from structseq.state import map_state
 
     g = torch.Generator().manual_seed(0)
     step = lambda: torch.randn(3, 2, 1, 4, generator=g)  # noqa: E731
@@ -204,14 +208,15 @@ def test_kv_cache_appends_in_place_and_never_overwrites_a_branch():
 def test_handed_over_caches_recycle_buffers_and_equal_eager_reordering():
     """Owned reorders (beam search's): the gather of step 3 writes into the buffer step 1's gather left behind,
     and every step's logical cache equals eager reordering of a plain tensor; a shrink reuses the larger buffer."""
-    from structseq.state import map_state
     from structseq.nn.attention import KVCache
+    from structseq.state import map_state
 
     g = torch.Generator().manual_seed(0)
     k0 = torch.randn(4, 2, 3, 5, generator=g)
     cache, eager, ptrs = KVCache(k0, k0 + 1), k0, []
-    for i, rows in enumerate([torch.tensor([1, 1, 0, 3]), torch.tensor([3, 2, 2, 0]), torch.tensor([0, 0, 1, 2]),
-                              torch.tensor([2, 1])]):
+    for i, rows in enumerate(
+        [torch.tensor([1, 1, 0, 3]), torch.tensor([3, 2, 2, 0]), torch.tensor([0, 0, 1, 2]), torch.tensor([2, 1])]
+    ):
         cache = map_state({"c": cache}, lambda x: x.index_select(0, rows), owned=True)["c"]
         new = torch.randn(rows.shape[0], 2, 1, 5, generator=g)
         cache = cache.extend(new, new + 1)

@@ -46,14 +46,29 @@ def _tsv(path, pairs):
 
 
 def _config(train, test=None, task=None, steps=6, **data):
-    return config_from_dict({
-        "task": {"type": "seq2seq", **(task or {})},
-        "data": {"dataset": "files", "train": str(train), "valid": str(train), "test": [str(test or train)], **data},
-        "model": {"arch": "transformer", "d_model": 32, "n_heads": 2, "ffn_dim": 64, "encoder_layers": 1,
-                  "decoder_layers": 1, "dropout": 0.0},
-        "optim": {"lr": 5e-3, "schedule": "constant", "max_tokens": 200},
-        "train": {"max_steps": steps, "valid_every": steps // 2, "seed": 2},
-    })
+    return config_from_dict(
+        {
+            "task": {"type": "seq2seq", **(task or {})},
+            "data": {
+                "dataset": "files",
+                "train": str(train),
+                "valid": str(train),
+                "test": [str(test or train)],
+                **data,
+            },
+            "model": {
+                "arch": "transformer",
+                "d_model": 32,
+                "n_heads": 2,
+                "ffn_dim": 64,
+                "encoder_layers": 1,
+                "decoder_layers": 1,
+                "dropout": 0.0,
+            },
+            "optim": {"lr": 5e-3, "schedule": "constant", "max_tokens": 200},
+            "train": {"max_steps": steps, "valid_every": steps // 2, "seed": 2},
+        }
+    )
 
 
 def _rows(metrics: dict) -> list[dict]:
@@ -69,6 +84,7 @@ def _capture_finish(run):
         words = finish(tokens)
         seen.append((tuple(tokens), tuple(words)))
         return words
+
     run.task.finish = recording
     return seen
 
@@ -113,8 +129,12 @@ def _given_tokenizer(path):
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["[UNK]"], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["[UNK]"],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator([s for pair in _pairs(200, 5) for s in pair], trainer)
     tok.save(str(path))
     return path
@@ -143,11 +163,14 @@ def test_seq2seq_with_a_given_tokenizer(tmp_path):
     _check_detokenised(run, data, pairs, metrics, seen)
 
 
-@pytest.mark.parametrize("task, message", [
-    ({"subword": "tokenizer"}, r"'task.subword: tokenizer' and 'task.tokenizer_path' go together"),
-    ({"tokenizer_path": "tok.json"}, r"go together.*task.subword is 'none'"),
-    ({"subword": "sentencepiece"}, r"'task.subword': invalid value 'sentencepiece'; choices: none, bpe, tokenizer"),
-])
+@pytest.mark.parametrize(
+    "task, message",
+    [
+        ({"subword": "tokenizer"}, r"'task.subword: tokenizer' and 'task.tokenizer_path' go together"),
+        ({"tokenizer_path": "tok.json"}, r"go together.*task.subword is 'none'"),
+        ({"subword": "sentencepiece"}, r"'task.subword': invalid value 'sentencepiece'; choices: none, bpe, tokenizer"),
+    ],
+)
 def test_subword_settings_are_checked(task, message):
     with pytest.raises(ConfigError, match=message):
         get_task(config_from_dict({"task": {"type": "seq2seq", **task}}))
@@ -200,18 +223,27 @@ def test_jsonl_without_a_mapping_reads_the_field_names_and_meta_through_a_mappin
     assert e.meta == {"ident": "7"} and e.target == ("X",)
 
 
-@pytest.mark.parametrize("lines, fields, message", [
-    (['{"source": "a", "target": "b"}', '{"source": "a", "target": "b"'], None, r":2: not valid JSON"),
-    (['["a", "b"]'], None, r":1: expected a JSON object per line, found list"),
-    (['{"utterance": "a", "plan": "b", "id": 3}'], {"source": "utterance", "target": "plan"},
-     r":1: unknown key 'id' \(data.fields reads utterance, plan\)"),
-    (['{"utterance": "a", "plan": "b"}', '{"utterance": "c"}'], {"source": "utterance", "target": "plan"},
-     r":2: missing key 'plan'"),
-    (['{"source": "a", "target": "b", "plan": "c"}'], None, r":1: unknown key 'plan'; name them with data.fields"),
-    (['{"source": "a"}'], None, r":1: missing key 'target'"),
-    (['{"source": "a", "target": 5}'], None, r":1: key 'target' holds int 5; expected a string or a list"),
-    (['{"source": " ", "target": "b"}'], None, r":1: empty source"),
-])
+@pytest.mark.parametrize(
+    "lines, fields, message",
+    [
+        (['{"source": "a", "target": "b"}', '{"source": "a", "target": "b"'], None, r":2: not valid JSON"),
+        (['["a", "b"]'], None, r":1: expected a JSON object per line, found list"),
+        (
+            ['{"utterance": "a", "plan": "b", "id": 3}'],
+            {"source": "utterance", "target": "plan"},
+            r":1: unknown key 'id' \(data.fields reads utterance, plan\)",
+        ),
+        (
+            ['{"utterance": "a", "plan": "b"}', '{"utterance": "c"}'],
+            {"source": "utterance", "target": "plan"},
+            r":2: missing key 'plan'",
+        ),
+        (['{"source": "a", "target": "b", "plan": "c"}'], None, r":1: unknown key 'plan'; name them with data.fields"),
+        (['{"source": "a"}'], None, r":1: missing key 'target'"),
+        (['{"source": "a", "target": 5}'], None, r":1: key 'target' holds int 5; expected a string or a list"),
+        (['{"source": " ", "target": "b"}'], None, r":1: empty source"),
+    ],
+)
 def test_bad_json_lines_are_one_line_errors_naming_file_and_line(tmp_path, lines, fields, message):
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -223,20 +255,24 @@ def test_bad_json_lines_are_one_line_errors_naming_file_and_line(tmp_path, lines
 def test_cli_reports_bad_json_lines_in_one_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"source": "a", "target": "b"}\n{"source": "a", "target": "b", "id": 1}\n')
-    r = subprocess.run([sys.executable, "-m", "structseq.cli", "data", "show", str(path)], capture_output=True,
-                       text=True)
-    assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"error: {path}:2: unknown key 'id'; name them "
-                                                                  "with data.fields (e.g. {source: utterance, "
-                                                                  "target: plan})"]
+    r = subprocess.run(
+        [sys.executable, "-m", "structseq.cli", "data", "show", str(path)], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"error: {path}:2: unknown key 'id'; name them with data.fields (e.g. {{source: utterance, target: plan}})"
+    ]
 
 
-@pytest.mark.parametrize("fields, message", [
-    ("utterance", r"'data.fields' must map example fields to JSON keys"),
-    ({"target": "plan"}, r"'data.fields' must map 'source' \(it maps target\)"),
-    ({"source": "q", "target": "q"}, r"'data.fields': JSON key 'q' is read by more than one field"),
-    ({"source": "q", "the target": "a"}, r"'data.fields': 'the target' is not a field name"),
-    ({"source": ""}, r"'data.fields' must map example fields to JSON keys"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ("utterance", r"'data.fields' must map example fields to JSON keys"),
+        ({"target": "plan"}, r"'data.fields' must map 'source' \(it maps target\)"),
+        ({"source": "q", "target": "q"}, r"'data.fields': JSON key 'q' is read by more than one field"),
+        ({"source": "q", "the target": "a"}, r"'data.fields': 'the target' is not a field name"),
+        ({"source": ""}, r"'data.fields' must map example fields to JSON keys"),
+    ],
+)
 def test_data_fields_are_checked(fields, message):
     with pytest.raises(ConfigError, match=message):
         config_from_dict({"data": {"fields": fields}})

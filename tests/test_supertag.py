@@ -37,6 +37,7 @@ needs_tlg = pytest.mark.skipif(not TLG.exists(), reason="shared data tlgbank_lig
 
 # ---------------------------------------------------------------- categories
 
+
 @needs_tlg
 def test_every_corpus_formula_round_trips():
     cats = {c for e in read_tagged(TLG) for c in e.target}
@@ -47,8 +48,20 @@ def test_every_corpus_formula_round_trips():
         assert from_nodes(dict(nodes(t))) == t
 
 
-@pytest.mark.parametrize("cat", ["(S[dcl]\\NP)/NP", "((S[b]\\NP)/PP)/NP", "(S\\NP)\\(S\\NP)", "N", "conj", ",",
-                                 "(NP\\NP)/(S[dcl]/NP)", "S[adj]\\NP", "((S\\NP)/(S\\NP))/NP[nb]"])
+@pytest.mark.parametrize(
+    "cat",
+    [
+        "(S[dcl]\\NP)/NP",
+        "((S[b]\\NP)/PP)/NP",
+        "(S\\NP)\\(S\\NP)",
+        "N",
+        "conj",
+        ",",
+        "(NP\\NP)/(S[dcl]/NP)",
+        "S[adj]\\NP",
+        "((S\\NP)/(S\\NP))/NP[nb]",
+    ],
+)
 def test_ccg_categories_with_features_round_trip(cat):
     t = parse_category(cat)
     assert print_category(t) == cat
@@ -72,7 +85,9 @@ def test_unary_modalities_are_reversible_pseudo_binary():
     assert parse_category("dl(0,np,s)") == ("\\0", "np", "s")  # formula order kept: B\A = dl(m,B,A)
 
 
-@pytest.mark.parametrize("bad", ["(S/NP", "S/", "dr(0,np)", "dia(1,np,s)", "foo(0,np,s)", "(" * 3000 + "a" + ")" * 3000])
+@pytest.mark.parametrize(
+    "bad", ["(S/NP", "S/", "dr(0,np)", "dia(1,np,s)", "foo(0,np,s)", "(" * 3000 + "a" + ")" * 3000]
+)
 def test_bad_categories_are_errors(bad, tmp_path):
     from structseq.data.categories import CategoryError
     from structseq.errors import DataError
@@ -87,17 +102,24 @@ def test_bad_categories_are_errors(bad, tmp_path):
 
 # ---------------------------------------------------------------- data
 
+
 @needs_tlg
 def test_tlgbank_light_split_is_pinned():
     from structseq.data.registry import load_dataset
 
-    expect = {"train": (1274, 28632, "a0685a64ab200325"), "dev": (171, 3449, "398569735c1e1150"),
-              "test": (154, 3401, "430f8764c920867d")}
+    expect = {
+        "train": (1274, 28632, "a0685a64ab200325"),
+        "dev": (171, 3449, "398569735c1e1150"),
+        "test": (154, 3401, "430f8764c920867d"),
+    }
     for split, (n, words, digest) in expect.items():
         ex = load_dataset("tlgbank-light", split)
         text = "\n".join(" ".join(f"{w}|{c}" for w, c in zip(e.source, e.target)) for e in ex)
-        assert (len(ex), sum(len(e.source) for e in ex), hashlib.sha256(text.encode()).hexdigest()[:16]) == \
-            (n, words, digest)
+        assert (len(ex), sum(len(e.source) for e in ex), hashlib.sha256(text.encode()).hexdigest()[:16]) == (
+            n,
+            words,
+            digest,
+        )
 
 
 def test_readers_plain_grail_and_auto(tmp_path):
@@ -112,9 +134,11 @@ def test_readers_plain_grail_and_auto(tmp_path):
     (g,) = read_supertag_file(grail)
     assert g.source == ("Le", "chat", "dort") and g.target[2] == "dl(0,np,s)" and g.meta["section"] == "annodis"
     auto = tmp_path / "wsj.auto"
-    auto.write_text("ID=wsj_0001.1 PARSER=GOLD NUMPARSE=1\n(<T S[dcl] 0 2> (<L NP NNP NNP Pierre NP_1>) "
-                    "(<T S[dcl]\\NP 0 2> (<L (S[dcl]\\NP)/NP VBZ VBZ likes (S[dcl]\\NP_2)/NP_3>) "
-                    "(<L NP NNS NNS cats NP>) ) )\n")
+    auto.write_text(
+        "ID=wsj_0001.1 PARSER=GOLD NUMPARSE=1\n(<T S[dcl] 0 2> (<L NP NNP NNP Pierre NP_1>) "
+        "(<T S[dcl]\\NP 0 2> (<L (S[dcl]\\NP)/NP VBZ VBZ likes (S[dcl]\\NP_2)/NP_3>) "
+        "(<L NP NNS NNS cats NP>) ) )\n"
+    )
     (a,) = read_auto(auto)
     assert a.source == ("Pierre", "likes", "cats") and a.target == ("NP", "(S[dcl]\\NP)/NP", "NP")
     assert read_file(auto) == [a]
@@ -122,10 +146,15 @@ def test_readers_plain_grail_and_auto(tmp_path):
 
 # ---------------------------------------------------------------- the model
 
+
 def _tiny(arch="supertag-tree", train=None, **model):
     train = train or splits(60, 10, seed=3)["train"]
-    m = {"arch": arch, "d_model": 32, "dropout": 0.0,
-         "encoder": {"hidden": 16, "word_dim": 16, "char_dim": 8, "char_filters": 8, "layers": 1, "word_dropout": 0.0}}
+    m = {
+        "arch": arch,
+        "d_model": 32,
+        "dropout": 0.0,
+        "encoder": {"hidden": 16, "word_dim": 16, "char_dim": 8, "char_filters": 8, "layers": 1, "word_dropout": 0.0},
+    }
     if arch == "supertag-tree":
         m.update({"node_dim": 16, "node_heads": 2, "state_heads": 2, "edge_dropout": 0.0})
     m.update(model)
@@ -175,14 +204,14 @@ def test_depth_batched_decoding_equals_each_sentence_and_word_alone():
     batched = _trees(greedy_trees(model, h, mask), W)
     for b in range(len(ex)):  # each sentence alone (state feedback couples its words)
         n = int(mask[b].sum())
-        alone = _trees(greedy_trees(model, h[b: b + 1, :n], mask[b: b + 1, :n]), n)
+        alone = _trees(greedy_trees(model, h[b : b + 1, :n], mask[b : b + 1, :n]), n)
         assert alone[0] == batched[b]
     _, _, nosf, _ = _tiny(state_feedback=False)
     h, mask = _states(nosf, task, vocabs, ex)
     batched = _trees(greedy_trees(nosf, h, mask), W)
     for b in range(2):
         for w in range(int(mask[b].sum())):  # without state feedback: each word alone
-            alone = _trees(greedy_trees(nosf, h[b: b + 1, w: w + 1], mask[b: b + 1, w: w + 1]), 1)
+            alone = _trees(greedy_trees(nosf, h[b : b + 1, w : w + 1], mask[b : b + 1, w : w + 1]), 1)
             assert alone[0][0] == batched[b][w]
 
 
@@ -196,7 +225,7 @@ def test_without_feedback_the_model_is_a_per_node_classifier():
         h0 = h0.reshape(-1, h0.shape[-1])
         for i in range(0, lp.shape[0], 7):
             w, k = int(batch["node_word"][i]), int(batch["node_pos"][i])
-            h = h0[w: w + 1][None]
+            h = h0[w : w + 1][None]
             for _ in range(k.bit_length()):  # one step per depth, 0 .. depth(k)
                 h = model.step(h, torch.ones(1, 1, dtype=torch.bool), None)
             alone = model.node_logits(h, torch.tensor([0]), table[k][None]).log_softmax(-1)[0]
@@ -218,7 +247,7 @@ def test_teacher_forced_loss_is_the_sum_of_per_depth_losses():
         for t, n in enumerate(counts):  # a forward that stops at depth t: its last rows are depth t's
             lp = model(batch, max_depth=t)
             assert lp.shape[0] == start + n
-            per_depth.append(-lp[start:].gather(1, batch["node_sym"][start: start + n, None]).sum())
+            per_depth.append(-lp[start:].gather(1, batch["node_sym"][start : start + n, None]).sum())
             start += n
         _, nll, _ = task.loss(model, batch, 0.0)
     assert torch.allclose(nll, torch.stack(per_depth).sum(), rtol=1e-5)
@@ -258,6 +287,7 @@ def test_classifier_predicts_only_training_categories():
 
 # ---------------------------------------------------------------- metrics and output formats
 
+
 def test_scores_bins_oracle_and_multitag():
     counts = Counter({"n": 150, "np": 20, "s": 3})
     gold = [["n", "np", "s", "x"]]
@@ -289,12 +319,18 @@ def test_multitag_output_format():
 
 # ---------------------------------------------------------------- learning
 
+
 def test_learns_a_synthetic_ab_grammar_with_an_unseen_category():
     data = splits(600, 100, seed=0)
     assert not any(UNSEEN in e.target for e in data["train"])
-    task, vocabs, model, train = _tiny(train=data["train"], d_model=64, node_dim=32, state_heads=4, node_heads=4,
-                                       encoder={"hidden": 32, "word_dim": 32, "char_dim": 0, "layers": 1,
-                                                "word_dropout": 0.0})
+    task, vocabs, model, train = _tiny(
+        train=data["train"],
+        d_model=64,
+        node_dim=32,
+        state_heads=4,
+        node_heads=4,
+        encoder={"hidden": 32, "word_dim": 32, "char_dim": 0, "layers": 1, "word_dropout": 0.0},
+    )
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     enc = [task.encode(e, vocabs) for e in train]
@@ -305,8 +341,9 @@ def test_learns_a_synthetic_ab_grammar_with_an_unseen_category():
         (loss / n).backward()
         opt.step()
     pred = task.predict(model, data["test"], vocabs, beam=1)
-    r = supertag_scores([list(e.target) for e in data["test"]], [p.kbest for p in pred],
-                        Counter(c for e in train for c in e.target))
+    r = supertag_scores(
+        [list(e.target) for e in data["test"]], [p.kbest for p in pred], Counter(c for e in train for c in e.target)
+    )
     unseen = canonical(UNSEEN)
     n_unseen = sum(c == unseen for e in data["test"] for c in e.target)
     right = sum(h == g == unseen for e, p in zip(data["test"], pred) for g, h in zip(e.target, p.best))
@@ -319,13 +356,21 @@ def test_cli_api_train_evaluate_predict(tmp_path):
     data = splits(40, 10, seed=1)
     for name in ("train", "test"):
         (tmp_path / f"{name}.txt").write_text(
-            "".join(" ".join(f"{w}|{c}" for w, c in zip(e.source, e.target)) + "\n" for e in data[name]))
+            "".join(" ".join(f"{w}|{c}" for w, c in zip(e.source, e.target)) + "\n" for e in data[name])
+        )
     for arch in ("supertag-tree", "supertag-classifier"):
-        cfg = {"task": "supertag", "data": {"dataset": "files", "train": str(tmp_path / "train.txt"),
-                                            "valid": str(tmp_path / "test.txt"), "test": [str(tmp_path / "test.txt")]},
-               "model": {"arch": arch, "d_model": 32, "encoder": {"hidden": 16, "word_dim": 16, "layers": 1}},
-               "optim": {"batch_size": 8, "max_tokens": None, "lr": 1e-3, "schedule": "constant"},
-               "train": {"max_steps": 6, "valid_every": 3, "valid_metric": "accuracy", "threads": 1}}
+        cfg = {
+            "task": "supertag",
+            "data": {
+                "dataset": "files",
+                "train": str(tmp_path / "train.txt"),
+                "valid": str(tmp_path / "test.txt"),
+                "test": [str(tmp_path / "test.txt")],
+            },
+            "model": {"arch": arch, "d_model": 32, "encoder": {"hidden": 16, "word_dim": 16, "layers": 1}},
+            "optim": {"batch_size": 8, "max_tokens": None, "lr": 1e-3, "schedule": "constant"},
+            "train": {"max_steps": 6, "valid_every": 3, "valid_metric": "accuracy", "threads": 1},
+        }
         out = tmp_path / arch
         train(config_from_dict(cfg), out, show_progress=False)
         run = load_run(out)
@@ -339,14 +384,20 @@ def test_cli_api_train_evaluate_predict(tmp_path):
 def test_local_pretrained_encoder_with_subword_pooling(tmp_path):
     transformers = pytest.importorskip("transformers")
     words = sorted({w for e in splits(30, 5)["train"] for w in e.source})
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted({w[:2] for w in words}) + \
-        sorted({"##" + w[2:] for w in words if len(w) > 2})
+    vocab = (
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        + sorted({w[:2] for w in words})
+        + sorted({"##" + w[2:] for w in words if len(w) > 2})
+    )
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
     tok = transformers.BertTokenizerFast(str(tmp_path / "vocab.txt"), do_lower_case=False)
     tok.save_pretrained(tmp_path / "enc")
     torch.manual_seed(0)
-    bert = transformers.BertModel(transformers.BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
-                                                          num_attention_heads=2, intermediate_size=32))
+    bert = transformers.BertModel(
+        transformers.BertConfig(
+            vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+        )
+    )
     bert.save_pretrained(tmp_path / "enc")
     task, vocabs, model, train = _tiny(encoder={"pretrained": str(tmp_path / "enc"), "lr_scale": 0.25})
     batch = task.batch(train[:3], vocabs)

@@ -27,20 +27,39 @@ LINES = ["the dog sleeps", "the|DT big|JJ cat|NN sees|VBZ the|DT bird|NN", "the 
 def run_dir(tmp_path_factory):
     """A tree supertagger on ab-grammar, 8 updates (a few seconds)."""
     out = tmp_path_factory.mktemp("formats") / "tree"
-    cfg = config_from_dict({
-        "task": "supertag", "data": {"dataset": "ab-grammar", "valid": "dev", "test": ["test"]},
-        "model": {"arch": "supertag-tree", "d_model": 32, "node_dim": 16, "node_heads": 2, "state_heads": 2,
-                  "dropout": 0.0, "encoder": {"hidden": 16, "word_dim": 16, "char_dim": 0, "layers": 1}},
-        "optim": {"batch_size": 16, "max_tokens": None, "lr": 3e-3, "schedule": "constant"},
-        "train": {"max_steps": 8, "valid_every": 8, "valid_metric": "accuracy", "threads": 1,
-                  "eval_checkpoint": "last"}})
+    cfg = config_from_dict(
+        {
+            "task": "supertag",
+            "data": {"dataset": "ab-grammar", "valid": "dev", "test": ["test"]},
+            "model": {
+                "arch": "supertag-tree",
+                "d_model": 32,
+                "node_dim": 16,
+                "node_heads": 2,
+                "state_heads": 2,
+                "dropout": 0.0,
+                "encoder": {"hidden": 16, "word_dim": 16, "char_dim": 0, "layers": 1},
+            },
+            "optim": {"batch_size": 16, "max_tokens": None, "lr": 3e-3, "schedule": "constant"},
+            "train": {
+                "max_steps": 8,
+                "valid_every": 8,
+                "valid_metric": "accuracy",
+                "threads": 1,
+                "eval_checkpoint": "last",
+            },
+        }
+    )
     api.train(cfg, out, show_progress=False)
     return out
 
 
 def predict(run_dir, fmt: str, *extra: str, lines=LINES) -> str:
-    result = CliRunner().invoke(app, ["predict", str(run_dir), "--format", fmt, "--beam", BEAM, "--device", "cpu",
-                                      *extra], input="\n".join(lines) + "\n")
+    result = CliRunner().invoke(
+        app,
+        ["predict", str(run_dir), "--format", fmt, "--beam", BEAM, "--device", "cpu", *extra],
+        input="\n".join(lines) + "\n",
+    )
     assert result.exit_code == 0, (result.output, result.exception)
     return result.stdout
 
@@ -123,17 +142,19 @@ def same_records(a: list[dict], b: list[dict], tol: float) -> None:
 def test_batch_size_and_device_leave_the_output_unchanged(run_dir):
     expect = [json.loads(x) for x in predict(run_dir, "json").splitlines()]
     same_records([json.loads(x) for x in predict(run_dir, "json", "--batch-size", "1").splitlines()], expect, 1e-5)
-    assert api.load_run(run_dir, device="cpu").predict(LINES, beam=int(BEAM)) == \
-        predict(run_dir, "text").splitlines()
+    assert api.load_run(run_dir, device="cpu").predict(LINES, beam=int(BEAM)) == predict(run_dir, "text").splitlines()
     if torch.cuda.is_available():
         same_records([json.loads(x) for x in predict(run_dir, "json", "--device", "cuda").splitlines()], expect, 1e-3)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--format", "xml"], "'--format' must be one of text, json, cc, multi, conll, got 'xml'"),
-    (["--format", "conll", "--nbest", "2"], "'--nbest' and '--sample' are for autoregressive models"),
-    (["--device", "tpu"], "'--device' must be cpu, cuda, cuda:N or auto, got 'tpu'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--format", "xml"], "'--format' must be one of text, json, cc, multi, conll, got 'xml'"),
+        (["--format", "conll", "--nbest", "2"], "'--nbest' and '--sample' are for autoregressive models"),
+        (["--device", "tpu"], "'--device' must be cpu, cuda, cuda:N or auto, got 'tpu'"),
+    ],
+)
 def test_bad_options_are_one_line_errors(run_dir, capsys, args, message):
     status = run_cli(app, ["predict", str(run_dir), *args], standalone_mode=False)
     err = capsys.readouterr().err

@@ -37,9 +37,17 @@ EXAMPLES = [Example(*map(tuple, zip(*(t.split("|") for t in line.split())))) for
 
 
 def _tiny(seed=0, **model):
-    m = {"arch": "supertag-tree", "d_model": 16, "dropout": 0.0, "node_dim": 8, "node_heads": 2, "state_heads": 2,
-         "max_distance": 2, "edge_dropout": 0.0,
-         "encoder": {"hidden": 8, "word_dim": 8, "char_dim": 4, "char_filters": 4, "layers": 1, "word_dropout": 0.0}}
+    m = {
+        "arch": "supertag-tree",
+        "d_model": 16,
+        "dropout": 0.0,
+        "node_dim": 8,
+        "node_heads": 2,
+        "state_heads": 2,
+        "max_distance": 2,
+        "edge_dropout": 0.0,
+        "encoder": {"hidden": 8, "word_dim": 8, "char_dim": 4, "char_filters": 4, "layers": 1, "word_dropout": 0.0},
+    }
     m.update(model)
     cfg = config_from_dict({"task": "supertag", "model": m, "decode": {"batch_size": 8}})
     task = get_task(cfg)
@@ -78,8 +86,11 @@ def test_state_feedback_equals_a_plain_loop():
 
 def _gold_trees(task, vocabs, examples, W):
     stoi = vocabs["sym"].stoi
-    return {(b, w): {k: stoi[s] for k, s in nodes(parse_category(c))}
-            for b, e in enumerate(examples) for w, c in enumerate(e.target)}
+    return {
+        (b, w): {k: stoi[s] for k, s in nodes(parse_category(c))}
+        for b, e in enumerate(examples)
+        for w, c in enumerate(e.target)
+    }
 
 
 @torch.no_grad()
@@ -139,6 +150,7 @@ def test_validation_accuracy_compares_categories_not_ids():
     accuracy = {}
     for hyp in (unseen_a, unseen_b):
         task.predict = lambda model, examples, vocabs, beam=None, hyp=hyp: [
-            Tagged(e.source, [[(hyp, 0.0)] for _ in e.source]) for e in examples]
+            Tagged(e.source, [[(hyp, 0.0)] for _ in e.source]) for e in examples
+        ]
         accuracy[hyp] = task.validate(model, gold, vocabs)["valid_accuracy"]
     assert accuracy[unseen_b] == 0.0 and accuracy[unseen_a] in (1.0, 100.0)  # a fraction or a percent

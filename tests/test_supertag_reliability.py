@@ -26,25 +26,28 @@ torch.set_num_threads(1)
 BASE = {"task": {"type": "supertag"}, "model": {"arch": "supertag-tree"}}
 
 
-@pytest.mark.parametrize("override, key", [
-    ("model.dropout=1.5", "model.dropout"),
-    ("model.max_depth=-1", "model.max_depth"),
-    (f"model.max_depth={MAX_DEPTH + 1}", "model.max_depth"),
-    ("model.encoder.layers=0", "model.encoder.layers"),
-    ("model.node_heads=0", "model.node_heads"),
-    ("model.node_heads=3", "model.node_heads"),  # does not divide d_model 256
-    ("model.state_heads=0", "model.state_heads"),
-    ("model.max_distance=-1", "model.max_distance"),
-    ("model.encoder.word_dropout=1.5", "model.encoder.word_dropout"),
-    ("model.edge_dropout=-0.5", "model.edge_dropout"),
-    ("model.encoder.lr_scale=-1", "model.encoder.lr_scale"),
-    ("model.encoder.char_dim=-4", "model.encoder.char_dim"),
-    ("model.encoder.pooling=bogus", "model.encoder.pooling"),
-    ("model.d_model=0", "model.d_model"),
-    ("task.beta=-1", "task.beta"),
-    ("task.betas=[-1, 2]", "task.betas"),
-    ("task.max_tags=0", "task.max_tags"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("model.dropout=1.5", "model.dropout"),
+        ("model.max_depth=-1", "model.max_depth"),
+        (f"model.max_depth={MAX_DEPTH + 1}", "model.max_depth"),
+        ("model.encoder.layers=0", "model.encoder.layers"),
+        ("model.node_heads=0", "model.node_heads"),
+        ("model.node_heads=3", "model.node_heads"),  # does not divide d_model 256
+        ("model.state_heads=0", "model.state_heads"),
+        ("model.max_distance=-1", "model.max_distance"),
+        ("model.encoder.word_dropout=1.5", "model.encoder.word_dropout"),
+        ("model.edge_dropout=-0.5", "model.edge_dropout"),
+        ("model.encoder.lr_scale=-1", "model.encoder.lr_scale"),
+        ("model.encoder.char_dim=-4", "model.encoder.char_dim"),
+        ("model.encoder.pooling=bogus", "model.encoder.pooling"),
+        ("model.d_model=0", "model.d_model"),
+        ("task.beta=-1", "task.beta"),
+        ("task.betas=[-1, 2]", "task.betas"),
+        ("task.max_tags=0", "task.max_tags"),
+    ],
+)
 def test_out_of_range_settings_are_refused_when_the_config_loads(override, key):
     with pytest.raises(ConfigError, match=re.escape(f"'{key}")):
         config_from_dict(apply_overrides(BASE, [override]))
@@ -79,17 +82,27 @@ def test_a_too_deep_category_from_any_reader_is_refused_before_batching():
 
 # ---------------------------------------------------------------- pretrained encoders
 
+
 def _tiny_bert(folder, positions: int = 512):
     transformers = pytest.importorskip("transformers")
     words = sorted({w for e in splits(30, 5)["train"] for w in e.source})
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted({w[:2] for w in words}) + \
-        sorted({"##" + w[2:] for w in words if len(w) > 2})
+    vocab = (
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        + sorted({w[:2] for w in words})
+        + sorted({"##" + w[2:] for w in words if len(w) > 2})
+    )
     folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     transformers.BertTokenizerFast(str(folder / "vocab.txt"), do_lower_case=False).save_pretrained(folder)
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=positions)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=positions,
+    )
     transformers.BertModel(config).save_pretrained(folder)
     return folder
 
@@ -110,8 +123,11 @@ def test_a_pretrained_encoder_that_is_not_a_local_folder_is_one_config_error(nam
     (tmp_path / "file").write_text("not a folder\n")
     cfg, task, vocabs, train = _pretrained(name)
     for attempt in (lambda: build_model(cfg.model, vocabs, train, task="supertag"), lambda: task.tokenizer):
-        with pytest.raises(ConfigError, match=r"'model\.encoder\.pretrained': the encoder folder .* nothing is "
-                                              r"downloaded") as e:
+        with pytest.raises(
+            ConfigError,
+            match=r"'model\.encoder\.pretrained': the encoder folder .* nothing is "
+            r"downloaded",
+        ) as e:
             attempt()
         assert "\n" not in str(e.value) and name in str(e.value)
 
@@ -144,7 +160,10 @@ def test_a_sentence_longer_than_the_encoder_positions_is_an_error_naming_it(tmp_
     cfg, task, vocabs, train = _pretrained(folder)
     model = build_model(cfg.model, vocabs, train, task="supertag").eval()
     long = Example(tuple(("the", "dog", "sleeps") * 6))
-    with pytest.raises(DataError, match=r"sentence 2: the sentence 'the dog sleeps .*' of 18 words is \d+ subword "
-                                        r"pieces, more than the 16 positions"):
+    with pytest.raises(
+        DataError,
+        match=r"sentence 2: the sentence 'the dog sleeps .*' of 18 words is \d+ subword "
+        r"pieces, more than the 16 positions",
+    ):
         task.predict(model, [train[0], long, train[1]], vocabs, beam=1)
     assert len(task.predict(model, [Example(("the", "dog", "sleeps"))], vocabs, beam=1)[0].kbest) == 3

@@ -1,10 +1,8 @@
 """The task seam: what the loop, `evaluate` and `predict` delegate to the task, and the defects it fixed."""
 
-import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,8 +17,15 @@ from structseq.models import build_model
 from structseq.registry import TASKS
 from structseq.tasks import get_task
 
-TINY = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 16, "encoder_layers": 1, "decoder_layers": 1,
-        "dropout": 0.0}
+TINY = {
+    "arch": "transformer",
+    "d_model": 16,
+    "n_heads": 2,
+    "ffn_dim": 16,
+    "encoder_layers": 1,
+    "decoder_layers": 1,
+    "dropout": 0.0,
+}
 
 
 def test_validation_exact_match_compares_strings_like_evaluate(monkeypatch):
@@ -33,15 +38,21 @@ def test_validation_exact_match_compares_strings_like_evaluate(monkeypatch):
     unk = search.Hypotheses([[Vocab.unk]], [0.0])
     monkeypatch.setattr(search, "decode", lambda *a, **k: unk)
     assert task.validate(model, valid, vocabs)["valid_exact_match"] == 0.0
-    assert task.evaluate(valid, task.predict(model, valid, vocabs), dataset="files", split="x")["exact_match"]["score"] == 0.0
+    assert (
+        task.evaluate(valid, task.predict(model, valid, vocabs), dataset="files", split="x")["exact_match"]["score"]
+        == 0.0
+    )
 
 
 def test_bleu_tokenizer_is_declared_by_the_dataset_or_the_config():
     assert datasets()["tatoeba-en-zh"].bleu_tokenize == "zh" and datasets()["cognition"].bleu_tokenize == "zh"
     assert datasets()["cogs"].bleu_tokenize == "13a"
     refs = [Example(("我", "们"), ("我们",))]
-    for data, tok in (({"dataset": "files"}, "13a"), ({"dataset": "files", "bleu_tokenize": "zh"}, "zh"),
-                      ({"dataset": "zh-en-news"}, "13a")):  # no guess from a name
+    for data, tok in (
+        ({"dataset": "files"}, "13a"),
+        ({"dataset": "files", "bleu_tokenize": "zh"}, "zh"),
+        ({"dataset": "zh-en-news"}, "13a"),
+    ):  # no guess from a name
         task = get_task(config_from_dict({"data": data}))
         m = task.evaluate(refs, [["我们"]], dataset=data["dataset"], split="test")
         assert f"tok:{tok}" in m["bleu"]["signature"]
@@ -66,10 +77,22 @@ def test_architecture_must_serve_the_task():
 
 
 def _colors_config(**train):
-    return {"data": {"dataset": "colors", "valid": "test", "test": ["test"]}, "model": TINY,
-            "optim": {"lr": 3e-3, "schedule": "constant", "warmup": 0, "max_tokens": None, "batch_size": 6,
-                      "label_smoothing": 0.1, "clip_norm": 1.0, "accumulate": 2, "eps": 1e-3},
-            "train": {"max_steps": 4, "valid_every": 4, "log_every": 1, "seed": 5, "threads": 1, **train}}
+    return {
+        "data": {"dataset": "colors", "valid": "test", "test": ["test"]},
+        "model": TINY,
+        "optim": {
+            "lr": 3e-3,
+            "schedule": "constant",
+            "warmup": 0,
+            "max_tokens": None,
+            "batch_size": 6,
+            "label_smoothing": 0.1,
+            "clip_norm": 1.0,
+            "accumulate": 2,
+            "eps": 1e-3,
+        },
+        "train": {"max_steps": 4, "valid_every": 4, "log_every": 1, "seed": 5, "threads": 1, **train},
+    }
 
 
 def test_two_data_parallel_processes_reach_the_parameters_of_one(tmp_path):
@@ -81,12 +104,36 @@ def test_two_data_parallel_processes_reach_the_parameters_of_one(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump(_colors_config()))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "STRUCTSEQ_DDP_BACKEND": "gloo"}
-    one = subprocess.run([sys.executable, "-m", "structseq", "train", str(cfg), "-o", str(tmp_path / "one"), "-q"],
-                         env=env, capture_output=True, text=True, timeout=300)
+    one = subprocess.run(
+        [sys.executable, "-m", "structseq", "train", str(cfg), "-o", str(tmp_path / "one"), "-q"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one.returncode == 0, one.stderr
-    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-                          "29731", "-m", "structseq", "train", str(cfg), "-o", str(tmp_path / "two"), "-q"],
-                         env=env, capture_output=True, text=True, timeout=300)
+    two = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            "29731",
+            "-m",
+            "structseq",
+            "train",
+            str(cfg),
+            "-o",
+            str(tmp_path / "two"),
+            "-q",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert two.returncode == 0, two.stderr[-3000:]
     a = torch.load(tmp_path / "one/checkpoints/last.pt", weights_only=True)
     b = torch.load(tmp_path / "two/checkpoints/last.pt", weights_only=True)
@@ -138,8 +185,9 @@ def test_tatoeba_reports_the_papers_pooled_bleu(shared_data):
 
     test = load_dataset("tatoeba-en-zh", "test", shared_data)[:300]
     task = get_task(config_from_dict({"data": {"dataset": "tatoeba-en-zh"}}))
-    report = task.evaluate(test, [list(e.target) for e in test], dataset="tatoeba-en-zh", split="test",
-                           data_root=shared_data)
+    report = task.evaluate(
+        test, [list(e.target) for e in test], dataset="tatoeba-en-zh", split="test", data_root=shared_data
+    )
     full, shot = report["pooled_bleu"]["full"], report["pooled_bleu"]["1-shot"]
     perfect = nltk_corpus_bleu([e.target for e in test], [[e.target] for e in test]).score  # < 1: NLTK counts
     assert full["score"] == perfect and full["n"] == 300 and 0 < shot["n"] < 300  # short outputs' empty n-grams
@@ -149,20 +197,34 @@ def test_tatoeba_reports_the_papers_pooled_bleu(shared_data):
         by_source.setdefault(e.source, set()).add(e.target)
     e = next(e for e in test if by_source.get(e.source, {e.target}) - {e.target})  # a source with another target
     other = sorted(by_source[e.source] - {e.target})[0]
-    assert task.evaluate([e], [list(other)], dataset="tatoeba-en-zh", split="test", data_root=shared_data
-                         )["pooled_bleu"]["full"]["score"] == nltk_corpus_bleu([other], [[other]]).score > 0
-    assert "pooled_bleu" not in task.evaluate(test[:2], [list(x.target) for x in test[:2]], dataset="files",
-                                              split="test")
+    assert (
+        task.evaluate([e], [list(other)], dataset="tatoeba-en-zh", split="test", data_root=shared_data)["pooled_bleu"][
+            "full"
+        ]["score"]
+        == nltk_corpus_bleu([other], [[other]]).score
+        > 0
+    )
+    assert "pooled_bleu" not in task.evaluate(
+        test[:2], [list(x.target) for x in test[:2]], dataset="files", split="test"
+    )
 
 
 def test_evaluate_table_shows_nested_scores_like_pooled_bleu(capsys, monkeypatch):
     from structseq import cli
 
     monkeypatch.setenv("COLUMNS", "200")
-    m = {"dataset": "tatoeba-en-zh", "split": "test", "n": 2, "beam": 1, "checkpoint": "last.pt",
-         "exact_match": {"score": 0.5, "signature": "em"},
-         "pooled_bleu": {"full": {"score": 0.25, "signature": "nltk_bleu|refs:pooled-by-source"},
-                         "1-shot": {"score": None, "n": 0}}}
+    m = {
+        "dataset": "tatoeba-en-zh",
+        "split": "test",
+        "n": 2,
+        "beam": 1,
+        "checkpoint": "last.pt",
+        "exact_match": {"score": 0.5, "signature": "em"},
+        "pooled_bleu": {
+            "full": {"score": 0.25, "signature": "nltk_bleu|refs:pooled-by-source"},
+            "1-shot": {"score": None, "n": 0},
+        },
+    }
     cli.print_metrics(m)
     out = capsys.readouterr().out
     assert "pooled_bleu.full" in out and "0.2500" in out and "pooled_bleu.1-shot" in out

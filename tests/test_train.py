@@ -13,9 +13,9 @@ from structseq import api
 from structseq.config import OptimConfig, config_from_dict
 from structseq.data.example import Example
 from structseq.errors import ConfigError, StructseqError
+from structseq.nn.loss import label_smoothed_nll
 from structseq.train.checkpoint import load_checkpoint, save_atomic, save_checkpoint
 from structseq.train.loop import Trainer
-from structseq.nn.loss import label_smoothed_nll
 from structseq.train.optim import lr_multiplier
 
 
@@ -34,14 +34,30 @@ def toy_tsv(tmp_path, n=60):
 
 
 def toy_config(path, **train):
-    return config_from_dict({
-        "data": {"dataset": "files", "train": str(path), "valid": str(path), "test": [str(path)]},
-        "model": {"arch": "transformer", "d_model": 32, "n_heads": 2, "ffn_dim": 64, "encoder_layers": 1,
-                  "decoder_layers": 1, "dropout": 0.1},
-        "optim": {"lr": 3e-3, "schedule": "inverse_sqrt", "warmup": 5, "max_tokens": 60, "accumulate": 2,
-                  "clip_norm": 1.0, "label_smoothing": 0.1},
-        "train": {"max_steps": 12, "valid_every": 5, "log_every": 2, "seed": 3, **train},
-    })
+    return config_from_dict(
+        {
+            "data": {"dataset": "files", "train": str(path), "valid": str(path), "test": [str(path)]},
+            "model": {
+                "arch": "transformer",
+                "d_model": 32,
+                "n_heads": 2,
+                "ffn_dim": 64,
+                "encoder_layers": 1,
+                "decoder_layers": 1,
+                "dropout": 0.1,
+            },
+            "optim": {
+                "lr": 3e-3,
+                "schedule": "inverse_sqrt",
+                "warmup": 5,
+                "max_tokens": 60,
+                "accumulate": 2,
+                "clip_norm": 1.0,
+                "label_smoothing": 0.1,
+            },
+            "train": {"max_steps": 12, "valid_every": 5, "log_every": 2, "seed": 3, **train},
+        }
+    )
 
 
 def params(model):
@@ -53,11 +69,13 @@ def test_resume_after_interrupt_is_bit_exact(tmp_path):
     full = Trainer(toy_config(data), tmp_path / "full", show_progress=False)
     full.run()
 
-    def interrupt_at_7(step, holder={}):
+    def interrupt_at_7(step, holder):
         if step == 7:
             holder["trainer"].request_stop()
 
-    part = Trainer(toy_config(data), tmp_path / "part", show_progress=False, on_update=lambda s: interrupt_at_7(s, holder))
+    part = Trainer(
+        toy_config(data), tmp_path / "part", show_progress=False, on_update=lambda s: interrupt_at_7(s, holder)
+    )
     holder = {"trainer": part}
     summary = part.run()
     assert summary["stopped"] == "interrupted" and summary["steps"] == 7
@@ -144,7 +162,7 @@ def test_refuses_to_overwrite_an_existing_run(tmp_path):
 
 def test_schedules():
     noam = lr_multiplier(OptimConfig(schedule="noam", warmup=100), 512, 1000)
-    assert noam(100) == pytest.approx(512 ** -0.5 * 100 ** -0.5)
+    assert noam(100) == pytest.approx(512**-0.5 * 100**-0.5)
     assert noam(50) < noam(100) > noam(400)
     inv = lr_multiplier(OptimConfig(schedule="inverse_sqrt", warmup=100), 512, 1000)
     assert inv(50) == pytest.approx(0.5) and inv(100) == pytest.approx(1.0) and inv(400) == pytest.approx(0.5)
@@ -175,8 +193,11 @@ train: {{max_steps: 4, valid_every: 2}}
 """)
     exe = [sys.executable, "-m", "structseq.cli"]
     run = tmp_path / "run"
-    r = subprocess.run(exe + ["train", str(cfg), "--out", str(run), "--set", "optim.lr=0.02", "--seed", "5", "-q"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        exe + ["train", str(cfg), "--out", str(run), "--set", "optim.lr=0.02", "--seed", "5", "-q"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert (run / "config.yaml").read_text().count("seed: 5") == 1
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -194,30 +215,38 @@ train: {{max_steps: 4, valid_every: 2}}
     assert [(x[0], x[1]) for x in rows] == [tuple(x.split("\t")) for x in data.read_text().splitlines()]
     # the exact score: `predict` on every source gives the evaluated hypotheses, and exact match is the
     # fraction of them equal to their reference, counted here independently
-    r = subprocess.run(exe + ["predict", str(run), "--beam", "2"], input="".join(x[0] + "\n" for x in rows),
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        exe + ["predict", str(run), "--beam", "2"],
+        input="".join(x[0] + "\n" for x in rows),
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     hyps = r.stdout.splitlines()
     assert hyps == [x[2] for x in rows] and [x[3] for x in rows] == [str(int(h == x[1])) for h, x in zip(hyps, rows)]
     assert m["exact_match"]["score"] == sum(h == x[1] for h, x in zip(hyps, rows)) / 60
     assert m["token_accuracy"]["score"] == (
         sum(sum(a == b for a, b in zip(h.split(), x[1].split())) for h, x in zip(hyps, rows))
-        / sum(max(len(h.split()), len(x[1].split())) for h, x in zip(hyps, rows)))
-    r = subprocess.run(exe + ["train", str(cfg), "--set", "optim.lrr=1", "--out", str(tmp_path / "x")],
-                       capture_output=True, text=True)
+        / sum(max(len(h.split()), len(x[1].split())) for h, x in zip(hyps, rows))
+    )
+    r = subprocess.run(
+        exe + ["train", str(cfg), "--set", "optim.lrr=1", "--out", str(tmp_path / "x")], capture_output=True, text=True
+    )
     assert r.returncode == 2 and "unknown key 'optim.lrr'" in r.stderr
 
 
 def _learns(shared_data, model, lr, steps, tmp_path):
     from structseq.data.registry import load_dataset
 
-    cfg = config_from_dict({
-        "data": {"dataset": "scan-simple", "max_train_examples": 64, "valid_fraction": 0.01},
-        "model": model,
-        "optim": {"lr": lr, "schedule": "inverse_sqrt", "warmup": 30, "max_tokens": 4000, "clip_norm": 1.0},
-        "train": {"max_steps": steps, "valid_every": steps, "seed": 1, "threads": 1},
-        "decode": {"max_len_a": 0.0, "max_len_b": 60},  # SCAN outputs have up to 48 actions
-    })
+    cfg = config_from_dict(
+        {
+            "data": {"dataset": "scan-simple", "max_train_examples": 64, "valid_fraction": 0.01},
+            "model": model,
+            "optim": {"lr": lr, "schedule": "inverse_sqrt", "warmup": 30, "max_tokens": 4000, "clip_norm": 1.0},
+            "train": {"max_steps": steps, "valid_every": steps, "seed": 1, "threads": 1},
+            "decode": {"max_len_a": 0.0, "max_len_b": 60},  # SCAN outputs have up to 48 actions
+        }
+    )
     trainer = Trainer(cfg, tmp_path / "run", data_root=shared_data, show_progress=False)
     trainer.run()
     run = api.load_run(tmp_path / "run", "last")
@@ -227,11 +256,25 @@ def _learns(shared_data, model, lr, steps, tmp_path):
     return sum(list(h) == list(e.target) for h, e in zip(hyps, examples)) / len(examples)
 
 
-@pytest.mark.parametrize("model, lr", [
-    ({"arch": "transformer", "d_model": 64, "n_heads": 4, "ffn_dim": 256, "encoder_layers": 2, "decoder_layers": 2,
-      "dropout": 0.0}, 5e-3),
-    ({"arch": "lstm", "embed_dim": 64, "hidden_dim": 128, "layers": 1, "dropout": 0.0}, 1e-2),
-], ids=["transformer", "lstm"])
+@pytest.mark.parametrize(
+    "model, lr",
+    [
+        (
+            {
+                "arch": "transformer",
+                "d_model": 64,
+                "n_heads": 4,
+                "ffn_dim": 256,
+                "encoder_layers": 2,
+                "decoder_layers": 2,
+                "dropout": 0.0,
+            },
+            5e-3,
+        ),
+        ({"arch": "lstm", "embed_dim": 64, "hidden_dim": 128, "layers": 1, "dropout": 0.0}, 1e-2),
+    ],
+    ids=["transformer", "lstm"],
+)
 def test_baseline_learns_a_scan_subset(shared_data, tmp_path, model, lr):
     """Each model family fits a 64-example SCAN-simple subset exactly within 400 seeded updates."""
     assert _learns(shared_data, model, lr, 400, tmp_path) == 1.0
@@ -245,8 +288,11 @@ def test_inference_caches_never_outlive_an_update(arch):
     from structseq.models import build_model
 
     vocab = Vocab.build([list("abcdef")])
-    model_cfg = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1,
-                 "decoder_layers": 1} if arch == "transformer" else {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8}
+    model_cfg = (
+        {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1, "decoder_layers": 1}
+        if arch == "transformer"
+        else {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8}
+    )
     torch.manual_seed(0)
     model = build_model(config_from_dict({"model": model_cfg}).model, {"src": vocab, "tgt": vocab})
     batch = {"src": torch.tensor([[4, 5, 6, 2]]), "tgt_in": torch.tensor([[1, 4, 5]])}

@@ -20,16 +20,31 @@ from structseq.decode.ensemble import Ensemble
 from structseq.decode.search import Sampling, normalized
 from structseq.errors import ConfigError
 
-TINY = {"transformer": {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1,
-                        "decoder_layers": 1, "dropout": 0.0},
-        "lstm": {"arch": "lstm", "embed_dim": 16, "hidden_dim": 24, "layers": 1, "dropout": 0.0}}
+TINY = {
+    "transformer": {
+        "arch": "transformer",
+        "d_model": 16,
+        "n_heads": 2,
+        "ffn_dim": 32,
+        "encoder_layers": 1,
+        "decoder_layers": 1,
+        "dropout": 0.0,
+    },
+    "lstm": {"arch": "lstm", "embed_dim": 16, "hidden_dim": 24, "layers": 1, "dropout": 0.0},
+}
 
 
 def tiny_run(out, arch="transformer", seed=1, data=None):
     data = data or {"dataset": "colors", "valid": "test"}  # the whole training split: one vocabulary
-    cfg = config_from_dict({"data": data, "model": TINY[arch], "optim": {"lr": 5e-3, "max_tokens": 200},
-                            "train": {"max_steps": 8, "valid_every": 8, "seed": seed},
-                            "decode": {"batch_size": 4, "max_len_a": 1.0, "max_len_b": 4}})
+    cfg = config_from_dict(
+        {
+            "data": data,
+            "model": TINY[arch],
+            "optim": {"lr": 5e-3, "max_tokens": 200},
+            "train": {"max_steps": 8, "valid_every": 8, "seed": seed},
+            "decode": {"batch_size": 4, "max_len_a": 1.0, "max_len_b": 4},
+        }
+    )
     api.train(cfg, out, show_progress=False)
     return out
 
@@ -40,10 +55,14 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     toy = root / "toy.tsv"
     toy.write_text("a b\tB A\nc\tC\na c\tC A\n")
-    return {"a": tiny_run(root / "seed1"), "b": tiny_run(root / "seed2", "lstm", seed=2),
-            "other": tiny_run(root / "toy", data={"dataset": "files", "train": str(toy), "valid": str(toy),
-                                                  "test": [str(toy)]}),
-            "root": root}
+    return {
+        "a": tiny_run(root / "seed1"),
+        "b": tiny_run(root / "seed2", "lstm", seed=2),
+        "other": tiny_run(
+            root / "toy", data={"dataset": "files", "train": str(toy), "valid": str(toy), "test": [str(toy)]}
+        ),
+        "root": root,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +115,9 @@ def test_an_ensemble_of_two_scores_each_step_by_the_log_of_the_mean_probability(
             step = mean.gather(1, torch.tensor(ids[i])[:, None])[:, 0]
             searched = [c for cs in lists for c in cs][i]
             assert searched.score == pytest.approx(float(step.sum()), abs=1e-4)  # the search's own steps
-            assert searched.score != pytest.approx(float((x + y).gather(1, torch.tensor(ids[i])[:, None]).sum()) / 2,
-                                                   abs=1e-6)  # not the mean of log-probabilities
+            assert searched.score != pytest.approx(
+                float((x + y).gather(1, torch.tensor(ids[i])[:, None]).sum()) / 2, abs=1e-6
+            )  # not the mean of log-probabilities
 
 
 def test_mismatched_vocabularies_are_an_error_naming_both_runs(runs):
@@ -131,8 +151,7 @@ def test_nbest_lists_are_sorted_and_their_scores_are_teacher_forced(runs, exampl
         assert [c.normalized for c in cs] == sorted((c.normalized for c in cs), reverse=True)  # beam's ranking
         raw = teacher_forced(run, [src] * len(cs), [" ".join(c.tokens) for c in cs])
         assert [c.score for c in cs] == pytest.approx(raw, abs=1e-4)  # raw sums
-        assert [c.normalized for c in cs] == pytest.approx([s / (len(c.tokens) + 1) for s, c in zip(raw, cs)],
-                                                           abs=1e-5)
+        assert [c.normalized for c in cs] == pytest.approx([s / (len(c.tokens) + 1) for s, c in zip(raw, cs)], abs=1e-5)
     best = run.decode_examples(examples, beam=4)
     assert [cs[0].tokens for cs in lists] == best  # the first entry is beam search's answer
 
@@ -145,8 +164,9 @@ def test_sampling_is_seeded_and_reaches_greedy_in_the_limit(runs, examples):
     assert first == again and first != other
     sources, _ = texts(examples)
     for src, cs in zip(sources, first):  # a sample's score is its log-probability under the model
-        assert [c.score for c in cs] == pytest.approx(teacher_forced(run, [src] * 3, [" ".join(c.tokens) for c in cs]),
-                                                      abs=1e-4)
+        assert [c.score for c in cs] == pytest.approx(
+            teacher_forced(run, [src] * 3, [" ".join(c.tokens) for c in cs]), abs=1e-4
+        )
         assert [c.normalized for c in cs] == sorted((c.normalized for c in cs), reverse=True)
     for kw in ({"temperature": 1e-4}, {"top_k": 1}, {"top_p": 1e-6}):
         got = run.search(examples, sampling=Sampling(seed=3, **kw))
@@ -179,10 +199,14 @@ def test_predict_writes_nbest_tsv_and_json_and_samples(runs, examples):
     rows = [x.split("\t") for x in r.stdout.splitlines()]
     assert rows[0] == ["line", "rank", "score", "normalized", "output"]
     assert [(int(x[0]), int(x[1]), x[4]) for x in rows[1:]] == [
-        (i, k, " ".join(c.tokens)) for i, cs in enumerate(expected, 1) for k, c in enumerate(cs, 1)]
+        (i, k, " ".join(c.tokens)) for i, cs in enumerate(expected, 1) for k, c in enumerate(cs, 1)
+    ]
     assert [float(x[2]) for x in rows[1:]] == pytest.approx([c.score for cs in expected for c in cs], abs=1e-5)
-    r = CliRunner().invoke(app, ["predict", str(runs["a"]), "--nbest", "2", "--format", "json", "--sample",
-                                 "--seed", "4", "--top-k", "3"], input=stdin)
+    r = CliRunner().invoke(
+        app,
+        ["predict", str(runs["a"]), "--nbest", "2", "--format", "json", "--sample", "--seed", "4", "--top-k", "3"],
+        input=stdin,
+    )
     assert r.exit_code == 0, r.output
     objs = [json.loads(x) for x in r.stdout.splitlines()]
     sampled = run.search(examples[:5], nbest=2, sampling=Sampling(top_k=3, seed=4))
@@ -205,7 +229,8 @@ def test_score_equals_token_log_probs(runs, examples, tmp_path):
         tok = row.gather(1, torch.tensor(ids)[:, None])[:, 0]
         assert r["token_scores"] == tok.tolist() and r["score"] == pytest.approx(float(tok.sum()), abs=1e-6)
         assert r["tokens"] == [run.tgt_vocab.itos[i] for i in ids] and r["normalized"] == pytest.approx(
-            normalized(r["score"], len(ids) - 1, run.config.decode.len_penalty))
+            normalized(r["score"], len(ids) - 1, run.config.decode.len_penalty)
+        )
     assert scored[0]["tokens"][-2:] == ["<unk>", "</s>"]
     r = CliRunner().invoke(app, ["score", str(runs["a"]), "--pairs", str(pairs), "--format", "json"])
     assert r.exit_code == 0, r.output
@@ -220,8 +245,9 @@ def test_the_contrastive_scorer_reads_the_same_scores(runs, examples):
     from structseq.decode.contrastive import target_log_probs
 
     run = api.load_run(runs["a"])
-    assert target_log_probs(run, examples, batch_size=5) == pytest.approx([r["score"] for r in run.score(examples)],
-                                                                          abs=1e-6)
+    assert target_log_probs(run, examples, batch_size=5) == pytest.approx(
+        [r["score"] for r in run.score(examples)], abs=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------------------------- decoding controls
@@ -240,13 +266,18 @@ def test_limit_batch_size_and_set_change_what_they_should(runs, monkeypatch):
     assert beam2.decode_examples(ex) == run.decode_examples(ex, beam=2)
     calls, expected = [], run.decode_examples(ex)
     small = run.with_overrides(["decode.batch_size=3"])  # the same model, shared
-    monkeypatch.setattr(small.model, "encode", lambda inputs, f=small.model.encode: calls.append(len(inputs["src"]))
-                        or f(inputs))
+    monkeypatch.setattr(
+        small.model, "encode", lambda inputs, f=small.model.encode: calls.append(len(inputs["src"])) or f(inputs)
+    )
     assert small.decode_examples(ex) == expected and calls == [3, 3, 3, 1]  # 10 examples, 3 at a time
     short = run.with_overrides(["decode.max_len_a=0", "decode.max_len_b=1"])
     assert all(len(h) <= 1 for h in short.decode_examples(ex)) and full["n"] == 10
-    for bad, key in (("decode.beam=0", "decode.beam"), ("decode.batch_size=-1", "decode.batch_size"),
-                     ("decode.nosuch=1", "nosuch"), ("train.max_steps=5", "train.max_steps")):
+    for bad, key in (
+        ("decode.beam=0", "decode.beam"),
+        ("decode.batch_size=-1", "decode.batch_size"),
+        ("decode.nosuch=1", "nosuch"),
+        ("train.max_steps=5", "train.max_steps"),
+    ):
         with pytest.raises(ConfigError, match=key):
             run.with_overrides([bad])
 
@@ -254,9 +285,27 @@ def test_limit_batch_size_and_set_change_what_they_should(runs, monkeypatch):
 def test_cli_decoding_controls(runs):
     threads = torch.get_num_threads()
     try:
-        r = CliRunner().invoke(app, ["evaluate", str(runs["a"]), "--json", "-q", "--limit", "4", "--batch-size", "2",
-                                     "--set", "decode.beam=2", "--max-len-a", "0", "--max-len-b", "2",
-                                     "--threads", "1"])
+        r = CliRunner().invoke(
+            app,
+            [
+                "evaluate",
+                str(runs["a"]),
+                "--json",
+                "-q",
+                "--limit",
+                "4",
+                "--batch-size",
+                "2",
+                "--set",
+                "decode.beam=2",
+                "--max-len-a",
+                "0",
+                "--max-len-b",
+                "2",
+                "--threads",
+                "1",
+            ],
+        )
         assert r.exit_code == 0, r.output
         assert torch.get_num_threads() == 1
     finally:
@@ -293,11 +342,16 @@ def test_a_pretrained_backbone_searches_samples_and_scores_with_its_own_ids(tmp_
     from hf_tiny import tiny_bart
 
     base = tiny_bart(tmp_path / "bart", seed=1, init_std=0.3)
-    cfg = config_from_dict({"task": "hf-seq2seq", "data": {"dataset": "colors", "valid": "train"},
-                            "model": {"arch": "hf-seq2seq", "pretrained": str(base)},
-                            "optim": {"lr": 3e-3, "schedule": "constant", "max_tokens": None, "batch_size": 7},
-                            "train": {"max_steps": 2, "valid_every": 2, "seed": 1},
-                            "decode": {"max_len_a": 1.0, "max_len_b": 3, "batch_size": 4}})
+    cfg = config_from_dict(
+        {
+            "task": "hf-seq2seq",
+            "data": {"dataset": "colors", "valid": "train"},
+            "model": {"arch": "hf-seq2seq", "pretrained": str(base)},
+            "optim": {"lr": 3e-3, "schedule": "constant", "max_tokens": None, "batch_size": 7},
+            "train": {"max_steps": 2, "valid_every": 2, "seed": 1},
+            "decode": {"max_len_a": 1.0, "max_len_b": 3, "batch_size": 4},
+        }
+    )
     api.train(cfg, tmp_path / "run", show_progress=False)
     run = api.load_run(tmp_path / "run")
     greedy = run.decode_examples(examples)
@@ -318,6 +372,8 @@ def test_a_pretrained_backbone_searches_samples_and_scores_with_its_own_ids(tmp_
         batch = run.task.collate([{"src": enc["src"], "tgt": [*c.ids, eos]} for c in cs], range(len(cs)))
         with torch.no_grad():
             lp = run.model(batch)
-        forced = [float(lp[k, : len(c.ids) + 1].gather(1, torch.tensor([*c.ids, eos])[:, None]).sum())
-                  for k, c in enumerate(cs)]
+        forced = [
+            float(lp[k, : len(c.ids) + 1].gather(1, torch.tensor([*c.ids, eos])[:, None]).sum())
+            for k, c in enumerate(cs)
+        ]
         assert [c.score for c in cs] == pytest.approx(forced, abs=1e-4)

@@ -23,18 +23,27 @@ from structseq.train.checkpoint import load_checkpoint
 from structseq.train.loggers import numbers
 from structseq.train.loop import Trainer
 
-TINY = {"arch": "transformer", "d_model": 32, "n_heads": 2, "ffn_dim": 64, "encoder_layers": 1,
-        "decoder_layers": 1, "dropout": 0.0}
+TINY = {
+    "arch": "transformer",
+    "d_model": 32,
+    "n_heads": 2,
+    "ffn_dim": 64,
+    "encoder_layers": 1,
+    "decoder_layers": 1,
+    "dropout": 0.0,
+}
 
 
 def colors_config(**train):
     """Colors (14 training examples, validated on its 10 test examples): a few updates take a second."""
-    return config_from_dict({
-        "data": {"dataset": "colors", "valid": "test", "test": ["test"]},
-        "model": TINY,
-        "optim": {"lr": 3e-3, "schedule": "constant", "max_tokens": 200},
-        "train": {"max_steps": 6, "valid_every": 3, "log_every": 2, "seed": 1, "threads": 1, **train},
-    })
+    return config_from_dict(
+        {
+            "data": {"dataset": "colors", "valid": "test", "test": ["test"]},
+            "model": TINY,
+            "optim": {"lr": 3e-3, "schedule": "constant", "max_tokens": 200},
+            "train": {"max_steps": 6, "valid_every": 3, "log_every": 2, "seed": 1, "threads": 1, **train},
+        }
+    )
 
 
 def records(run_dir) -> list[dict]:
@@ -51,14 +60,25 @@ def bleu_run(tmp_path_factory):
     """scan-length, 160 training examples (24 held out to validate), selected and stopped on validation BLEU
     (patience 1), with TensorBoard, gradient clipping and the last 2 periodic checkpoints kept."""
     out = tmp_path_factory.mktemp("bleu") / "run"
-    cfg = config_from_dict({
-        "data": {"dataset": "scan-length", "max_train_examples": 160, "valid_fraction": 0.15},
-        "model": TINY,
-        "optim": {"lr": 5e-3, "schedule": "constant", "max_tokens": 600, "clip_norm": 1.0},
-        "train": {"max_steps": 30, "valid_every": 5, "log_every": 5, "seed": 1, "threads": 1, "patience": 1,
-                  "valid_metric": "bleu", "keep_last": 2, "tensorboard": True},
-        "decode": {"max_len_a": 0.0, "max_len_b": 30},
-    })
+    cfg = config_from_dict(
+        {
+            "data": {"dataset": "scan-length", "max_train_examples": 160, "valid_fraction": 0.15},
+            "model": TINY,
+            "optim": {"lr": 5e-3, "schedule": "constant", "max_tokens": 600, "clip_norm": 1.0},
+            "train": {
+                "max_steps": 30,
+                "valid_every": 5,
+                "log_every": 5,
+                "seed": 1,
+                "threads": 1,
+                "patience": 1,
+                "valid_metric": "bleu",
+                "keep_last": 2,
+                "tensorboard": True,
+            },
+            "decode": {"max_len_a": 0.0, "max_len_b": 30},
+        }
+    )
     trainer = Trainer(cfg, out, show_progress=False)
     summary = trainer.run()
     return out, summary, trainer.data.valid
@@ -66,8 +86,9 @@ def bleu_run(tmp_path_factory):
 
 # ---------------------------------------------------------------- logging
 def test_tensorboard_event_files_hold_every_logged_scalar(bleu_run):
-    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
-                                            reason="the tensorboard package is not installed")
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator", reason="the tensorboard package is not installed"
+    )
     out, _, _ = bleu_run
     acc = event_accumulator.EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0})
     acc.Reload()
@@ -75,8 +96,16 @@ def test_tensorboard_event_files_hold_every_logged_scalar(bleu_run):
     for rec in records(out):
         for tag, value in numbers({k: v for k, v in rec.items() if k != "step"}).items():
             logged.setdefault(tag, {})[rec["step"]] = value
-    assert {"train/loss", "train/lr", "train/tokens_per_s", "train/grad_norm", "valid/loss", "valid/bleu",
-            "valid/exact_match", "valid/best"} <= set(logged)
+    assert {
+        "train/loss",
+        "train/lr",
+        "train/tokens_per_s",
+        "train/grad_norm",
+        "valid/loss",
+        "valid/bleu",
+        "valid/exact_match",
+        "valid/best",
+    } <= set(logged)
     assert set(acc.Tags()["scalars"]) == set(logged)
     for tag, by_step in logged.items():
         events = {e.step: e.value for e in acc.Scalars(tag)}
@@ -88,8 +117,9 @@ def test_tensorboard_event_files_hold_every_logged_scalar(bleu_run):
 def test_a_resumed_run_shows_each_update_once_in_tensorboard(tmp_path):
     """A run killed after update 5 (its checkpoint from update 3) and resumed: the events of updates 4-5 the
     killed run logged are purged, as metrics.jsonl is cut back; each step shows once, with the redone value."""
-    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
-                                            reason="the tensorboard package is not installed")
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator", reason="the tensorboard package is not installed"
+    )
 
     def kill_after_5(step):
         if step == 5:
@@ -166,7 +196,7 @@ def test_plot_overlays_runs_and_draws_seeds_as_bands(tmp_path):
     a, b = ({r["step"]: r["valid_loss"] for r in records(p) if "valid_loss" in r} for p in runs[:2])
     assert steps == [3, 6]
     for s, m, d in zip(steps, mean, sd):
-        assert m == pytest.approx((a[s] + b[s]) / 2) and d == pytest.approx(abs(a[s] - b[s]) / 2 ** 0.5)
+        assert m == pytest.approx((a[s] + b[s]) / 2) and d == pytest.approx(abs(a[s] - b[s]) / 2**0.5)
 
     png = tmp_path / "curves.png"
     r = cli("plot", *runs, "-o", png)
@@ -202,8 +232,9 @@ def test_seeds_are_grouped_by_their_config_completed_with_defaults():
 # ---------------------------------------------------------------- keeping and averaging
 def test_keep_last_keeps_exactly_the_last_n_periodic_checkpoints(tmp_path):
     # periodic saves: 3 (save_every), 4 (validation), 6, 8, 9, 10 (the final validation)
-    api.train(colors_config(max_steps=10, valid_every=4, save_every=3, keep_last=3), tmp_path / "run",
-              show_progress=False)
+    api.train(
+        colors_config(max_steps=10, valid_every=4, save_every=3, keep_last=3), tmp_path / "run", show_progress=False
+    )
     kept = step_checkpoints(tmp_path / "run")
     assert [k for k, _ in kept] == [8, 9, 10]
     for k, path in kept:
@@ -258,8 +289,10 @@ def test_evaluate_and_predict_take_the_averaged_checkpoint(bleu_run, tmp_path):
 
 
 def test_integer_tensors_come_from_the_last_state():
-    states = [{"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)},
-              {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor(8)}]
+    states = [
+        {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor(3)},
+        {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor(8)},
+    ]
     avg = average_states(states)
     assert torch.equal(avg["w"], torch.tensor([2.0, 4.0])) and avg["n"].item() == 8
 

@@ -36,8 +36,15 @@ from structseq.train.device import resolve_device
 from structseq.train.rundir import RunDirError, check_directory, read_run_config
 
 
-def train(config: str | Path | Config, out_dir: str | Path, *, overrides: list[str] = (), seed: int | None = None,
-          data_root=None, show_progress: bool = True) -> dict:
+def train(
+    config: str | Path | Config,
+    out_dir: str | Path,
+    *,
+    overrides: list[str] = (),
+    seed: int | None = None,
+    data_root=None,
+    show_progress: bool = True,
+) -> dict:
     """Train from a config file (or Config) with `key=value` overrides; returns a summary dict."""
     seeds = [f"train.seed={seed}"] if seed is not None else []
     if isinstance(config, Config):
@@ -78,8 +85,10 @@ class Run(NamedVocabs):
         for item in overrides:
             key = str(item).split("=", 1)[0].strip()
             if not key.startswith("decode."):
-                raise ConfigError(f"--set {item}: only decode.KEY=VALUE can be set when decoding a trained run "
-                                  f"(decode keys: {', '.join(self.config.to_dict()['decode'])})")
+                raise ConfigError(
+                    f"--set {item}: only decode.KEY=VALUE can be set when decoding a trained run "
+                    f"(decode keys: {', '.join(self.config.to_dict()['decode'])})"
+                )
         decode = apply_overrides({"decode": self.config.to_dict()["decode"]}, list(overrides))
         config_from_dict(decode)  # strictly: an unknown key is an error too (a saved config drops unknown keys)
         cfg = config_from_dict({**self.config.to_dict(), **decode}, saved=True)
@@ -89,17 +98,31 @@ class Run(NamedVocabs):
 
     # ---------------------------------------------------------------- prediction
     @torch.no_grad()
-    def decode_examples(self, examples: Sequence[Example], *, beam: int | None = None, show_progress: bool = False,
-                        sampling: Sampling | None = None) -> list[Any]:
+    def decode_examples(
+        self,
+        examples: Sequence[Example],
+        *,
+        beam: int | None = None,
+        show_progress: bool = False,
+        sampling: Sampling | None = None,
+    ) -> list[Any]:
         """The task's prediction for each example (tokens for seq2seq); with `sampling`, one sample each
         (`search`) instead of the task's search."""
         if sampling is not None:
-            return [c[0].tokens for c in self.search(examples, beam=beam, sampling=sampling,
-                                                     show_progress=show_progress)]
+            return [
+                c[0].tokens for c in self.search(examples, beam=beam, sampling=sampling, show_progress=show_progress)
+            ]
         return self.task.predict(self.model, examples, self.vocabs, beam=beam, show_progress=show_progress)
 
-    def search(self, examples: Sequence[Example], *, nbest: int = 1, beam: int | None = None,
-               sampling: Sampling | None = None, show_progress: bool = False) -> list[list[Candidate]]:
+    def search(
+        self,
+        examples: Sequence[Example],
+        *,
+        nbest: int = 1,
+        beam: int | None = None,
+        sampling: Sampling | None = None,
+        show_progress: bool = False,
+    ) -> list[list[Candidate]]:
         """The `nbest` best outputs of each example (beam search with a beam of at least `nbest`), or `nbest`
         samples with `sampling`, as `Candidate`s (tokens, log-probability, length-normalised score), best first;
         autoregressive models only. Tokens are the task's output words (`_outputs`: subword pieces joined)."""
@@ -107,9 +130,19 @@ class Run(NamedVocabs):
 
         _check_beam(beam)
         words, specials = self._outputs()
-        return search_examples(self.model, self.task, self.vocabs, examples, self.config.decode, nbest=nbest,
-                               beam=beam, sampling=sampling, show_progress=show_progress, words=words,
-                               specials=specials)
+        return search_examples(
+            self.model,
+            self.task,
+            self.vocabs,
+            examples,
+            self.config.decode,
+            nbest=nbest,
+            beam=beam,
+            sampling=sampling,
+            show_progress=show_progress,
+            words=words,
+            specials=specials,
+        )
 
     def _outputs(self) -> tuple[Any, dict[str, int]]:
         """(output ids -> the task's output words, the model's special ids) as the task's `predict` reads them:
@@ -129,13 +162,15 @@ class Run(NamedVocabs):
             return list(tokenizer.convert_ids_to_tokens(ids))
         return [self.vocabs["tgt"].itos[i] for i in ids]
 
-    def translate(self, sources: Sequence[str], *, contexts: Sequence[str] | None = None, beam: int | None = None
-                  ) -> list[str]:
+    def translate(
+        self, sources: Sequence[str], *, contexts: Sequence[str] | None = None, beam: int | None = None
+    ) -> list[str]:
         """Decode raw (space-tokenised) source strings, each with its context string when given."""
         if contexts is not None and len(contexts) != len(sources):
             raise StructseqError(f"{len(sources)} sources but {len(contexts)} contexts")
-        examples = [Example.from_text(s, context=None if contexts is None else contexts[i])
-                    for i, s in enumerate(sources)]
+        examples = [
+            Example.from_text(s, context=None if contexts is None else contexts[i]) for i, s in enumerate(sources)
+        ]
         for i, e in enumerate(examples, 1):
             self.check_input(e, "<input>", i)
         return [self.task.format_prediction(p) for p in self.decode_examples(examples, beam=beam)]
@@ -148,18 +183,33 @@ class Run(NamedVocabs):
 
         limits = input_limits(self.config)
         check_tokens(example.source, "source", where, line, limits["max_length"], limits["length_key"])
-        check_tokens(getattr(example, "context", None) or (), "context", where, line, limits["max_context"],
-                     limits["context_key"])
+        check_tokens(
+            getattr(example, "context", None) or (),
+            "context",
+            where,
+            line,
+            limits["max_context"],
+            limits["context_key"],
+        )
 
-    def predict(self, lines: Sequence[str], *, beam: int | None = None, where: str = "<input>",
-                sampling: Sampling | None = None, show_progress: bool = False) -> list[str]:
+    def predict(
+        self,
+        lines: Sequence[str],
+        *,
+        beam: int | None = None,
+        where: str = "<input>",
+        sampling: Sampling | None = None,
+        show_progress: bool = False,
+    ) -> list[str]:
         """`structseq predict`: each input line parsed by the task (e.g. `source<TAB>context`), one output line.
         A line holding a reserved token or longer than the run's limits (`check_input`) is a DataError naming
         `where:line`. With `sampling`, one sample each instead of search."""
         _check_beam(beam)
         examples = self.parse_lines(lines, where)
-        return [self.task.format_prediction(p)
-                for p in self.decode_examples(examples, beam=beam, sampling=sampling, show_progress=show_progress)]
+        return [
+            self.task.format_prediction(p)
+            for p in self.decode_examples(examples, beam=beam, sampling=sampling, show_progress=show_progress)
+        ]
 
     def parse_lines(self, lines: Sequence[str], where: str = "<input>") -> list[Example]:
         """`predict`'s input lines as examples, each checked (`check_input`)."""
@@ -171,16 +221,19 @@ class Run(NamedVocabs):
         return examples
 
     @torch.no_grad()
-    def token_log_probs(self, sources: list[str], targets: list[str], batch_size: int = 64, *,
-                        contexts: list[str] | None = None) -> list[torch.Tensor]:
+    def token_log_probs(
+        self, sources: list[str], targets: list[str], batch_size: int = 64, *, contexts: list[str] | None = None
+    ) -> list[torch.Tensor]:
         """Teacher-forced log-probabilities over the target vocabulary: one (len + 1, V) tensor each (len: the
         target's model tokens, subword pieces for a subword task; + 1 for </s>)."""
         from structseq.decode.batched import teacher_forced
 
         if contexts is not None and len(contexts) != len(sources):
             raise StructseqError(f"{len(sources)} sources but {len(contexts)} contexts")
-        ex = [Example.from_text(s, t, context=None if contexts is None else contexts[i])
-              for i, (s, t) in enumerate(zip(sources, targets))]
+        ex = [
+            Example.from_text(s, t, context=None if contexts is None else contexts[i])
+            for i, (s, t) in enumerate(zip(sources, targets))
+        ]
         out, pad = [], self._outputs()[1].get("pad", Vocab.pad)
         for lp, tgt_out in teacher_forced(self.model, self.task, self.vocabs, ex, batch_size):
             for row, n in zip(lp.cpu(), tgt_out.ne(pad).sum(1).tolist()):
@@ -196,15 +249,22 @@ class Run(NamedVocabs):
 
         if not getattr(self.model, "autoregressive", False):
             raise ConfigError(f"scoring given outputs needs an autoregressive model (task {self.task.name})")
-        rows = target_scores(self.model, self.task, self.vocabs, examples, batch_size,
-                             pad=self._outputs()[1].get("pad", Vocab.pad))
+        rows = target_scores(
+            self.model, self.task, self.vocabs, examples, batch_size, pad=self._outputs()[1].get("pad", Vocab.pad)
+        )
         out = []
         for e, (ids, tok) in zip(examples, rows):
             total = float(tok.sum())
-            out.append({"source": e.source_text, "target": e.target_text, "score": total,
-                        "normalized": normalized(total, len(ids) - 1, self.config.decode.len_penalty),
-                        "tokens": self._pieces(ids),
-                        "token_scores": tok.tolist()})
+            out.append(
+                {
+                    "source": e.source_text,
+                    "target": e.target_text,
+                    "score": total,
+                    "normalized": normalized(total, len(ids) - 1, self.config.decode.len_penalty),
+                    "tokens": self._pieces(ids),
+                    "token_scores": tok.tolist(),
+                }
+            )
         return out
 
     def lexicon(self, min_prob: float = 0.05, *, keep_copies: bool = False):
@@ -215,10 +275,17 @@ class Run(NamedVocabs):
         head = getattr(self.model, "head", None)
         if not hasattr(head, "matrix"):
             kind = "none" if head is None else type(head).__name__
-            raise StructseqError(f"{self.run_dir}: not a lexical-translation run (its output head: {kind}), so it "
-                                 "has no lexicon")
-        return rows_to_lexicon(head.matrix().detach().cpu(), self.src_vocab, self.tgt_vocab, min_prob,
-                               method=f"trained L of {self.run_dir.name}", keep_copies=keep_copies)
+            raise StructseqError(
+                f"{self.run_dir}: not a lexical-translation run (its output head: {kind}), so it has no lexicon"
+            )
+        return rows_to_lexicon(
+            head.matrix().detach().cpu(),
+            self.src_vocab,
+            self.tgt_vocab,
+            min_prob,
+            method=f"trained L of {self.run_dir.name}",
+            keep_copies=keep_copies,
+        )
 
     # ---------------------------------------------------------------- evaluation
     def load_split(self, split: str | None = None, data_root=None) -> tuple[str, str, list[Example]]:
@@ -247,9 +314,18 @@ class Run(NamedVocabs):
                 raise DataError(f"example {i + 1}: {side} has {n} tokens, more than {key} {most}", f"{dataset}/{name}")
         return dataset, name, examples
 
-    def evaluate(self, split: str | None = None, *, beam: int | None = None, data_root=None,
-                 bleu_tokenize: str | None = None, write_predictions: bool = True, show_progress: bool = False,
-                 limit: int | None = None, sampling: Sampling | None = None) -> dict:
+    def evaluate(
+        self,
+        split: str | None = None,
+        *,
+        beam: int | None = None,
+        data_root=None,
+        bleu_tokenize: str | None = None,
+        write_predictions: bool = True,
+        show_progress: bool = False,
+        limit: int | None = None,
+        sampling: Sampling | None = None,
+    ) -> dict:
         """Decode a split (default: the config's first test split) and compute every metric of the task.
 
         `split` is a split of the training dataset, a file, or `NAME:SPLIT` of any registered dataset (e.g.
@@ -279,8 +355,17 @@ class Run(NamedVocabs):
         predictions = self.decode_examples(examples, beam=beam, show_progress=show_progress, sampling=sampling)
         metrics = scorer.evaluate(examples, predictions, dataset=dataset, split=split_name, data_root=data_root)
         beam = self.config.decode.beam if beam is None else beam
-        metrics.update({"dataset": dataset, "split": split_name, "n": len(examples), "beam": beam,
-                        "checkpoint": self.checkpoint, "seed": self.config.train.seed, "task": self.task.name})
+        metrics.update(
+            {
+                "dataset": dataset,
+                "split": split_name,
+                "n": len(examples),
+                "beam": beam,
+                "checkpoint": self.checkpoint,
+                "seed": self.config.train.seed,
+                "task": self.task.name,
+            }
+        )
         if "src" in self.vocabs:
             metrics["source_oov_tokens"] = sum(t not in self.vocabs["src"] for e in examples for t in e.source)
         variant = self._variant(metrics, limit, sampling)
@@ -320,16 +405,20 @@ class Run(NamedVocabs):
         if not bleu_tokenize:
             return self.task
         if "bleu" not in self.task.metric_names(dataset):
-            raise ConfigError(f"--bleu-tokenize: task {self.task.name} reports no BLEU (its metrics: "
-                              f"{', '.join(self.task.metric_names(dataset)) or 'its own'})")
-        cfg = config_from_dict(apply_overrides(self.config.to_dict(), [f"data.bleu_tokenize={bleu_tokenize}"]),
-                               saved=True)
+            raise ConfigError(
+                f"--bleu-tokenize: task {self.task.name} reports no BLEU (its metrics: "
+                f"{', '.join(self.task.metric_names(dataset)) or 'its own'})"
+            )
+        cfg = config_from_dict(
+            apply_overrides(self.config.to_dict(), [f"data.bleu_tokenize={bleu_tokenize}"]), saved=True
+        )
         task = get_task(cfg)
         task.load_state_dict(self.task.state_dict())
         return task
 
-    def _write_predictions(self, spec: str, dataset: str, split_name: str, examples, predictions, metrics,
-                           variant: str = "") -> None:
+    def _write_predictions(
+        self, spec: str, dataset: str, split_name: str, examples, predictions, metrics, variant: str = ""
+    ) -> None:
         """RUN/predictions/LABEL.tsv and LABEL.metrics.json (`prediction_label`), each written atomically; the old
         metrics file goes first, so a failure midway never leaves metrics describing other predictions. The
         folder is the run's own (`rundir.OWNED`), so its files are replaced without --overwrite; an input of the
@@ -387,8 +476,9 @@ def _check_beam(beam: int | None) -> None:
 
 def _is_file_spec(split: str) -> bool:
     """A split given as a file: it exists, or it looks like a path (a folder, a suffix) or `SRC,TGT`."""
-    return (Path(split).exists() or "," in split or "/" in split
-            or Path(split).suffix in (".tsv", ".txt", ".gz", ".jsonl"))
+    return (
+        Path(split).exists() or "," in split or "/" in split or Path(split).suffix in (".tsv", ".txt", ".gz", ".jsonl")
+    )
 
 
 def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str = "auto") -> Run:
@@ -407,8 +497,9 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
         train_section = saved.get("train") or {}
         checkpoint = train_section.get("eval_checkpoint", "best") if isinstance(train_section, dict) else None
         if checkpoint not in ("best", "last"):
-            raise RunDirError(f"{run_dir / 'config.yaml'}: 'train.eval_checkpoint' must be best or last, got "
-                              f"{checkpoint!r}")
+            raise RunDirError(
+                f"{run_dir / 'config.yaml'}: 'train.eval_checkpoint' must be best or last, got {checkpoint!r}"
+            )
     checkpoint, path = resolve_checkpoint(run_dir, checkpoint)
     ckpt = load_checkpoint(path, RUN_KEYS)
     try:
@@ -421,8 +512,9 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
         task.load_state_dict(ckpt.get("task") or {})
         model = build_model(cfg.model, vocabs, task=task.name)
     except (KeyError, ValueError) as e:
-        raise StructseqError(f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: "
-                             f"{e})") from None
+        raise StructseqError(
+            f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: {e})"
+        ) from None
     load_model_state(model, ckpt["model"], path)
     model.to(resolve_device(device)).eval()
     return Run(run_dir, cfg, model, vocabs, checkpoint, task)
@@ -443,5 +535,6 @@ def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None,
     names = [str(r.run_dir) for r in runs]
     check_members(names, [r.task.name for r in runs], [r.vocabs for r in runs])
     model = Ensemble([r.model for r in runs], names).eval()
-    return replace(runs[0], model=model, checkpoint="+".join(sorted({r.checkpoint for r in runs})),
-                   members=tuple(names))
+    return replace(
+        runs[0], model=model, checkpoint="+".join(sorted({r.checkpoint for r in runs})), members=tuple(names)
+    )

@@ -66,8 +66,10 @@ def read_predictions(path: Path, system: str) -> Output:
     header = rows[0]
     missing = [c for c in ("source", "reference", "hypothesis") if c not in header]
     if missing:
-        raise StructseqError(f"{path}: not a predictions file of `structseq evaluate` (no column "
-                             f"{', '.join(missing)}; its header: {' '.join(header)})")
+        raise StructseqError(
+            f"{path}: not a predictions file of `structseq evaluate` (no column "
+            f"{', '.join(missing)}; its header: {' '.join(header)})"
+        )
     col = {name: header.index(name) for name in ("source", "reference", "hypothesis")}
     for n, row in enumerate(rows[1:], 2):
         if len(row) != len(header):
@@ -75,8 +77,16 @@ def read_predictions(path: Path, system: str) -> Output:
     report_path = path.with_name(path.name[: -len(".tsv")] + ".metrics.json") if path.name.endswith(".tsv") else None
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path and report_path.is_file() else {}
     kind = "supertag" if "correct_words" in header or report.get("task") == "supertag" else "seq2seq"
-    return Output(system, path, [r[col["source"]] for r in rows[1:]], [r[col["reference"]] for r in rows[1:]],
-                  [r[col["hypothesis"]] for r in rows[1:]], kind, report, report.get("seed"))
+    return Output(
+        system,
+        path,
+        [r[col["source"]] for r in rows[1:]],
+        [r[col["reference"]] for r in rows[1:]],
+        [r[col["hypothesis"]] for r in rows[1:]],
+        kind,
+        report,
+        report.get("seed"),
+    )
 
 
 def expand(spec: str) -> list[Path]:
@@ -109,16 +119,19 @@ def _run_predictions(run_dir: Path, split: str | None, evaluate: bool, data_root
         return path
     how = f"structseq evaluate {run_dir} --split {split}"
     if not evaluate:
-        raise StructseqError(f"{run_dir}: no predictions for split {split!r} ({path} is missing); make them with "
-                             f"`{how}`, or let compare run it (without --no-evaluate)")
+        raise StructseqError(
+            f"{run_dir}: no predictions for split {split!r} ({path} is missing); make them with "
+            f"`{how}`, or let compare run it (without --no-evaluate)"
+        )
     from structseq import api
 
     print(f"{run_dir}: no predictions for {split!r}; running `{how}`", file=sys.stderr, flush=True)
     return Path(api.load_run(run_dir).evaluate(split, data_root=data_root)["predictions"])
 
 
-def load_system(spec: str, system: str, split: str | None = None, *, evaluate: bool = True,
-                data_root=None) -> list[Output]:
+def load_system(
+    spec: str, system: str, split: str | None = None, *, evaluate: bool = True, data_root=None
+) -> list[Output]:
     """Every output (seed) of one side, sorted by seed; runs without predictions for `split` are evaluated
     first (unless `evaluate` is False: then the error says how to make them)."""
     outputs = []
@@ -144,14 +157,18 @@ def check_same_examples(outputs: list[Output]) -> None:
         if o.kind != first.kind:
             raise StructseqError(f"{first.label} is {first.kind} output but {o.label} is {o.kind} output")
         if len(o.references) != len(first.references):
-            raise StructseqError(f"{first.label} has {len(first.references)} examples but {o.label} has "
-                                 f"{len(o.references)}: compare predictions of the same split")
+            raise StructseqError(
+                f"{first.label} has {len(first.references)} examples but {o.label} has "
+                f"{len(o.references)}: compare predictions of the same split"
+            )
         for i, (a, b) in enumerate(zip(zip(first.sources, first.references), zip(o.sources, o.references))):
             if a != b:
                 k = 0 if a[0] != b[0] else 1
-                raise StructseqError(f"{first.label} and {o.label} differ at example {i + 1} "
-                                     f"({('source', 'reference')[k]} {a[k]!r} vs {b[k]!r}): compare predictions "
-                                     "of the same split")
+                raise StructseqError(
+                    f"{first.label} and {o.label} differ at example {i + 1} "
+                    f"({('source', 'reference')[k]} {a[k]!r} vs {b[k]!r}): compare predictions "
+                    "of the same split"
+                )
 
 
 # ---------------------------------------------------------------- the comparison
@@ -159,11 +176,17 @@ def bleu_tokenizer(outputs: list[Output], given: str | None) -> str:
     """`given`, else the tokenizer the metrics JSONs' BLEU signatures state (one for all), else 13a."""
     if given:
         return given
-    stated = {part[4:] for o in outputs for part in o.report.get("bleu", {}).get("signature", "").split("|")
-              if part.startswith("tok:")}
+    stated = {
+        part[4:]
+        for o in outputs
+        for part in o.report.get("bleu", {}).get("signature", "").split("|")
+        if part.startswith("tok:")
+    }
     if len(stated) > 1:
-        raise StructseqError(f"the evaluations scored BLEU with different tokenizers ({', '.join(sorted(stated))}); "
-                             "choose one with --bleu-tokenize")
+        raise StructseqError(
+            f"the evaluations scored BLEU with different tokenizers ({', '.join(sorted(stated))}); "
+            "choose one with --bleu-tokenize"
+        )
     return stated.pop() if stated else "13a"
 
 
@@ -173,8 +196,13 @@ def metric_scores(o: Output, tokenize: str) -> dict[str, dict]:
     from structseq.metrics.report import compute_metric
 
     if o.kind == "supertag":
-        return {m: {"score": sig.ratio_score(sig.ratio_stats(m, o.hypotheses, o.references)),
-                    "signature": SUPERTAG_SIGNATURE.format(name=m)} for m in KIND_METRICS["supertag"]}
+        return {
+            m: {
+                "score": sig.ratio_score(sig.ratio_stats(m, o.hypotheses, o.references)),
+                "signature": SUPERTAG_SIGNATURE.format(name=m),
+            }
+            for m in KIND_METRICS["supertag"]
+        }
     inputs = MetricInputs(o.hypotheses, o.references, bleu_tokenize=tokenize, tokenized=True)
     return {m: compute_metric(m, inputs) for m in KIND_METRICS["seq2seq"]}
 
@@ -185,8 +213,10 @@ def report_scores(outputs: list[Output], computed: set[str]) -> dict[str, list[t
     for o in outputs:
         names = {k for k, v in o.report.items() if isinstance(v, dict) and "score" in v and "signature" in v}
         shared = names if shared is None else shared & names
-    return {m: [(float(o.report[m]["score"]), o.report[m]["signature"]) for o in outputs]
-            for m in sorted((shared or set()) - computed)}
+    return {
+        m: [(float(o.report[m]["score"]), o.report[m]["signature"]) for o in outputs]
+        for m in sorted((shared or set()) - computed)
+    }
 
 
 def _pairs(a: list[Output], b: list[Output]) -> list[tuple[Output, Output]]:
@@ -210,8 +240,9 @@ def _test(metric: str, a: list[Output], b: list[Output], opts: dict) -> dict:
     if metric == "bleu":
         ha = a[0].hypotheses if len(a) == 1 else _majority(a)
         hb = b[0].hypotheses if len(b) == 1 else _majority(b)
-        return sig.sacrebleu_paired(ha, hb, refs, tokenize=opts["tokenize"], test=opts["test"],
-                                    resamples=opts["resamples"], seed=opts["seed"])
+        return sig.sacrebleu_paired(
+            ha, hb, refs, tokenize=opts["tokenize"], test=opts["test"], resamples=opts["resamples"], seed=opts["seed"]
+        )
     sa = np.mean([sig.ratio_stats(metric, o.hypotheses, refs) for o in a], axis=0)
     sb = np.mean([sig.ratio_stats(metric, o.hypotheses, refs) for o in b], axis=0)
     return sig.paired_test(sa, sb, opts["test"], opts["resamples"], opts["seed"])
@@ -223,9 +254,19 @@ def _paired(metric: str, a: list[Output], b: list[Output], opts: dict) -> list[d
     return [{"a": x.ident, "b": y.ident, **_test(metric, [x], [y], opts)} for x, y in _pairs(a, b)]
 
 
-def compare(a: list[Output], b: list[Output], *, test: str = "bootstrap", resamples: int = 1000, seed: int = 12345,
-            pairing: str = "seeds", level: float = 0.95, bleu_tokenize: str | None = None,
-            names: tuple[str, str] = ("A", "B"), split: str | None = None) -> dict:
+def compare(
+    a: list[Output],
+    b: list[Output],
+    *,
+    test: str = "bootstrap",
+    resamples: int = 1000,
+    seed: int = 12345,
+    pairing: str = "seeds",
+    level: float = 0.95,
+    bleu_tokenize: str | None = None,
+    names: tuple[str, str] = ("A", "B"),
+    split: str | None = None,
+) -> dict:
     """The comparison report (JSON-able): per metric each side's `seed_summary`, the difference of the means,
     and the paired test(s)."""
     if test not in sig.TESTS:
@@ -241,20 +282,52 @@ def compare(a: list[Output], b: list[Output], *, test: str = "bootstrap", resamp
     metrics = []
     for m in KIND_METRICS[a[0].kind]:
         xs, ys = [scores[o.path][m]["score"] for o in a], [scores[o.path][m]["score"] for o in b]
-        metrics.append({"name": m, "signature": scores[a[0].path][m]["signature"], "A": sig.seed_summary(xs, level),
-                        "B": sig.seed_summary(ys, level), "delta": sig.mean_sd(xs)[0] - sig.mean_sd(ys)[0],
-                        "paired": _paired(m, a, b, opts)})
+        metrics.append(
+            {
+                "name": m,
+                "signature": scores[a[0].path][m]["signature"],
+                "A": sig.seed_summary(xs, level),
+                "B": sig.seed_summary(ys, level),
+                "delta": sig.mean_sd(xs)[0] - sig.mean_sd(ys)[0],
+                "paired": _paired(m, a, b, opts),
+            }
+        )
     for m, pairs in report_scores(a + b, set(KIND_METRICS[a[0].kind])).items():
-        xs, ys = [s for s, _ in pairs[: len(a)]], [s for s, _ in pairs[len(a):]]
-        metrics.append({"name": m, "signature": pairs[0][1], "A": sig.seed_summary(xs, level),
-                        "B": sig.seed_summary(ys, level), "delta": sig.mean_sd(xs)[0] - sig.mean_sd(ys)[0],
-                        "paired": None, "note": "from the metrics JSON; no paired test"})
+        xs, ys = [s for s, _ in pairs[: len(a)]], [s for s, _ in pairs[len(a) :]]
+        metrics.append(
+            {
+                "name": m,
+                "signature": pairs[0][1],
+                "A": sig.seed_summary(xs, level),
+                "B": sig.seed_summary(ys, level),
+                "delta": sig.mean_sd(xs)[0] - sig.mean_sd(ys)[0],
+                "paired": None,
+                "note": "from the metrics JSON; no paired test",
+            }
+        )
     pairs = [[x.ident, y.ident] for x, y in _pairs(a, b)] if pairing == "seeds" else None
-    return {"split": split, "n_examples": len(a[0].references), "kind": a[0].kind,
-            "systems": {key: {"name": name, "outputs": [{"path": str(o.path), "seed": o.seed,
-                                                         "checkpoint": o.report.get("checkpoint")} for o in side]}
-                        for key, name, side in (("A", names[0], a), ("B", names[1], b))},
-            "test": {"name": test, "resamples": resamples, "seed": seed, "pairing": pairing, "pairs": pairs,
-                     "level": level, "bleu": f"sacrebleu PairedTest ({'bs' if test == 'bootstrap' else 'ar'})",
-                     "bleu_tokenize": tokenize},
-            "metrics": metrics}
+    return {
+        "split": split,
+        "n_examples": len(a[0].references),
+        "kind": a[0].kind,
+        "systems": {
+            key: {
+                "name": name,
+                "outputs": [
+                    {"path": str(o.path), "seed": o.seed, "checkpoint": o.report.get("checkpoint")} for o in side
+                ],
+            }
+            for key, name, side in (("A", names[0], a), ("B", names[1], b))
+        },
+        "test": {
+            "name": test,
+            "resamples": resamples,
+            "seed": seed,
+            "pairing": pairing,
+            "pairs": pairs,
+            "level": level,
+            "bleu": f"sacrebleu PairedTest ({'bs' if test == 'bootstrap' else 'ar'})",
+            "bleu_tokenize": tokenize,
+        },
+        "metrics": metrics,
+    }

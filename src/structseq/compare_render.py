@@ -41,29 +41,50 @@ def describe(report: dict) -> str:
     """One paragraph: what was compared and how (the test, the pairing of seeds, the interval)."""
     t, a, b = report["test"], report["systems"]["A"], report["systems"]["B"]
     if t["pairing"] == "pooled":
-        how = ("once, on each example's statistics averaged over seeds (for BLEU, the output most seeds agree on)"
-               if len(a["outputs"]) > 1 or len(b["outputs"]) > 1 else "once")
+        how = (
+            "once, on each example's statistics averaged over seeds (for BLEU, the output most seeds agree on)"
+            if len(a["outputs"]) > 1 or len(b["outputs"]) > 1
+            else "once"
+        )
     else:
         how = "on each seed pair (" + ", ".join(f"A {_name(x)} vs B {_name(y)}" for x, y in t["pairs"]) + ")"
-    return (f"A = {a['name']} ({_seeds(a)}); B = {b['name']} ({_seeds(b)}); split {report['split'] or '-'}, "
-            f"{report['n_examples']} examples. Paired test: {TEST_NAMES[t['name']]} over examples, {t['resamples']} "
-            f"resamples, seed {t['seed']}, {how}; BLEU through {t['bleu']}, tokenizer {t['bleu_tokenize']}. "
-            f"Intervals: {round(100 * t['level'])}% t interval of the mean over seeds (none for one seed).")
+    return (
+        f"A = {a['name']} ({_seeds(a)}); B = {b['name']} ({_seeds(b)}); split {report['split'] or '-'}, "
+        f"{report['n_examples']} examples. Paired test: {TEST_NAMES[t['name']]} over examples, {t['resamples']} "
+        f"resamples, seed {t['seed']}, {how}; BLEU through {t['bleu']}, tokenizer {t['bleu_tokenize']}. "
+        f"Intervals: {round(100 * t['level'])}% t interval of the mean over seeds (none for one seed)."
+    )
 
 
 def _rows(report: dict, pm: str) -> list[list[str]]:
     rows = []
     for m in report["metrics"]:
         d = _digits(m["signature"])
-        rows.append([m["name"], _mean_sd(m["A"], d, pm), _ci(m["A"], d), _mean_sd(m["B"], d, pm), _ci(m["B"], d),
-                     f"{m['delta']:+.{d}f}", _p(m)])
+        rows.append(
+            [
+                m["name"],
+                _mean_sd(m["A"], d, pm),
+                _ci(m["A"], d),
+                _mean_sd(m["B"], d, pm),
+                _ci(m["B"], d),
+                f"{m['delta']:+.{d}f}",
+                _p(m),
+            ]
+        )
     return rows
 
 
 def header(report: dict) -> list[str]:
     level = round(100 * report["test"]["level"])
-    return ["metric", "A mean ± sd", f"A {level}% CI", "B mean ± sd", f"B {level}% CI", "A − B",
-            f"p ({TEST_NAMES[report['test']['name']]})"]
+    return [
+        "metric",
+        "A mean ± sd",
+        f"A {level}% CI",
+        "B mean ± sd",
+        f"B {level}% CI",
+        "A − B",
+        f"p ({TEST_NAMES[report['test']['name']]})",
+    ]
 
 
 def markdown(report: dict) -> str:
@@ -73,8 +94,18 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+}
 
 
 def _tex(text: str) -> str:

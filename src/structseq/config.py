@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from structseq.errors import ConfigError, DataError
-from structseq.fields import apply_overrides as _apply, build_section, chosen, option
+from structseq.fields import apply_overrides as _apply
+from structseq.fields import build_section, chosen, option
 from structseq.registry import ARCHS, HEADS, PLUGIN_HINT, TASKS
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
@@ -33,29 +34,48 @@ def _bleu_tokenizers() -> tuple[str, ...]:
 class DataConfig:
     dataset: str = option("scan-simple", "registered dataset name (see `structseq data list`) or 'files'")
     train: str = option("train", "training split name, or a file (TSV / SCAN / 'SRC,TGT') when dataset is 'files'")
-    valid: str | None = option(None, "validation split, file or NAME:SPLIT of any registered dataset; null holds out "
-                                 "`valid_fraction` of train")
+    valid: str | None = option(
+        None, "validation split, file or NAME:SPLIT of any registered dataset; null holds out `valid_fraction` of train"
+    )
     valid_fraction: float = option(0.01, "fraction of train held out for validation when `valid` is null", gt=0, lt=1)
-    test: list[str] = option(["test"], "splits, files or NAME:SPLIT (e.g. cognition:cg-test) that `evaluate` reports "
-                                   "(one string or a list)")
-    columns: list[str] | None = option(None, "names of a TSV file's columns (source, target, context, category; other "
-                                         "names go to the example's meta; '-' drops one); null: the file's header "
-                                         "line, else source, target")
-    fields: dict[str, str] | None = option(None, "JSON Lines (.jsonl) files: each example field and the JSON key it "
-                                                 "reads, e.g. {source: utterance, target: plan} (fields: source, "
-                                                 "target, context, category; another name goes to the example's "
-                                                 "meta); every key of a line must be mapped and every mapped key "
-                                                 "present; null: the keys are the field names")
-    bleu_tokenize: str | None = option(None, "sacrebleu tokenizer (13a, zh, intl, char, none, ...); null: the dataset's "
-                                         "declared one (zh for Chinese targets), else 13a", choices=_bleu_tokenizers)
+    test: list[str] = option(
+        ["test"], "splits, files or NAME:SPLIT (e.g. cognition:cg-test) that `evaluate` reports (one string or a list)"
+    )
+    columns: list[str] | None = option(
+        None,
+        "names of a TSV file's columns (source, target, context, category; other "
+        "names go to the example's meta; '-' drops one); null: the file's header "
+        "line, else source, target",
+    )
+    fields: dict[str, str] | None = option(
+        None,
+        "JSON Lines (.jsonl) files: each example field and the JSON key it "
+        "reads, e.g. {source: utterance, target: plan} (fields: source, "
+        "target, context, category; another name goes to the example's "
+        "meta); every key of a line must be mapped and every mapped key "
+        "present; null: the keys are the field names",
+    )
+    bleu_tokenize: str | None = option(
+        None,
+        "sacrebleu tokenizer (13a, zh, intl, char, none, ...); null: the dataset's "
+        "declared one (zh for Chinese targets), else 13a",
+        choices=_bleu_tokenizers,
+    )
     max_train_examples: int | None = option(None, "use only the first N training examples (quick runs)", ge=1)
-    max_length: int | None = option(None, "maximum tokens of an example's source or target (null: the model's "
-                                          "model.max_length, 1024 by default); longer training examples are skipped "
-                                          "(or an error, see too_long), longer evaluation or prediction input is an "
-                                          "error naming its line", ge=1)
-    too_long: str = option("skip", "training examples over max_length (or a context over "
-                                   "model.max_context_length): skip (counted, with a warning) | error",
-                       choices=("skip", "error"))
+    max_length: int | None = option(
+        None,
+        "maximum tokens of an example's source or target (null: the model's "
+        "model.max_length, 1024 by default); longer training examples are skipped "
+        "(or an error, see too_long), longer evaluation or prediction input is an "
+        "error naming its line",
+        ge=1,
+    )
+    too_long: str = option(
+        "skip",
+        "training examples over max_length (or a context over "
+        "model.max_context_length): skip (counted, with a warning) | error",
+        choices=("skip", "error"),
+    )
     min_freq: int = option(1, "minimum token count to enter a vocabulary", ge=1)
     share_vocab: bool = option(False, "one vocabulary for source and target (needed to tie all embeddings)")
 
@@ -65,12 +85,16 @@ class DataConfig:
         if f is None:
             return
         if not isinstance(f, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in f.items()):
-            raise ConfigError(f"'data.fields' must map example fields to JSON keys (non-empty strings), e.g. "
-                              f"{{source: utterance, target: plan}}; got {f!r}")
+            raise ConfigError(
+                f"'data.fields' must map example fields to JSON keys (non-empty strings), e.g. "
+                f"{{source: utterance, target: plan}}; got {f!r}"
+            )
         bad = [k for k in f if not k.isidentifier()]
         if bad:
-            raise ConfigError(f"'data.fields': {bad[0]!r} is not a field name (source, target, context, category, or "
-                              "an identifier for the example's meta)")
+            raise ConfigError(
+                f"'data.fields': {bad[0]!r} is not a field name (source, target, context, category, or "
+                "an identifier for the example's meta)"
+            )
         if "source" not in f:
             raise ConfigError(f"'data.fields' must map 'source' (it maps {', '.join(f)})")
         twice = sorted({v for v in f.values() if list(f.values()).count(v) > 1})
@@ -85,8 +109,11 @@ class OptimConfig:
     betas: list[float] = option([0.9, 0.98], "Adam betas", ge=0, lt=1, length=2)
     eps: float = option(1e-8, "Adam epsilon", gt=0)
     weight_decay: float = option(0.0, "weight decay (decoupled for adamw)", ge=0)
-    schedule: str = option("inverse_sqrt", "constant | noam | inverse_sqrt | cosine",
-                        choices=("constant", "noam", "inverse_sqrt", "cosine"))
+    schedule: str = option(
+        "inverse_sqrt",
+        "constant | noam | inverse_sqrt | cosine",
+        choices=("constant", "noam", "inverse_sqrt", "cosine"),
+    )
     warmup: int = option(4000, "warm-up updates", ge=0)
     min_lr: float = option(0.0, "final learning rate of the cosine schedule", ge=0)
     clip_norm: float = option(0.0, "gradient-norm clipping threshold (0 = off)", ge=0)
@@ -101,31 +128,50 @@ class TrainConfig:
     max_steps: int = option(10000, "number of updates", ge=1)
     valid_every: int = option(500, "validate (and checkpoint) every N updates", ge=0)
     save_every: int = option(0, "also save the last checkpoint every N updates (0 = only at validation)", ge=0)
-    valid_metric: str = option("loss", "the validation metric that picks checkpoints/best.pt and drives early "
-                                       "stopping: any metric the task validates (seq2seq: loss | exact_match | "
-                                       "bleu; supertag: loss | accuracy)")
+    valid_metric: str = option(
+        "loss",
+        "the validation metric that picks checkpoints/best.pt and drives early "
+        "stopping: any metric the task validates (seq2seq: loss | exact_match | "
+        "bleu; supertag: loss | accuracy)",
+    )
     patience: int = option(0, "stop after N validations without improvement (0 = never)", ge=0)
     log_every: int = option(10, "write a metrics line every N updates", ge=1)
     seed: int = option(1, "random seed (data order, initialisation, dropout)", ge=0, le=2**32 - 1)
     threads: int = option(0, "torch CPU threads (0 = torch default)", ge=0)
-    eval_checkpoint: str = option("best", "checkpoint `evaluate` uses by default: best | last (the papers report last)",
-                             choices=("best", "last"))
-    device: str = option("auto", "auto (CUDA when available) | cpu | cuda | cuda:N",
-                     pattern=(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda, cuda:N"))
+    eval_checkpoint: str = option(
+        "best", "checkpoint `evaluate` uses by default: best | last (the papers report last)", choices=("best", "last")
+    )
+    device: str = option(
+        "auto",
+        "auto (CUDA when available) | cpu | cuda | cuda:N",
+        pattern=(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda, cuda:N"),
+    )
     bf16: bool = option(False, "bfloat16 autocast on GPUs that support it (parameters and optimiser stay float32)")
-    keep_last: int = option(0, "also keep the last N periodic checkpoints as checkpoints/step{K}.pt (written at each "
-                               "validation or save_every save; older ones deleted; 0 = none), for `structseq average`",
-                            ge=0)
-    tensorboard: bool = option(False, "also write TensorBoard event files to RUN/tensorboard (loss, lr, tokens/s, "
-                                      "gradient norm when clipping, every validation metric); needs the `tensorboard` "
-                                      "package (pip install 'structseq[logging]')")
-    wandb: bool = option(False, "also log to Weights & Biases (needs the `wandb` package; WANDB_MODE=offline logs "
-                                "without network, WANDB_PROJECT names the project, default structseq)")
-    init_from: str | None = option(None, "initialise every parameter from this checkpoint (a .pt file, or a run directory: "
-                                     "its best, else its last), strictly (same keys and shapes; a context attention "
-                                     "the checkpoint lacks starts as its layer's source attention), with its "
-                                     "vocabularies and task state; optimiser and schedule start afresh (two-phase "
-                                     "training)")
+    keep_last: int = option(
+        0,
+        "also keep the last N periodic checkpoints as checkpoints/step{K}.pt (written at each "
+        "validation or save_every save; older ones deleted; 0 = none), for `structseq average`",
+        ge=0,
+    )
+    tensorboard: bool = option(
+        False,
+        "also write TensorBoard event files to RUN/tensorboard (loss, lr, tokens/s, "
+        "gradient norm when clipping, every validation metric); needs the `tensorboard` "
+        "package (pip install 'structseq[logging]')",
+    )
+    wandb: bool = option(
+        False,
+        "also log to Weights & Biases (needs the `wandb` package; WANDB_MODE=offline logs "
+        "without network, WANDB_PROJECT names the project, default structseq)",
+    )
+    init_from: str | None = option(
+        None,
+        "initialise every parameter from this checkpoint (a .pt file, or a run directory: "
+        "its best, else its last), strictly (same keys and shapes; a context attention "
+        "the checkpoint lacks starts as its layer's source attention), with its "
+        "vocabularies and task state; optimiser and schedule start afresh (two-phase "
+        "training)",
+    )
 
 
 @dataclass
@@ -152,8 +198,9 @@ SHORT_FORMS = {"task": "type", "model": "arch", "head": "type"}
 class Config:
     task: Any = chosen(TaskOptions, "type", "task", "the kind of problem: {type: NAME, ...its keys}")
     data: DataConfig = field(default_factory=DataConfig)
-    model: Any = chosen(lambda: ARCHS.get("transformer").config(), "arch", "model",
-                        "the model: {arch: NAME, ...its keys}")
+    model: Any = chosen(
+        lambda: ARCHS.get("transformer").config(), "arch", "model", "the model: {arch: NAME, ...its keys}"
+    )
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
@@ -201,26 +248,36 @@ def check_config(cfg: Config) -> None:
     task, arch = TASKS.get(cfg.task.type), ARCHS.get(cfg.model.arch)
     metrics = task.valid_metrics
     if cfg.train.valid_metric not in metrics:
-        raise ConfigError(f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
-                          f"'{cfg.task.type}'; choices: {', '.join(metrics)}")
+        raise ConfigError(
+            f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
+            f"'{cfg.task.type}'; choices: {', '.join(metrics)}"
+        )
     if task.name not in arch.tasks:
         serving = [name for name, a in ARCHS.items() if task.name in a.tasks]
-        raise ConfigError(f"'model.arch': '{arch.name}' does not serve task '{task.name}' (it serves "
-                          f"{', '.join(arch.tasks)}); architectures for '{task.name}': {', '.join(serving)}")
+        raise ConfigError(
+            f"'model.arch': '{arch.name}' does not serve task '{task.name}' (it serves "
+            f"{', '.join(arch.tasks)}); architectures for '{task.name}': {', '.join(serving)}"
+        )
     head = getattr(cfg.model, "head", None)
     if head is not None and HEADS.get(head.type).needs_attention and not arch.attention:
-        raise ConfigError(f"'model.head.type': a {head.type} head reads attention weights, which model "
-                          f"'{arch.name}' does not provide; use a softmax head")
+        raise ConfigError(
+            f"'model.head.type': a {head.type} head reads attention weights, which model "
+            f"'{arch.name}' does not provide; use a softmax head"
+        )
     if cfg.optim.max_tokens is None and cfg.optim.batch_size is None:
-        raise ConfigError("'optim.max_tokens' and 'optim.batch_size' are both null: set at least one "
-                          "(a token budget, sentences per batch, or both)")
+        raise ConfigError(
+            "'optim.max_tokens' and 'optim.batch_size' are both null: set at least one "
+            "(a token budget, sentences per batch, or both)"
+        )
     if cfg.optim.min_lr > cfg.optim.lr:
         raise ConfigError(f"'optim.min_lr' ({cfg.optim.min_lr}) must not exceed 'optim.lr' ({cfg.optim.lr})")
     if cfg.train.patience and not cfg.train.valid_every:
         raise ConfigError("'train.patience' needs validation: set 'train.valid_every' > 0, or patience 0")
     if cfg.decode.max_len_a == 0 and cfg.decode.max_len_b == 0:
-        raise ConfigError("'decode.max_len_a' and 'decode.max_len_b' are both 0: outputs could have no tokens; "
-                          "set max_len_b >= 1 or max_len_a > 0")
+        raise ConfigError(
+            "'decode.max_len_a' and 'decode.max_len_b' are both 0: outputs could have no tokens; "
+            "set max_len_b >= 1 or max_len_a > 0"
+        )
     heads, width = getattr(cfg.model, "n_heads", None), getattr(cfg.model, "d_model", None)
     if isinstance(heads, int) and isinstance(width, int) and width % heads:
         raise ConfigError(f"'model.d_model' ({width}) must be a multiple of 'model.n_heads' ({heads})")
@@ -228,20 +285,25 @@ def check_config(cfg: Config) -> None:
     columns = [c for c in cfg.data.columns or () if c != "-"]
     twice = sorted({c for c in columns if columns.count(c) > 1})
     if twice:
-        raise ConfigError(f"'data.columns': {', '.join(map(repr, twice))} named twice; each column needs its own "
-                          "name ('-' drops one)")
+        raise ConfigError(
+            f"'data.columns': {', '.join(map(repr, twice))} named twice; each column needs its own name ('-' drops one)"
+        )
 
 
 def _check_lengths(cfg: Config) -> None:
     """`data.max_length` and `task.max_context_tokens` within what the model takes."""
     most, length = getattr(cfg.model, "max_length", None), cfg.data.max_length
     if most is not None and length is not None and length > most:
-        raise ConfigError(f"'data.max_length' ({length}) exceeds 'model.max_length' ({most}), the longest input "
-                          "the model takes: lower it, or raise model.max_length")
+        raise ConfigError(
+            f"'data.max_length' ({length}) exceeds 'model.max_length' ({most}), the longest input "
+            "the model takes: lower it, or raise model.max_length"
+        )
     most, trim = getattr(cfg.model, "max_context_length", None), getattr(cfg.task, "max_context_tokens", None)
     if most is not None and trim is not None and trim > most:
-        raise ConfigError(f"'task.max_context_tokens' ({trim}) exceeds 'model.max_context_length' ({most}), the "
-                          "longest context the model takes: lower it, or raise model.max_context_length")
+        raise ConfigError(
+            f"'task.max_context_tokens' ({trim}) exceeds 'model.max_context_length' ({most}), the "
+            "longest context the model takes: lower it, or raise model.max_context_length"
+        )
 
 
 def read_config_file(path: str | Path) -> dict:
@@ -258,8 +320,10 @@ def read_config_file(path: str | Path) -> dict:
         raise ConfigError(str(e)) from None
     raw = load_yaml(text, path)
     if raw is None:
-        raise ConfigError(f"{path}: empty config file (no sections); write at least the data and model "
-                          "sections, or `{}` for every default")
+        raise ConfigError(
+            f"{path}: empty config file (no sections); write at least the data and model "
+            "sections, or `{}` for every default"
+        )
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, found {type(raw).__name__}")
     return raw

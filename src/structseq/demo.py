@@ -57,8 +57,9 @@ TAGGER_SHARE = 0.5  # the tree tagger built the unseen category in at least this
 CONTEXT_MARGIN = 0.2  # test exact match, with minus without the context
 
 
-def run_demo(out: str | Path = "runs/demo", steps: int | None = None, seed: int = 1, console: Console | None = None
-             ) -> list[dict]:
+def run_demo(
+    out: str | Path = "runs/demo", steps: int | None = None, seed: int = 1, console: Console | None = None
+) -> list[dict]:
     """Every part of the demo into `out`; returns the Colors rows (model, config, train and test exact match)."""
     console = console or Console()
     out = Path(out)
@@ -72,8 +73,10 @@ def run_demo(out: str | Path = "runs/demo", steps: int | None = None, seed: int 
     atomic_write(out / "demo-context.json", json.dumps(context, indent=1))
     claims = [lexical_claim(rows), dangle_claim(rows), supertag["claim"], context["claim"]]
     wall = round(time.time() - t0, 1)
-    atomic_write(out / "demo-summary.json", json.dumps({"seed": seed, "steps": steps, "wall_s": wall,
-                                                        "claims": claims}, indent=1))
+    atomic_write(
+        out / "demo-summary.json",
+        json.dumps({"seed": seed, "steps": steps, "wall_s": wall, "claims": claims}, indent=1),
+    )
     print_summary(console, claims, seed, wall)
     console.print(f"results: {out}/demo*.json; predictions under {out}/*/predictions/")
     return rows
@@ -103,9 +106,16 @@ def colors_demo(out: Path, seed: int, console: Console, steps: int | None = None
         run = api.load_run(run_dir)
         train_m = run.evaluate("train")
         test_m = run.evaluate("test")
-        rows.append({"model": label, "config": config, "seed": seed,
-                     "train_exact_match": train_m["exact_match"]["score"],
-                     "test_exact_match": test_m["exact_match"]["score"], "wall_s": round(time.time() - t0, 1)})
+        rows.append(
+            {
+                "model": label,
+                "config": config,
+                "seed": seed,
+                "train_exact_match": train_m["exact_match"]["score"],
+                "test_exact_match": test_m["exact_match"]["score"],
+                "wall_s": round(time.time() - t0, 1),
+            }
+        )
     table = Table(title=f"Colors (compositional split, seed {seed}): exact match")
     for col in ("model", "train", "test", "wall s"):
         table.add_column(col, justify="left" if col == "model" else "right")
@@ -130,8 +140,11 @@ def lexicon_table(run_dir: Path) -> Table:
     for x, word in enumerate(run.src_vocab.itos):
         if word in SPECIALS:
             continue
-        cells = [(run.tgt_vocab.itos[y] if y < len(run.tgt_vocab) else None, p) for y, p in enumerate(L[x].tolist())
-                 if p >= 0.05]
+        cells = [
+            (run.tgt_vocab.itos[y] if y < len(run.tgt_vocab) else None, p)
+            for y, p in enumerate(L[x].tolist())
+            if p >= 0.05
+        ]
         text = ", ".join(f"{y} ({p:.2f})" if p < 0.995 else y for y, p in cells if y is not None)
         table.add_row(word, text or "[dim]no translation: the decoder's own softmax[/]")
     return table
@@ -152,8 +165,13 @@ def unseen_category_counts(run) -> dict:
         words, words_right = words + len(hits), words_right + sum(hits)
         if hits:
             sentences, sentences_right = sentences + 1, sentences_right + all(hits)
-    return {"category": gold, "words": words, "words_right": words_right, "sentences": sentences,
-            "sentences_right": sentences_right}
+    return {
+        "category": gold,
+        "words": words,
+        "words_right": words_right,
+        "sentences": sentences,
+        "sentences_right": sentences_right,
+    }
 
 
 def supertag_demo(out: Path, seed: int, console: Console, steps: int | None = None) -> dict:
@@ -166,26 +184,49 @@ def supertag_demo(out: Path, seed: int, console: Console, steps: int | None = No
         train_fresh(label, config, run_dir, _budget(steps), seed, console)
         run = api.load_run(run_dir)
         m = run.evaluate("test")
-        taggers.append({"model": label, "config": config, "test_word_accuracy": m["accuracy"]["score"],
-                        "training_categories": len(run.task.train_counts()), **unseen_category_counts(run),
-                        "wall_s": round(time.time() - t0, 1)})
+        taggers.append(
+            {
+                "model": label,
+                "config": config,
+                "test_word_accuracy": m["accuracy"]["score"],
+                "training_categories": len(run.task.train_counts()),
+                **unseen_category_counts(run),
+                "wall_s": round(time.time() - t0, 1),
+            }
+        )
     tree, classifier = taggers
     for t in taggers:
-        console.print(f"{t['model']} (AB grammar, seed {seed}): word accuracy {100 * t['test_word_accuracy']:.1f}%; "
-                      f"the unseen category {t['category']}: {t['words_right']} of {t['words']} words, "
-                      f"{t['sentences_right']} of {t['sentences']} sentences built right")
-    line = (f"tree tagger: built the unseen category {tree['category']} in {tree['sentences_right']} of "
-            f"{tree['sentences']} sentences; classifier: {classifier['sentences_right']} (it cannot: its output "
-            f"layer holds only the {classifier['training_categories']} training categories)")
+        console.print(
+            f"{t['model']} (AB grammar, seed {seed}): word accuracy {100 * t['test_word_accuracy']:.1f}%; "
+            f"the unseen category {t['category']}: {t['words_right']} of {t['words']} words, "
+            f"{t['sentences_right']} of {t['sentences']} sentences built right"
+        )
+    line = (
+        f"tree tagger: built the unseen category {tree['category']} in {tree['sentences_right']} of "
+        f"{tree['sentences']} sentences; classifier: {classifier['sentences_right']} (it cannot: its output "
+        f"layer holds only the {classifier['training_categories']} training categories)"
+    )
     shown = tree["sentences_right"] >= TAGGER_SHARE * max(tree["sentences"], 1) and classifier["words_right"] == 0
     # the first keys as before this demo trained a classifier too (the tree tagger's numbers)
-    return {"model": tree["model"], "config": tree["config"], "seed": seed,
-            "test_word_accuracy": tree["test_word_accuracy"], "unseen_category_right": tree["words_right"],
-            "unseen_category_words": tree["words"], "taggers": taggers,
-            "claim": claim("constructive supertagging (Kogkalidis & Moortgat 2023)", shown, line,
-                           tree_sentences_right=tree["sentences_right"], sentences=tree["sentences"],
-                           tree_words_right=tree["words_right"], words=tree["words"],
-                           classifier_sentences_right=classifier["sentences_right"])}
+    return {
+        "model": tree["model"],
+        "config": tree["config"],
+        "seed": seed,
+        "test_word_accuracy": tree["test_word_accuracy"],
+        "unseen_category_right": tree["words_right"],
+        "unseen_category_words": tree["words"],
+        "taggers": taggers,
+        "claim": claim(
+            "constructive supertagging (Kogkalidis & Moortgat 2023)",
+            shown,
+            line,
+            tree_sentences_right=tree["sentences_right"],
+            sentences=tree["sentences"],
+            tree_words_right=tree["words_right"],
+            words=tree["words"],
+            classifier_sentences_right=classifier["sentences_right"],
+        ),
+    }
 
 
 def context_data(folder: Path) -> dict[str, Path]:
@@ -213,26 +254,52 @@ def context_demo(out: Path, seed: int, console: Console, steps: int | None = Non
     data = context_data(out / "ctx-commands-short")
     run_dir = out / "ctx-commands-interleave"
     t0 = time.time()
-    files = ["data.dataset=files", f"data.train={data['train']}", f"data.valid={data['valid']}",
-             f"data.test=[{data['test']}]"]
-    train_fresh("context-aware Transformer, interleave decoder", CONTEXT_CONFIG, run_dir, [*files, *_budget(steps)],
-                seed, console)
+    files = [
+        "data.dataset=files",
+        f"data.train={data['train']}",
+        f"data.valid={data['valid']}",
+        f"data.test=[{data['test']}]",
+    ]
+    train_fresh(
+        "context-aware Transformer, interleave decoder",
+        CONTEXT_CONFIG,
+        run_dir,
+        [*files, *_budget(steps)],
+        seed,
+        console,
+    )
     run = api.load_run(run_dir)
     _, _, examples = run.load_split(str(data["test"]))
     gold = [list(e.target) for e in examples]
     with_ctx = exact_match(run.decode_examples(examples), gold).score
     without = exact_match(run.decode_examples([dataclasses.replace(e, context=()) for e in examples]), gold).score
     updates = steps or run.config.train.max_steps
-    line = (f"context model: test exact match {100 * with_ctx:.1f}% with the context, {100 * without:.1f}% with it "
-            f"removed (+{100 * (with_ctx - without):.1f} points; every command uses a word defined only there)")
-    console.print(f"context-aware Transformer (short-context ctx-commands, seed {seed}, {updates} updates): "
-                  f"{line.removeprefix('context model: ')}")
-    return {"model": "context-aware Transformer (interleave)", "config": CONTEXT_CONFIG, "seed": seed,
-            "updates": updates, "context_tokens": list(CONTEXT_LENGTHS), "test_examples": len(examples),
-            "test_exact_match": with_ctx, "test_exact_match_without_context": without,
-            "wall_s": round(time.time() - t0, 1),
-            "claim": claim("context-aware decoding (Wang et al. 2019)", with_ctx - without >= CONTEXT_MARGIN, line,
-                           with_context=with_ctx, without_context=without)}
+    line = (
+        f"context model: test exact match {100 * with_ctx:.1f}% with the context, {100 * without:.1f}% with it "
+        f"removed (+{100 * (with_ctx - without):.1f} points; every command uses a word defined only there)"
+    )
+    console.print(
+        f"context-aware Transformer (short-context ctx-commands, seed {seed}, {updates} updates): "
+        f"{line.removeprefix('context model: ')}"
+    )
+    return {
+        "model": "context-aware Transformer (interleave)",
+        "config": CONTEXT_CONFIG,
+        "seed": seed,
+        "updates": updates,
+        "context_tokens": list(CONTEXT_LENGTHS),
+        "test_examples": len(examples),
+        "test_exact_match": with_ctx,
+        "test_exact_match_without_context": without,
+        "wall_s": round(time.time() - t0, 1),
+        "claim": claim(
+            "context-aware decoding (Wang et al. 2019)",
+            with_ctx - without >= CONTEXT_MARGIN,
+            line,
+            with_context=with_ctx,
+            without_context=without,
+        ),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- claims
@@ -248,8 +315,10 @@ def _colors_row(rows: list[dict], config: str) -> dict:
 def lexical_claim(rows: list[dict]) -> dict:
     lex, plain = _colors_row(rows, LEXICAL), _colors_row(rows, "colors/lstm.yaml")
     a, b = lex["test_exact_match"], plain["test_exact_match"]
-    line = (f"lexical translation: LSTM + lexicon {a:.2f} test exact match on Colors, the same LSTM without it "
-            f"{b:.2f} (both fit the training pairs: {lex['train_exact_match']:.2f}, {plain['train_exact_match']:.2f})")
+    line = (
+        f"lexical translation: LSTM + lexicon {a:.2f} test exact match on Colors, the same LSTM without it "
+        f"{b:.2f} (both fit the training pairs: {lex['train_exact_match']:.2f}, {plain['train_exact_match']:.2f})"
+    )
     return claim("lexical translation (Akyürek & Andreas 2021)", a - b >= LEXICAL_MARGIN, line, lexical=a, plain=b)
 
 
@@ -257,13 +326,21 @@ def dangle_claim(rows: list[dict]) -> dict:
     """What the Colors run shows of R-Dangle: re-encoding the source from the decoded prefix trains and decodes
     (it fits the training pairs as the Transformer does); its generalisation gains are not claimed here."""
     sep, tf = _colors_row(rows, "colors/rdangle-sep.yaml"), _colors_row(rows, "colors/transformer.yaml")
-    line = (f"R-Dangle_sep (the source re-encoded from the decoded prefix every 2 steps) trains like the "
-            f"Transformer: training exact match {sep['train_exact_match']:.2f} (Transformer "
-            f"{tf['train_exact_match']:.2f}); test {sep['test_exact_match']:.2f} (Transformer "
-            f"{tf['test_exact_match']:.2f}): re-encoding's generalisation gains need far larger budgets (RESULTS.md)")
-    return claim("re-encoding decoder (Zheng & Lapata 2023)", sep["train_exact_match"] >= 0.9, line,
-                 train=sep["train_exact_match"], test=sep["test_exact_match"],
-                 transformer_train=tf["train_exact_match"], transformer_test=tf["test_exact_match"])
+    line = (
+        f"R-Dangle_sep (the source re-encoded from the decoded prefix every 2 steps) trains like the "
+        f"Transformer: training exact match {sep['train_exact_match']:.2f} (Transformer "
+        f"{tf['train_exact_match']:.2f}); test {sep['test_exact_match']:.2f} (Transformer "
+        f"{tf['test_exact_match']:.2f}): re-encoding's generalisation gains need far larger budgets (RESULTS.md)"
+    )
+    return claim(
+        "re-encoding decoder (Zheng & Lapata 2023)",
+        sep["train_exact_match"] >= 0.9,
+        line,
+        train=sep["train_exact_match"],
+        test=sep["test_exact_match"],
+        transformer_train=tf["train_exact_match"],
+        transformer_test=tf["test_exact_match"],
+    )
 
 
 def print_summary(console: Console, claims: list[dict], seed: int, wall: float) -> None:

@@ -42,7 +42,7 @@ def describe(error: BaseException) -> str | None:
         files = [str(f) for f in (error.filename, getattr(error, "filename2", None)) if f is not None]
         return f"{' -> '.join(files)}: {what}" if files else what
     if isinstance(error, UnicodeDecodeError):
-        byte = error.object[error.start:error.start + 1].hex() if error.object else "?"
+        byte = error.object[error.start : error.start + 1].hex() if error.object else "?"
         return f"not UTF-8 text (byte 0x{byte} at offset {error.start}); convert the file to UTF-8"
     import json
 

@@ -24,14 +24,16 @@ from structseq.errors import ConfigError
 from structseq.yamlio import load_yaml
 
 
-def option(default, help: str, *, ge=None, gt=None, le=None, lt=None, choices=None, length=None, pattern=None,
-           **kw):
+def option(default, help: str, *, ge=None, gt=None, le=None, lt=None, choices=None, length=None, pattern=None, **kw):
     """A config field with its help text and the values it accepts, checked when a config is loaded:
     numbers (each item of a list) within `ge`/`gt`/`le`/`lt`, a string one of `choices` (a tuple, or a
     function returning one) or matching `pattern` (a pair: regular expression, its description), a list of
     `length` items. None (for `X | None` fields) is always valid."""
-    limits = {k: v for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=choices, length=length,
-                                    pattern=pattern).items() if v is not None}
+    limits = {
+        k: v
+        for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=choices, length=length, pattern=pattern).items()
+        if v is not None
+    }
     metadata = {"help": help, **limits}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata, **kw)
@@ -80,10 +82,12 @@ def _check_float(value: Any, key: str) -> float:
     return value
 
 
-_PLAIN = {int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-          bool: ("true or false", lambda v: isinstance(v, bool)),
-          dict: ("a mapping", lambda v: isinstance(v, dict)),
-          str: ("a string", lambda v: isinstance(v, str))}
+_PLAIN = {
+    int: ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    bool: ("true or false", lambda v: isinstance(v, bool)),
+    dict: ("a mapping", lambda v: isinstance(v, dict)),
+    str: ("a string", lambda v: isinstance(v, str)),
+}
 
 
 def check_type(value: Any, hint: Any, key: str) -> Any:
@@ -108,8 +112,12 @@ def check_type(value: Any, hint: Any, key: str) -> Any:
     return value
 
 
-_OPS = {"ge": (">=", lambda x, b: x >= b), "gt": (">", lambda x, b: x > b),
-        "le": ("<=", lambda x, b: x <= b), "lt": ("<", lambda x, b: x < b)}
+_OPS = {
+    "ge": (">=", lambda x, b: x >= b),
+    "gt": (">", lambda x, b: x > b),
+    "le": ("<=", lambda x, b: x <= b),
+    "lt": ("<", lambda x, b: x < b),
+}
 
 
 def check_value(value: Any, meta: Mapping, key: str) -> None:
@@ -170,8 +178,7 @@ def build_section(cls: type, values: dict | None, prefix: str, schemas: Schemas,
             if isinstance(value, str):  # `task: seq2seq` is `task: {type: seq2seq}`
                 value = {f.metadata["choose"][0]: value}
             value = {} if value is None else value
-            kwargs[f.name] = build_section(_chosen_schema(f, value, key, schemas), value, key + ".", schemas,
-                                           lenient)
+            kwargs[f.name] = build_section(_chosen_schema(f, value, key, schemas), value, key + ".", schemas, lenient)
         elif dataclasses.is_dataclass(hints[f.name]):
             kwargs[f.name] = build_section(hints[f.name], values.get(f.name), key + ".", schemas, lenient)
         elif f.name in values:

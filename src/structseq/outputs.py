@@ -55,8 +55,9 @@ def _umask() -> int:
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike, mode: str = "w", *, encoding: str = "utf-8",
-                newline: str | None = "\n") -> Iterator[IO]:
+def atomic_open(
+    path: str | os.PathLike, mode: str = "w", *, encoding: str = "utf-8", newline: str | None = "\n"
+) -> Iterator[IO]:
     """A file object for `path` written atomically: the data go to a temporary file in the same folder, which
     is flushed, fsynced and renamed over `path` when the block ends without an exception; otherwise it is
     removed and `path` is left as it was. `mode` "w" (text) or "wb" (bytes)."""
@@ -219,11 +220,15 @@ class Outputs:
         for source in input_files(self.inputs):
             if same_file(path, source):
                 same = "" if str(source) == str(path) else f" ({source})"
-                raise OutputError(f"{path}: is an input of this command{same}; the output would replace it: "
-                                  "choose another output file")
+                raise OutputError(
+                    f"{path}: is an input of this command{same}; the output would replace it: "
+                    "choose another output file"
+                )
         if path.exists() and not self.overwrite and not toolkit_wrote(path):
-            raise OutputError(f"{path}: exists and was not written by structseq (or was changed since); pass "
-                              "--overwrite to replace it, or choose another output")
+            raise OutputError(
+                f"{path}: exists and was not written by structseq (or was changed since); pass "
+                "--overwrite to replace it, or choose another output"
+            )
         return path
 
     @contextmanager

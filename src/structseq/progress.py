@@ -36,6 +36,10 @@ def progress(items, label: str, enabled: bool):
         now = time.monotonic()
         if now - last >= LINE_EVERY or (printed and i + 1 == len(items)):
             elapsed = int(now - start)
-            print(f"{label}: {i + 1}/{len(items)} ({100 * (i + 1) // max(len(items), 1)}%), "
-                  f"{elapsed // 60}m{elapsed % 60:02d}s", file=sys.stderr, flush=True)
+            print(
+                f"{label}: {i + 1}/{len(items)} ({100 * (i + 1) // max(len(items), 1)}%), "
+                f"{elapsed // 60}m{elapsed % 60:02d}s",
+                file=sys.stderr,
+                flush=True,
+            )
             last, printed = now, True

@@ -57,8 +57,10 @@ class Registry(Generic[T]):
         if not isinstance(name, str) or not name:
             raise RegistryError(f"a {self.kind} needs a non-empty name, got {name!r}")
         if name in self._items:
-            raise RegistryError(f"{self.kind} '{name}' is registered twice: by {_where(self._items[name])} and by "
-                                f"{_where(item)}; choose another name")
+            raise RegistryError(
+                f"{self.kind} '{name}' is registered twice: by {_where(self._items[name])} and by "
+                f"{_where(item)}; choose another name"
+            )
         self._items[name] = item
         return item
 
@@ -70,8 +72,9 @@ class Registry(Generic[T]):
         """The entry for `name`, or a ConfigError naming the config key and the choices."""
         discover()
         if name not in self._items:
-            raise ConfigError(f"'{self.key}': unknown {self.kind} '{name}'; choices: {', '.join(sorted(self._items))}"
-                              + PLUGIN_HINT)
+            raise ConfigError(
+                f"'{self.key}': unknown {self.kind} '{name}'; choices: {', '.join(sorted(self._items))}" + PLUGIN_HINT
+            )
         return self._items[name]
 
     __getitem__ = get
@@ -97,6 +100,7 @@ class Registry(Generic[T]):
 
 
 # ---------------------------------------------------------------- the kinds
+
 
 @dataclass(frozen=True)
 class Arch:
@@ -144,26 +148,32 @@ LEARNERS: Registry[Callable[..., Any]] = Registry("lexicon learner", "model.head
 
 def register_arch(name: str, *, config: type, tasks: tuple[str, ...] = ("seq2seq",), attention: bool = False):
     """Decorator of a model builder: `arch: NAME` in a config builds with it."""
+
     def deco(build):
         ARCHS.add(name, Arch(name, config, build, tuple(tasks), attention))
         return build
+
     return deco
 
 
 def register_head(name: str, *, config: type, needs_attention: bool = False):
     """Decorator of a head builder: `model.head.type: NAME` builds with it."""
+
     def deco(build):
         HEADS.add(name, Head(name, config, build, needs_attention))
         return build
+
     return deco
 
 
 def register_task(name: str):
     """Class decorator of a `Task` subclass: `task: NAME` picks it."""
+
     def deco(cls):
         cls.name = name
         TASKS.add(name, cls)
         return cls
+
     return deco
 
 
@@ -178,18 +188,22 @@ def register_metric(name: str, *, scale: str = "fraction", higher_is_better: boo
     def deco(fn):
         METRICS.add(name, Metric(name, fn, scale, higher_is_better, (fn.__doc__ or "").strip()))
         return fn
+
     return deco
 
 
 def register_learner(name: str):
     """Decorator of a lexicon learner `(pairs, **settings) -> Lexicon`: `model.head.lexicon: NAME`."""
+
     def deco(fn):
         LEARNERS.add(name, fn)
         return fn
+
     return deco
 
 
 # ---------------------------------------------------------------- discovery
+
 
 def _import_plugin(spec: str) -> None:
     if spec.endswith(".py"):

@@ -70,7 +70,7 @@ class CheckedText:
     def close(self) -> None:
         self._h.close()
 
-    def __enter__(self) -> "CheckedText":
+    def __enter__(self) -> CheckedText:
         return self
 
     def __exit__(self, *exc) -> None:

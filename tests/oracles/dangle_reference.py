@@ -16,8 +16,9 @@ from torch import Tensor
 from structseq.models.dangle import RDangleSeq2Seq
 
 
-def _decode_at(model: RDangleSeq2Seq, enc: dict, tgt_in: Tensor, point: int, length: int,
-               full_width: bool = False) -> tuple[Tensor, Tensor]:
+def _decode_at(
+    model: RDangleSeq2Seq, enc: dict, tgt_in: Tensor, point: int, length: int, full_width: bool = False
+) -> tuple[Tensor, Tensor]:
     """Re-encode at `point` and decode y_0 .. y_{length-1} against it: features and attention (B, length, .).
     `full_width`: the fusion input is padded to the whole target, as in a batch of copies."""
     seg, seg_pad = model.prefix_segment(tgt_in, torch.tensor([point], device=tgt_in.device))
@@ -25,8 +26,12 @@ def _decode_at(model: RDangleSeq2Seq, enc: dict, tgt_in: Tensor, point: int, len
         extra = tgt_in.shape[1] + 1 - seg.shape[1]
         seg, seg_pad = F.pad(seg, (0, 0, 0, extra)), F.pad(seg_pad, (0, extra), value=True)
     keys = model.key_encoder(enc["src_states"], enc["src_pad"], seg, seg_pad)
-    x, _, attn = model.decoder(tgt_in[:, :length], memories={"source": {"pad": enc["src_pad"]}},
-                               cross_kv=model.cross_kv(keys, enc), need_weights=model.head.needs_attention)
+    x, _, attn = model.decoder(
+        tgt_in[:, :length],
+        memories={"source": {"pad": enc["src_pad"]}},
+        cross_kv=model.cross_kv(keys, enc),
+        need_weights=model.head.needs_attention,
+    )
     return x, attn and attn["source"]
 
 

@@ -17,14 +17,19 @@ def _layer(layer, x: Tensor) -> Tensor:
 def _encoding(model, src: Tensor, prefix: Tensor) -> Tensor:
     """H (1, n, D) of one sentence's source `src` (n,) after fusing with `prefix` (p + 1,)."""
     enc, dec = model.hf.get_encoder(), model.hf.get_decoder()
-    tokens = torch.cat([enc.embed_tokens(src[None])[0] + model.type_src,
-                        dec.embed_tokens(prefix[None])[0] + model.type_tgt, model.end[None]])
+    tokens = torch.cat(
+        [
+            enc.embed_tokens(src[None])[0] + model.type_src,
+            dec.embed_tokens(prefix[None])[0] + model.type_tgt,
+            model.end[None],
+        ]
+    )
     positions = torch.arange(tokens.shape[0]) + enc.embed_positions.offset  # one text: source, prefix, end
     x = enc.layernorm_embedding(tokens + enc.embed_positions.weight[positions])[None]
-    for layer in enc.layers[:model.k1]:
+    for layer in enc.layers[: model.k1]:
         x = _layer(layer, x)
-    h = x[:, :src.shape[0]]
-    for layer in enc.layers[model.k1:]:
+    h = x[:, : src.shape[0]]
+    for layer in enc.layers[model.k1 :]:
         h = _layer(layer, h)
     norm = getattr(enc, "layer_norm", None)
     return norm(h) if norm is not None else h

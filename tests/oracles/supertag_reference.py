@@ -43,10 +43,10 @@ def node_feedback(nf, h: Tensor, node_word: list[int], node_emb: Tensor) -> Tens
             scores = [F.leaky_relu(s_state[j], 0.2).item()]
             scores += [F.leaky_relu(s_state[j] + nf.score_node(node_emb[m])[j], 0.2).item() for m in mine]
             a = _softmax(scores)
-            part = a[0] * h[i, j * dh:(j + 1) * dh]
+            part = a[0] * h[i, j * dh : (j + 1) * dh]
             for q, m in enumerate(mine):
-                part = part + a[q + 1] * nf.message(node_emb[m])[j * dh:(j + 1) * dh]
-            out[i, j * dh:(j + 1) * dh] = part
+                part = part + a[q + 1] * nf.message(node_emb[m])[j * dh : (j + 1) * dh]
+            out[i, j * dh : (j + 1) * dh] = part
         out[i] = rms_norm(out[i], nf.norm)
     return out
 
@@ -67,10 +67,11 @@ def state_feedback(sf, h: Tensor, mask: Tensor) -> Tensor:
             for j in range(H):
                 sl = slice(j * dh, (j + 1) * dh)
                 near = [n for n in range(W) if abs(n - i) <= D and mask[b, n]]
-                scores = [float((q[sl] * qkv[n][d:2 * d][sl] * sf.rel[n - i + D][sl]).sum()) / math.sqrt(dh)
-                          for n in near]
+                scores = [
+                    float((q[sl] * qkv[n][d : 2 * d][sl] * sf.rel[n - i + D][sl]).sum()) / math.sqrt(dh) for n in near
+                ]
                 for a, n in zip(_softmax(scores), near):
-                    o[sl] = o[sl] + a * qkv[n][2 * d:][sl]
+                    o[sl] = o[sl] + a * qkv[n][2 * d :][sl]
             out[b, i] = rms_norm(h[b, i] + sf.out(o), sf.norm)
     return out
 
@@ -114,12 +115,16 @@ def allowed(symbols: list[str], blank_slot: bool, at_max_depth: bool) -> list[in
     of a unary modality, no special symbol, no connective at the deepest level."""
     if blank_slot:
         return [symbols.index(BLANK)]
-    return [s for s, name in enumerate(symbols) if s >= SPECIALS and name != BLANK
-            and not (at_max_depth and is_binary(name))]
+    return [
+        s
+        for s, name in enumerate(symbols)
+        if s >= SPECIALS and name != BLANK and not (at_max_depth and is_binary(name))
+    ]
 
 
-def teacher_forced(model, h: Tensor, mask: Tensor, trees: dict[tuple[int, int], dict[int, int]]
-                   ) -> dict[tuple[int, int, int], Tensor]:
+def teacher_forced(
+    model, h: Tensor, mask: Tensor, trees: dict[tuple[int, int], dict[int, int]]
+) -> dict[tuple[int, int, int], Tensor]:
     """Log-probabilities (S,) of every gold node: trees[(b, w)] = {position: symbol id}; keys (b, w, pos)."""
     B, W, _ = h.shape
     out, prev = {}, None
@@ -137,8 +142,9 @@ def teacher_forced(model, h: Tensor, mask: Tensor, trees: dict[tuple[int, int], 
     return out
 
 
-def greedy(model, h: Tensor, mask: Tensor, symbols: list[str], max_depth: int
-           ) -> dict[tuple[int, int], dict[int, tuple[int, float]]]:
+def greedy(
+    model, h: Tensor, mask: Tensor, symbols: list[str], max_depth: int
+) -> dict[tuple[int, int], dict[int, tuple[int, float]]]:
     """Greedy well-formed trees: {(b, w): {position: (symbol id, log-prob among the allowed choices)}}."""
     B, W, _ = h.shape
     fringe = {(b, w): [(1, False)] for b in range(B) for w in range(W) if mask[b, w]}

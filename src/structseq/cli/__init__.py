@@ -14,17 +14,21 @@ from structseq.cli import compose, context, lexicon
 from structseq.cli.average import average as average_command
 from structseq.cli.compare import compare as compare_command
 from structseq.cli.config import config as config_command
-from structseq.cli.export import export as export_command
 from structseq.cli.evaluate import category_columns, metric_rows, print_metrics  # noqa: F401 (re-exported)
 from structseq.cli.evaluate import evaluate as evaluate_command
 from structseq.cli.evaluate import predict as predict_command
+from structseq.cli.export import export as export_command
 from structseq.cli.options import DataRoot
 from structseq.cli.plot import plot as plot_command
 from structseq.cli.score import score as score_command
 from structseq.errors import StructseqError
 
-app = typer.Typer(help="structseq: structure-aware sequence transduction.", no_args_is_help=True,
-                  context_settings={"help_option_names": ["-h", "--help"]}, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="structseq: structure-aware sequence transduction.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
 data_app = typer.Typer(help="List and inspect the named datasets.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(lexicon.app, name="lexicon")
@@ -59,8 +63,9 @@ def data_list(data_root: Optional[Path] = DataRoot, as_json: bool = typer.Option
                 sizes[split] = len(ds.load(split, root))
             except StructseqError:
                 sizes[split] = None
-        rows.append({"name": ds.name, "source": ds.source, "splits": sizes, "description": ds.description,
-                     "note": ds.note})
+        rows.append(
+            {"name": ds.name, "source": ds.source, "splits": sizes, "description": ds.description, "note": ds.note}
+        )
     if as_json:
         print(json.dumps(rows, indent=1))
         return
@@ -69,14 +74,19 @@ def data_list(data_root: Optional[Path] = DataRoot, as_json: bool = typer.Option
         table.add_column(col)
     for r in rows:
         splits = ", ".join(f"{s} {n if n is not None else 'missing'}" for s, n in r["splits"].items())
-        table.add_row(r["name"], splits, r["source"], r["description"] + (f" [dim]({r['note']})[/]" if r["note"] else ""))
+        table.add_row(
+            r["name"], splits, r["source"], r["description"] + (f" [dim]({r['note']})[/]" if r["note"] else "")
+        )
     console.print(table)
 
 
 @data_app.command("show")
-def data_show(name: str, split: str = typer.Option("train", "--split", "-s"),
-              n: int = typer.Option(5, "-n", min=0, help="examples to show (>= 0)"),
-              data_root: Optional[Path] = DataRoot):
+def data_show(
+    name: str,
+    split: str = typer.Option("train", "--split", "-s"),
+    n: int = typer.Option(5, "-n", min=0, help="examples to show (>= 0)"),
+    data_root: Optional[Path] = DataRoot,
+):
     """Print the first N examples of a dataset split (or of a data file)."""
     from structseq.data.registry import load_dataset
 
@@ -91,43 +101,61 @@ def data_show(name: str, split: str = typer.Option("train", "--split", "-s"),
     console.print(table)
 
 
-TRAIN_HELP = "\n\n".join([
-    "Train a model from a config file; metrics go to RUN_DIR/metrics.jsonl.",
-    "Every config value is checked when the config is loaded: an error names the key and its valid range or "
-    "choices.",
-    "A run holds a lock on RUN_DIR for its whole life (a second run into it is refused, naming the owner) and "
-    "never overwrites files it did not create (an existing file as --out, your own config.yaml in -o .).",
-    "Ctrl-C or SIGTERM finishes the current update, saves checkpoints/last.pt and exits with 128 + the signal "
-    "number; --resume RUN_DIR then continues bit-exactly. --resume leaves a finished run (train.max_steps "
-    "reached, or early stopping) unchanged; --resume RUN_DIR --set train.max_steps=N extends its budget, and "
-    "the runtime settings train.threads, train.device, train.log_every, train.tensorboard and train.wandb may change (recorded in "
-    "RUN_DIR/config-history.jsonl); data files whose content changed since the run started are refused.",
-])
+TRAIN_HELP = "\n\n".join(
+    [
+        "Train a model from a config file; metrics go to RUN_DIR/metrics.jsonl.",
+        "Every config value is checked when the config is loaded: an error names the key and its valid range or "
+        "choices.",
+        "A run holds a lock on RUN_DIR for its whole life (a second run into it is refused, naming the owner) and "
+        "never overwrites files it did not create (an existing file as --out, your own config.yaml in -o .).",
+        "Ctrl-C or SIGTERM finishes the current update, saves checkpoints/last.pt and exits with 128 + the signal "
+        "number; --resume RUN_DIR then continues bit-exactly. --resume leaves a finished run (train.max_steps "
+        "reached, or early stopping) unchanged; --resume RUN_DIR --set train.max_steps=N extends its budget, and "
+        "the runtime settings train.threads, train.device, train.log_every, train.tensorboard and train.wandb may change (recorded in "
+        "RUN_DIR/config-history.jsonl); data files whose content changed since the run started are refused.",
+    ]
+)
 
 
 @app.command(help=TRAIN_HELP)
 def train(
     config: Optional[Path] = typer.Argument(None, help="YAML config file"),
-    set_: list[str] = typer.Option([], "--set", help="override, e.g. --set optim.lr=1e-3 (repeatable); with "
-                                                     "--resume only train.max_steps=N (extend the run) and runtime settings "
-                                                     "(train.threads, train.device, train.log_every, train.tensorboard, train.wandb)"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run directory, new or one a run created "
-                                       "[default: runs/<config name>]"),
+    set_: list[str] = typer.Option(
+        [],
+        "--set",
+        help="override, e.g. --set optim.lr=1e-3 (repeatable); with "
+        "--resume only train.max_steps=N (extend the run) and runtime settings "
+        "(train.threads, train.device, train.log_every, train.tensorboard, train.wandb)",
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="run directory, new or one a run created [default: runs/<config name>]"
+    ),
     seed: Optional[int] = typer.Option(None, "--seed", help="shortcut for --set train.seed=N"),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="continue the interrupted run in this directory "
-                                          "with its saved config (no CONFIG, --seed or other --set)"),
+    resume: Optional[Path] = typer.Option(
+        None,
+        "--resume",
+        help="continue the interrupted run in this directory with its saved config (no CONFIG, --seed or other --set)",
+    ),
     data_root: Optional[Path] = DataRoot,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bar"),
 ):
     from structseq import api
 
     if resume is not None:
-        extra = [name for name, given in (("a CONFIG argument", config is not None), ("--seed", seed is not None),
-                                          ("--out", out is not None and out.resolve() != resume.resolve()))
-                 if given]
+        extra = [
+            name
+            for name, given in (
+                ("a CONFIG argument", config is not None),
+                ("--seed", seed is not None),
+                ("--out", out is not None and out.resolve() != resume.resolve()),
+            )
+            if given
+        ]
         if extra:
-            raise StructseqError(f"--resume continues {resume} with its saved config: {' and '.join(extra)} cannot "
-                                 "be combined with it (--set may extend train.max_steps or change runtime settings)")
+            raise StructseqError(
+                f"--resume continues {resume} with its saved config: {' and '.join(extra)} cannot "
+                "be combined with it (--set may extend train.max_steps or change runtime settings)"
+            )
         summary = api.resume(resume, overrides=set_, data_root=data_root, show_progress=not quiet)
         out = resume
     else:
@@ -136,8 +164,11 @@ def train(
         out = out or Path("runs") / config.stem
         summary = api.train(config, out, overrides=set_, seed=seed, data_root=data_root, show_progress=not quiet)
     if summary["stopped"] == "already_finished":
-        why = ("it stopped early (train.patience)" if summary["reason"] == "early_stopping"
-               else f"it reached train.max_steps ({summary['steps']} updates)")
+        why = (
+            "it stopped early (train.patience)"
+            if summary["reason"] == "early_stopping"
+            else f"it reached train.max_steps ({summary['steps']} updates)"
+        )
         more = "" if summary["reason"] == "early_stopping" else "; to train longer: --set train.max_steps=N"
         console.print(f"{out} already finished: {why}; nothing changed{more}")
         return

@@ -49,21 +49,32 @@ def plan(run_dir: Path, listed: list[str], last: Optional[int], out: Optional[Pa
     if target.resolve() in resolved:
         raise StructseqError(f"{target}: is one of the checkpoints being averaged; choose another -o")
     if target.resolve().parent == (run_dir / "checkpoints").resolve() and target.name in PROTECTED:
-        raise StructseqError(f"{target}: an averaged checkpoint never replaces the run's {target.name} "
-                             "(resuming needs last.pt's optimiser state); choose another -o")
+        raise StructseqError(
+            f"{target}: an averaged checkpoint never replaces the run's {target.name} "
+            "(resuming needs last.pt's optimiser state); choose another -o"
+        )
     return inputs, target
 
 
 def average(
     run_dir: Path = typer.Argument(..., help="the run directory"),
-    checkpoints: Optional[list[str]] = typer.Argument(None, metavar="CKPT",
-                                                      help="with --checkpoints: the checkpoints to average, oldest "
-                                                      "first (files, or names in RUN/checkpoints: step1000)"),
-    last: Optional[int] = typer.Option(None, "--last", min=1, help="average the last N step checkpoints the run "
-                                       "kept (train.keep_last >= N)"),
+    checkpoints: Optional[list[str]] = typer.Argument(
+        None,
+        metavar="CKPT",
+        help="with --checkpoints: the checkpoints to average, oldest "
+        "first (files, or names in RUN/checkpoints: step1000)",
+    ),
+    last: Optional[int] = typer.Option(
+        None, "--last", min=1, help="average the last N step checkpoints the run kept (train.keep_last >= N)"
+    ),
     listed: bool = typer.Option(False, "--checkpoints", help="average the checkpoints listed after RUN instead"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="the averaged checkpoint: a file, or a NAME for "
-                                       "RUN/checkpoints/NAME.pt [default: avg-lastN, or avg with --checkpoints]"),
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="the averaged checkpoint: a file, or a NAME for "
+        "RUN/checkpoints/NAME.pt [default: avg-lastN, or avg with --checkpoints]",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing output file"),
 ):
     """Average checkpoints as fairseq's average_checkpoints does (parameters averaged elementwise, integer
@@ -71,8 +82,10 @@ def average(
     task state; evaluate or predict it with --checkpoint NAME (e.g. avg-last5)."""
     checkpoints = list(checkpoints or [])
     if checkpoints and not listed:
-        raise StructseqError(f"unexpected arguments after RUN: {' '.join(checkpoints)} (to average given "
-                             "checkpoints, write --checkpoints before them)")
+        raise StructseqError(
+            f"unexpected arguments after RUN: {' '.join(checkpoints)} (to average given "
+            "checkpoints, write --checkpoints before them)"
+        )
     if listed and not checkpoints:
         raise StructseqError("--checkpoints: list the checkpoints to average after RUN")
     inputs, target = plan(run_dir, checkpoints, last, out)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import glob
 import json
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -51,7 +52,13 @@ def _options(data_root: Optional[Path] = DataRoot) -> None:
     use_data_root(data_root)
 
 
-TrainOpt = Annotated[list[Path], typer.Option("--train", help="Training sentences, one per line, or NAME:SPLIT of a registered dataset (repeat to concatenate).")]
+TrainOpt = Annotated[
+    list[Path],
+    typer.Option(
+        "--train",
+        help="Training sentences, one per line, or NAME:SPLIT of a registered dataset (repeat to concatenate).",
+    ),
+]
 MinCountOpt = Annotated[int, typer.Option(help="A word seen fewer times than this in train is OOV.")]
 AtomOpt = Annotated[int, typer.Option(help="An n-gram seen more times than this in train is an atom.")]
 MaxNOpt = Annotated[Optional[int], typer.Option(help="Longest atom n-gram (default: unbounded).")]
@@ -127,7 +134,9 @@ def degree(
     min_count: MinCountOpt = 3,
     atom_threshold: AtomOpt = 3,
     max_n: MaxNOpt = None,
-    explain: Annotated[bool, typer.Option(help="Add a `cover` column with the minimum segmentation (a b | c | d e).")] = False,
+    explain: Annotated[
+        bool, typer.Option(help="Add a `cover` column with the minimum segmentation (a b | c | d e).")
+    ] = False,
     oov_as_atoms: Annotated[bool, typer.Option(help="Score sentences with OOV words, each OOV word one atom.")] = False,
     column: ColumnOpt = None,
     overwrite: OverwriteOpt = False,
@@ -141,11 +150,20 @@ def degree(
         outputs = _outputs(output, [*train, pool], overwrite)
         clock = time.perf_counter()
         dictionary = NgramDictionary.from_corpus(
-            _read_nonempty(train, column, "training corpus"), min_count=min_count, atom_threshold=atom_threshold, max_n=max_n
+            _read_nonempty(train, column, "training corpus"),
+            min_count=min_count,
+            atom_threshold=atom_threshold,
+            max_n=max_n,
         )
         sentences = _read_nonempty(pool, column, "pool")
         with _progress() as progress:
-            result = score_pool(dictionary, sentences, explain=explain, oov_as_atoms=oov_as_atoms, progress=progress("degree", len(sentences)))
+            result = score_pool(
+                dictionary,
+                sentences,
+                explain=explain,
+                oov_as_atoms=oov_as_atoms,
+                progress=progress("degree", len(sentences)),
+            )
         write_degree_tsv(output, result, sentences, explain, outputs)
     except StructseqError as error:
         _fail(error)
@@ -160,10 +178,14 @@ def degree(
 
 @app.command()
 def uncertainty(
-    ensemble: Annotated[list[Path], typer.Option("--ensemble", help="Trained run directory (repeat per member, or a quoted glob).")],
+    ensemble: Annotated[
+        list[Path], typer.Option("--ensemble", help="Trained run directory (repeat per member, or a quoted glob).")
+    ],
     pool: Annotated[Path, typer.Option(help="Source sentences to decode and score, one per line.")],
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="TSV to write (default: stdout).")] = None,
-    beam: Annotated[Optional[int], typer.Option(help="Beam size of the decoding member (default: its configured beam).")] = None,
+    beam: Annotated[
+        Optional[int], typer.Option(help="Beam size of the decoding member (default: its configured beam).")
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="Sentences per model call.")] = 32,
     decoder: Annotated[int, typer.Option(help="Index of the member whose translation is the hypothesis.")] = 0,
     column: ColumnOpt = None,
@@ -178,32 +200,62 @@ def uncertainty(
         runs = load_ensemble(_expand(ensemble))
         sources = _read_nonempty(pool, column, "pool")
         with _progress() as progress:
-            result = score_ensemble(runs, sources, beam=beam, batch_size=batch_size, decoder=decoder, progress=progress("uncertainty", len(sources)))
+            result = score_ensemble(
+                runs,
+                sources,
+                beam=beam,
+                batch_size=batch_size,
+                decoder=decoder,
+                progress=progress("uncertainty", len(sources)),
+            )
         write_uncertainty_tsv(output, result, outputs)
     except StructseqError as error:
         _fail(error)
-    err.print(f"{len(result)} sentences scored by an ensemble of {len(runs)}; mean rmi {result.measures['rmi'].mean():.4g}")
+    err.print(
+        f"{len(result)} sentences scored by an ensemble of {len(runs)}; mean rmi {result.measures['rmi'].mean():.4g}"
+    )
 
 
 @app.command()
 def build(
     train: TrainOpt,
     pool: Annotated[Path, typer.Option(help="Candidate source sentences, one per line.")],
-    out_dir: Annotated[Path, typer.Option("-o", "--out-dir", help="Directory for test.src, report.json and the tables.")],
-    ensemble: Annotated[Optional[list[Path]], typer.Option("--ensemble", help="Trained run directory (repeat per member, or a quoted glob).")] = None,
-    uncertainty_tsv: Annotated[Optional[Path], typer.Option("--uncertainty", help="Precomputed `compose uncertainty` table over OUT_DIR/candidates.txt.")] = None,
-    pool_target: Annotated[Optional[Path], typer.Option(help="References aligned with --pool (NAME:SPLIT: its target side); the selected ones go to test.ref.")] = None,
-    candidates: Annotated[int, typer.Option("--candidates", "-k", help="K: top-K distinct sentences by degree.")] = 60_000,
+    out_dir: Annotated[
+        Path, typer.Option("-o", "--out-dir", help="Directory for test.src, report.json and the tables.")
+    ],
+    ensemble: Annotated[
+        Optional[list[Path]],
+        typer.Option("--ensemble", help="Trained run directory (repeat per member, or a quoted glob)."),
+    ] = None,
+    uncertainty_tsv: Annotated[
+        Optional[Path],
+        typer.Option("--uncertainty", help="Precomputed `compose uncertainty` table over OUT_DIR/candidates.txt."),
+    ] = None,
+    pool_target: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="References aligned with --pool (NAME:SPLIT: its target side); the selected ones go to test.ref."
+        ),
+    ] = None,
+    candidates: Annotated[
+        int, typer.Option("--candidates", "-k", help="K: top-K distinct sentences by degree.")
+    ] = 60_000,
     drop_top: Annotated[int, typer.Option("--drop-top", "-d", help="D: most uncertain candidates to discard.")] = 2_000,
     window: Annotated[int, typer.Option("--window", "-r", help="R: the next R candidates by uncertainty.")] = 18_000,
-    sample: Annotated[int, typer.Option("--sample", "-s", help="S: examples sampled uniformly from the window.")] = 3_000,
+    sample: Annotated[
+        int, typer.Option("--sample", "-s", help="S: examples sampled uniformly from the window.")
+    ] = 3_000,
     measure: Annotated[str, typer.Option(help=f"Uncertainty that ranks candidates: {', '.join(MEASURES)}.")] = "rmi",
-    seed: Annotated[int, typer.Option(help="Seed of every random choice (degree ties, uncertainty ties, the sample).")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of every random choice (degree ties, uncertainty ties, the sample).")
+    ] = 0,
     min_count: MinCountOpt = 3,
     atom_threshold: AtomOpt = 3,
     max_n: MaxNOpt = None,
     min_length: Annotated[int, typer.Option(help="Shortest candidate sentence in tokens.")] = 1,
-    beam: Annotated[Optional[int], typer.Option(help="Beam size of the decoding member (default: its configured beam).")] = None,
+    beam: Annotated[
+        Optional[int], typer.Option(help="Beam size of the decoding member (default: its configured beam).")
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="Sentences per model call.")] = 32,
     decoder: Annotated[int, typer.Option(help="Index of the member whose translation is the hypothesis.")] = 0,
     column: ColumnOpt = None,
@@ -217,9 +269,19 @@ def build(
     --overwrite, nor is an input.
     """
     config = BuildConfig(
-        min_count=min_count, atom_threshold=atom_threshold, max_n=max_n, min_length=min_length, candidates=candidates,
-        drop_top=drop_top, window=window, sample=sample, measure=measure, seed=seed, beam=beam,
-        batch_size=batch_size, decoder=decoder,
+        min_count=min_count,
+        atom_threshold=atom_threshold,
+        max_n=max_n,
+        min_length=min_length,
+        candidates=candidates,
+        drop_top=drop_top,
+        window=window,
+        sample=sample,
+        measure=measure,
+        seed=seed,
+        beam=beam,
+        batch_size=batch_size,
+        decoder=decoder,
     )
     try:
         runs = load_ensemble(_expand(ensemble)) if ensemble else None
@@ -227,8 +289,15 @@ def build(
         targets = read_sentences(pool_target, side="target") if pool_target else None
         with _progress() as progress:
             report = build_benchmark(
-                _read_nonempty(train, column, "training corpus"), _read_nonempty(pool, column, "pool"), out_dir, config=config, runs=runs,
-                uncertainty=table, pool_targets=targets, progress=progress, overwrite=overwrite,
+                _read_nonempty(train, column, "training corpus"),
+                _read_nonempty(pool, column, "pool"),
+                out_dir,
+                config=config,
+                runs=runs,
+                uncertainty=table,
+                pool_targets=targets,
+                progress=progress,
+                overwrite=overwrite,
                 inputs=[*train, pool, pool_target, uncertainty_tsv],
             )
     except StructseqError as error:
@@ -249,7 +318,9 @@ def stats(
     min_count: MinCountOpt = 3,
     atom_threshold: AtomOpt = 3,
     max_n: MaxNOpt = None,
-    oov_as_atoms: Annotated[bool, typer.Option(help="Count each OOV test word as its own atom (else skip such sentences).")] = True,
+    oov_as_atoms: Annotated[
+        bool, typer.Option(help="Count each OOV test word as its own atom (else skip such sentences).")
+    ] = True,
     column: ColumnOpt = None,
     overwrite: OverwriteOpt = False,
 ) -> None:
@@ -259,8 +330,13 @@ def stats(
         pos = get_tagger(tagger)
         tests = {str(path): read_sentences(path, column) for path in test}
         rows = table2_stats(
-            _read_nonempty(train, column, "training corpus"), tests, tagger=pos, min_count=min_count, atom_threshold=atom_threshold,
-            max_n=max_n, oov_as_atoms=oov_as_atoms,
+            _read_nonempty(train, column, "training corpus"),
+            tests,
+            tagger=pos,
+            min_count=min_count,
+            atom_threshold=atom_threshold,
+            max_n=max_n,
+            oov_as_atoms=oov_as_atoms,
         )
     except StructseqError as error:
         _fail(error)
@@ -273,7 +349,9 @@ def stats(
     names = [Path(r["test"]).name for r in rows]
     for row, name in zip(rows, names):
         shown = name if names.count(name) == 1 else row["test"]
-        table.add_row(*(shown if k == "test" else f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k in keys))
+        table.add_row(
+            *(shown if k == "test" else f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k in keys)
+        )
     Console(width=max(Console().width, 100)).print(table)
     if output is not None:
         try:
@@ -290,12 +368,19 @@ def plot(
     degree_tsv: Annotated[Path, typer.Option("--degree", help="Degree table from `compose degree`.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Figure to write (.png, .pdf, .svg).")],
     scores: Annotated[Optional[tuple[Path, Path]], typer.Option(help="Per-example scores of systems A and B.")] = None,
-    hyps: Annotated[Optional[tuple[Path, Path]], typer.Option(help="Hypotheses of A and B (one per degree row), for corpus BLEU per bin.")] = None,
+    hyps: Annotated[
+        Optional[tuple[Path, Path]],
+        typer.Option(help="Hypotheses of A and B (one per degree row), for corpus BLEU per bin."),
+    ] = None,
     refs: Annotated[Optional[Path], typer.Option(help="References for --hyps.")] = None,
-    column: Annotated[Optional[str], typer.Option(help="Score column of --scores files (default: score, else the last).")] = None,
+    column: Annotated[
+        Optional[str], typer.Option(help="Score column of --scores files (default: score, else the last).")
+    ] = None,
     bins: Annotated[int, typer.Option(help="Number of bins.")] = 10,
     binning: Annotated[str, typer.Option(help=f"Bins of equal {' or '.join(BINNINGS)}.")] = "count",
-    bin_size: Annotated[Optional[int], typer.Option(help="Examples per bin (count binning; the paper uses 30000).")] = None,
+    bin_size: Annotated[
+        Optional[int], typer.Option(help="Examples per bin (count binning; the paper uses 30000).")
+    ] = None,
     labels: Annotated[tuple[str, str], typer.Option(help="Names of A and B.")] = ("A", "B"),
     table: Annotated[Optional[Path], typer.Option(help="Also write the bin values as TSV.")] = None,
     overwrite: OverwriteOpt = False,
@@ -317,8 +402,13 @@ def plot(
             if refs is None:
                 raise ConfigError("--hyps needs --refs")
             rows = bleu_difference_by_degree(
-                degrees.degree, read_sentences(hyps[0]), read_sentences(hyps[1]), read_sentences(refs),
-                bins=bins, binning=binning, bin_size=bin_size,
+                degrees.degree,
+                read_sentences(hyps[0]),
+                read_sentences(hyps[1]),
+                read_sentences(refs),
+                bins=bins,
+                binning=binning,
+                bin_size=bin_size,
             )
             metric = "BLEU"
         plot_difference(rows, output, labels=labels, metric=metric, outputs=outputs)
@@ -328,6 +418,7 @@ def plot(
     except StructseqError as error:
         _fail(error)
     for r in rows:
-        err.print(f"degree {r['degree_min']:.3f}-{r['degree_max']:.3f}  n={r['examples']}  {r['a']:.3f} - {r['b']:.3f} = {r['difference']:+.3f}")
+        err.print(
+            f"degree {r['degree_min']:.3f}-{r['degree_max']:.3f}  n={r['examples']}  {r['a']:.3f} - {r['b']:.3f} = {r['difference']:+.3f}"
+        )
     err.print(f"wrote {output}")
-

@@ -49,15 +49,31 @@ def _default(f: dataclasses.Field):
 
 def schema_rows(cls: type, prefix: str = "") -> list[dict]:
     """One row per key of `cls` (nested sections flattened to dotted keys)."""
-    rows = [{"key": key, "type": _type_name(hint), "default": _default(f), "bounds": _bounds(f.metadata),
-             "help": f.metadata.get("help", "")} for key, f, hint in walk_fields(cls, prefix)]
+    rows = [
+        {
+            "key": key,
+            "type": _type_name(hint),
+            "default": _default(f),
+            "bounds": _bounds(f.metadata),
+            "help": f.metadata.get("help", ""),
+        }
+        for key, f, hint in walk_fields(cls, prefix)
+    ]
     for f in dataclasses.fields(cls):  # a section whose schema its own key picks: listed by that name
         if "choose" in f.metadata:
             by, kind = f.metadata["choose"]
-            rows.append({"key": f"{prefix}{f.name}", "type": "section", "default": getattr(_default(f), by, None)
-                         if not isinstance(_default(f), dict) else _default(f).get(by), "bounds": "",
-                         "help": f"{f.metadata.get('help', '')} (its keys: `structseq config {kind.upper()}` for "
-                                 f"one of {', '.join(sorted(schemas(kind)))})"})
+            rows.append(
+                {
+                    "key": f"{prefix}{f.name}",
+                    "type": "section",
+                    "default": getattr(_default(f), by, None)
+                    if not isinstance(_default(f), dict)
+                    else _default(f).get(by),
+                    "bounds": "",
+                    "help": f"{f.metadata.get('help', '')} (its keys: `structseq config {kind.upper()}` for "
+                    f"one of {', '.join(sorted(schemas(kind)))})",
+                }
+            )
     return rows
 
 
@@ -78,14 +94,22 @@ def find_schema(name: str) -> tuple[str, type]:
 
 def list_schemas() -> dict[str, list[str]]:
     hints = typing.get_type_hints(Config)
-    return {"sections": [f.name for f in dataclasses.fields(Config) if "choose" not in f.metadata and
-                         dataclasses.is_dataclass(hints[f.name])],
-            **{kind: sorted(schemas(kind)) for kind in KINDS}}
+    return {
+        "sections": [
+            f.name
+            for f in dataclasses.fields(Config)
+            if "choose" not in f.metadata and dataclasses.is_dataclass(hints[f.name])
+        ],
+        **{kind: sorted(schemas(kind)) for kind in KINDS},
+    }
 
 
-def config(name: Optional[str] = typer.Argument(None, help="a model arch, head type, task type or section "
-                                                           "(data, optim, train, decode); none: list the names"),
-           as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table")):
+def config(
+    name: Optional[str] = typer.Argument(
+        None, help="a model arch, head type, task type or section (data, optim, train, decode); none: list the names"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+):
     """List every key of a config schema with its type, default, bounds and help."""
     if name is None:
         names = list_schemas()
@@ -104,6 +128,10 @@ def config(name: Optional[str] = typer.Argument(None, help="a model arch, head t
     for column in ("key", "type", "default", "bounds", "help"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*(escape(str(v)) for v in (row["key"], row["type"], json.dumps(row["default"], default=str),
-                                                  row["bounds"], row["help"])))
+        table.add_row(
+            *(
+                escape(str(v))
+                for v in (row["key"], row["type"], json.dumps(row["default"], default=str), row["bounds"], row["help"])
+            )
+        )
     console.print(table)

@@ -17,15 +17,19 @@ from structseq.errors import ConfigError
 
 console = Console()
 
-Runs = typer.Argument(..., help="run directory; several (or a quoted glob such as 'runs/seed*') decode as one "
-                                "ensemble: per step, the log of the members' mean probability")
+Runs = typer.Argument(
+    ...,
+    help="run directory; several (or a quoted glob such as 'runs/seed*') decode as one "
+    "ensemble: per step, the log of the members' mean probability",
+)
 Beam = typer.Option(None, "--beam", help="beam size [default: the run's decode.beam]")
 BatchSize = typer.Option(None, "--batch-size", help="sentences decoded together (decode.batch_size)")
 Threads = typer.Option(None, "--threads", min=1, help="CPU threads for torch [default: torch's own]")
 MaxLenA = typer.Option(None, "--max-len-a", help="output length limit a * |x| + b: a (decode.max_len_a)")
 MaxLenB = typer.Option(None, "--max-len-b", help="output length limit a * |x| + b: b (decode.max_len_b)")
-Set = typer.Option([], "--set", help="decode.KEY=VALUE, checked by the config schema (repeatable), e.g. "
-                                     "--set decode.len_penalty=0.6")
+Set = typer.Option(
+    [], "--set", help="decode.KEY=VALUE, checked by the config schema (repeatable), e.g. --set decode.len_penalty=0.6"
+)
 Sample = typer.Option(False, "--sample", help="draw from the model (ancestral sampling) instead of searching")
 TopK = typer.Option(0, "--top-k", help="with --sample: only the K most probable tokens (0: all)")
 TopP = typer.Option(1.0, "--top-p", help="with --sample: the smallest set of tokens with this much probability")
@@ -48,8 +52,17 @@ def run_paths(runs: list[str]) -> list[Path]:
     return out
 
 
-def load_for_decoding(runs: list[str], checkpoint: str | None, *, batch_size=None, max_len_a=None, max_len_b=None,
-                      overrides=(), threads: int | None = None, device: str = "auto"):
+def load_for_decoding(
+    runs: list[str],
+    checkpoint: str | None,
+    *,
+    batch_size=None,
+    max_len_a=None,
+    max_len_b=None,
+    overrides=(),
+    threads: int | None = None,
+    device: str = "auto",
+):
     """The run (an ensemble for several) with the command line's decoding overrides applied."""
     from structseq.api import load_ensemble
 
@@ -57,8 +70,11 @@ def load_for_decoding(runs: list[str], checkpoint: str | None, *, batch_size=Non
         import torch
 
         torch.set_num_threads(threads)
-    given = [f"decode.{key}={value}" for key, value in
-             (("batch_size", batch_size), ("max_len_a", max_len_a), ("max_len_b", max_len_b)) if value is not None]
+    given = [
+        f"decode.{key}={value}"
+        for key, value in (("batch_size", batch_size), ("max_len_a", max_len_a), ("max_len_b", max_len_b))
+        if value is not None
+    ]
     return load_ensemble(run_paths(runs), checkpoint, device=device).with_overrides([*overrides, *given])
 
 
@@ -68,9 +84,16 @@ def sampling_of(sample: bool, top_k: int, top_p: float, temperature: float, seed
 
     if sample:
         return Sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    changed = [name for name, value, default in (("--top-k", top_k, 0), ("--top-p", top_p, 1.0),
-                                                 ("--temperature", temperature, 1.0), ("--seed", seed, 0))
-               if value != default]
+    changed = [
+        name
+        for name, value, default in (
+            ("--top-k", top_k, 0),
+            ("--top-p", top_p, 1.0),
+            ("--temperature", temperature, 1.0),
+            ("--seed", seed, 0),
+        )
+        if value != default
+    ]
     if changed:
         raise ConfigError(f"{', '.join(changed)} only apply with --sample")
     return None
@@ -78,17 +101,28 @@ def sampling_of(sample: bool, top_k: int, top_p: float, temperature: float, seed
 
 def evaluate(
     runs: list[str] = Runs,
-    split: Optional[str] = typer.Option(None, "--split", help="split name, file, or NAME:SPLIT of any registered "
-                                        "dataset (e.g. cognition:cg-test) [default: the config's test split]"),
+    split: Optional[str] = typer.Option(
+        None,
+        "--split",
+        help="split name, file, or NAME:SPLIT of any registered "
+        "dataset (e.g. cognition:cg-test) [default: the config's test split]",
+    ),
     beam: Optional[int] = Beam,
     checkpoint: Optional[str] = Checkpoint,
     bleu_tokenize: Optional[str] = typer.Option(None, "--bleu-tokenize", help="sacrebleu tokenizer (13a, zh, none...)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object with every metric"),
     data_root: Optional[Path] = DataRoot,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the split's first N examples"),
-    batch_size: Optional[int] = BatchSize, threads: Optional[int] = Threads,
-    max_len_a: Optional[float] = MaxLenA, max_len_b: Optional[int] = MaxLenB, set_: list[str] = Set,
-    sample: bool = Sample, top_k: int = TopK, top_p: float = TopP, temperature: float = Temperature, seed: int = Seed,
+    batch_size: Optional[int] = BatchSize,
+    threads: Optional[int] = Threads,
+    max_len_a: Optional[float] = MaxLenA,
+    max_len_b: Optional[int] = MaxLenB,
+    set_: list[str] = Set,
+    sample: bool = Sample,
+    top_k: int = TopK,
+    top_p: float = TopP,
+    temperature: float = Temperature,
+    seed: int = Seed,
     quiet: bool = Quiet,
 ):
     """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy; for
@@ -98,11 +132,26 @@ def evaluate(
     from structseq.progress import is_main_process
 
     sampling = sampling_of(sample, top_k, top_p, temperature, seed)
-    run = load_for_decoding(runs, checkpoint, batch_size=batch_size, max_len_a=max_len_a, max_len_b=max_len_b,
-                            overrides=set_, threads=threads)
+    run = load_for_decoding(
+        runs,
+        checkpoint,
+        batch_size=batch_size,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        overrides=set_,
+        threads=threads,
+    )
     main = is_main_process()
-    m = run.evaluate(split, beam=beam, data_root=data_root, bleu_tokenize=bleu_tokenize, show_progress=not quiet,
-                     limit=limit, sampling=sampling, write_predictions=main)
+    m = run.evaluate(
+        split,
+        beam=beam,
+        data_root=data_root,
+        bleu_tokenize=bleu_tokenize,
+        show_progress=not quiet,
+        limit=limit,
+        sampling=sampling,
+        write_predictions=main,
+    )
     if not main:
         return
     if as_json:
@@ -115,16 +164,32 @@ def predict(
     runs: list[str] = Runs,
     beam: Optional[int] = Beam,
     checkpoint: Optional[str] = Checkpoint,
-    nbest: Optional[int] = typer.Option(None, "--nbest", min=1, help="the N best outputs of each input with their "
-                                        "scores (TSV: line, rank, score, normalized, output; or --format json)"),
-    fmt: str = typer.Option("text", "--format", help="text (one output a line; TSV with --nbest) or json (one "
-                                                     "JSON object a line, with scores); a supertag run also writes "
-                                                     "cc (word|POS|cat), multi (word|cat1|p1|cat2|p2...), conll "
-                                                     "(index word POS category probability) and json (words, "
-                                                     "tags, k-best with probabilities; --beam K for K)"),
-    batch_size: Optional[int] = BatchSize, threads: Optional[int] = Threads,
-    max_len_a: Optional[float] = MaxLenA, max_len_b: Optional[int] = MaxLenB, set_: list[str] = Set,
-    sample: bool = Sample, top_k: int = TopK, top_p: float = TopP, temperature: float = Temperature, seed: int = Seed,
+    nbest: Optional[int] = typer.Option(
+        None,
+        "--nbest",
+        min=1,
+        help="the N best outputs of each input with their "
+        "scores (TSV: line, rank, score, normalized, output; or --format json)",
+    ),
+    fmt: str = typer.Option(
+        "text",
+        "--format",
+        help="text (one output a line; TSV with --nbest) or json (one "
+        "JSON object a line, with scores); a supertag run also writes "
+        "cc (word|POS|cat), multi (word|cat1|p1|cat2|p2...), conll "
+        "(index word POS category probability) and json (words, "
+        "tags, k-best with probabilities; --beam K for K)",
+    ),
+    batch_size: Optional[int] = BatchSize,
+    threads: Optional[int] = Threads,
+    max_len_a: Optional[float] = MaxLenA,
+    max_len_b: Optional[int] = MaxLenB,
+    set_: list[str] = Set,
+    sample: bool = Sample,
+    top_k: int = TopK,
+    top_p: float = TopP,
+    temperature: float = Temperature,
+    seed: int = Seed,
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quiet: bool = Quiet,
 ):
@@ -138,8 +203,16 @@ def predict(
     if fmt not in all_formats():
         raise ConfigError(f"'--format' must be one of {', '.join(all_formats())}, got {fmt!r}")
     sampling = sampling_of(sample, top_k, top_p, temperature, seed)
-    run = load_for_decoding(runs, checkpoint, batch_size=batch_size, max_len_a=max_len_a, max_len_b=max_len_b,
-                            overrides=set_, threads=threads, device=check_device(device))
+    run = load_for_decoding(
+        runs,
+        checkpoint,
+        batch_size=batch_size,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        overrides=set_,
+        threads=threads,
+        device=check_device(device),
+    )
     own_format = check_format(fmt, run.task, beam=beam, nbest=nbest, sampling=sampling)  # cli/tagged_output.py
     lines = list(stdin_lines())
     if own_format:
@@ -163,9 +236,18 @@ def print_candidates(lines: list[str], lists, fmt: str) -> None:
     JSON object per input line."""
     if fmt == "json":
         for i, (line, cands) in enumerate(zip(lines, lists), 1):
-            print(json.dumps({"line": i, "input": line, "nbest": [
-                {"output": " ".join(c.tokens), "score": c.score, "normalized": c.normalized} for c in cands]},
-                ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "line": i,
+                        "input": line,
+                        "nbest": [
+                            {"output": " ".join(c.tokens), "score": c.score, "normalized": c.normalized} for c in cands
+                        ],
+                    },
+                    ensure_ascii=False,
+                )
+            )
         return
     print("line\trank\tscore\tnormalized\toutput")
     for i, cands in enumerate(lists, 1):
@@ -223,8 +305,9 @@ def print_metrics(m: dict) -> None:
         for c in columns:
             t.add_column(c.replace("_", " "), justify="right")
         for group, n in value["n"].items():
-            t.add_row(str(group), str(n), *("-" if value[c][group] is None else f"{value[c][group]:.4f}"
-                                            for c in columns))
+            t.add_row(
+                str(group), str(n), *("-" if value[c][group] is None else f"{value[c][group]:.4f}" for c in columns)
+            )
         console.print(t)
     if "predictions" in m:
         console.print(f"predictions: {m['predictions']}")

@@ -10,8 +10,11 @@ import typer
 from structseq.cli.options import Checkpoint
 
 
-def export(run_dir: Path, out: Path = typer.Option(..., "--out", "-o", help="the new folder to write"),
-           checkpoint: Optional[str] = Checkpoint):
+def export(
+    run_dir: Path,
+    out: Path = typer.Option(..., "--out", "-o", help="the new folder to write"),
+    checkpoint: Optional[str] = Checkpoint,
+):
     """Write a run as a folder of its own: an hf-seq2seq run as a Hugging Face folder (safetensors weights,
     config, tokenizer: AutoModelForSeq2SeqLM.from_pretrained(DIR) loads it); any other run as a structseq folder
     that `structseq evaluate` / `predict` and api.load_run read (config.yaml, the checkpoint's weights without

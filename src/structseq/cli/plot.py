@@ -100,14 +100,18 @@ def group_runs(runs: Sequence[RunCurves]) -> list[list[RunCurves]]:
 
 def group_label(group: Sequence[RunCurves], names_seen: dict[str, int]) -> str:
     """A run's directory name (its path when two runs share a name); for seeds, their shared name and count."""
+
     def name(run: RunCurves) -> str:
         return run.path.name if names_seen.get(run.path.name, 0) < 2 else str(run.path)
 
     if len(group) == 1:
         return name(group[0])
     stems = {SEED_SUFFIX.sub("", name(r)) or name(r) for r in group}
-    label = stems.pop() if len(stems) == 1 else (os.path.commonprefix([name(r) for r in group]).rstrip("-_.")
-                                                 or name(group[0]))
+    label = (
+        stems.pop()
+        if len(stems) == 1
+        else (os.path.commonprefix([name(r) for r in group]).rstrip("-_.") or name(group[0]))
+    )
     return f"{label} (mean ± sd, {len(group)} seeds)"
 
 
@@ -149,8 +153,9 @@ def panels(metrics: Sequence[str], runs: Sequence[RunCurves]) -> list[tuple[str,
         else:
             keys = []
         if not keys:
-            raise StructseqError(f"--metric {name}: no run logged it; their metrics: "
-                                 f"{', '.join(sorted(available)) or 'none'}")
+            raise StructseqError(
+                f"--metric {name}: no run logged it; their metrics: {', '.join(sorted(available)) or 'none'}"
+            )
         out.append(("loss" if name == "loss" else key_label(keys[0]).replace("_", " "), keys))
     return out
 
@@ -180,11 +185,24 @@ def draw(runs: Sequence[RunCurves], metrics: Sequence[str], title: str | None = 
                     continue
                 style = "--" if key.startswith("valid_") else "-"
                 marker = "o" if key.startswith("valid_") and len(steps) <= 30 else None
-                ax.plot(steps, mean, style, color=colour, marker=marker, markersize=3,
-                        label=f"{label}: {key_label(key)}" if len(keys) > 1 else label)
+                ax.plot(
+                    steps,
+                    mean,
+                    style,
+                    color=colour,
+                    marker=marker,
+                    markersize=3,
+                    label=f"{label}: {key_label(key)}" if len(keys) > 1 else label,
+                )
                 if len(group) > 1:
-                    ax.fill_between(steps, [m - s for m, s in zip(mean, sd)], [m + s for m, s in zip(mean, sd)],
-                                    color=colour, alpha=0.2, linewidth=0)
+                    ax.fill_between(
+                        steps,
+                        [m - s for m, s in zip(mean, sd)],
+                        [m + s for m, s in zip(mean, sd)],
+                        color=colour,
+                        alpha=0.2,
+                        linewidth=0,
+                    )
         ax.set_xlabel("update")
         ax.set_ylabel(panel_title)
         ax.set_title(panel_title)
@@ -231,10 +249,15 @@ def save_figure(fig, out: str | Path, overwrite: bool = False) -> Path:
 def plot(
     runs: list[Path] = typer.Argument(..., help="run directories (each with its metrics.jsonl)"),
     out: Path = typer.Option(..., "--out", "-o", help="the figure: FILE.png, FILE.pdf or FILE.svg"),
-    metric: list[str] = typer.Option([], "--metric", "-m", help="a panel (repeatable): loss (training and "
-                                     "validation), a validated metric (bleu, exact_match, accuracy) or any "
-                                     "record key (lr, grad_norm, tokens_per_s) [default: loss and each run's "
-                                     "train.valid_metric]"),
+    metric: list[str] = typer.Option(
+        [],
+        "--metric",
+        "-m",
+        help="a panel (repeatable): loss (training and "
+        "validation), a validated metric (bleu, exact_match, accuracy) or any "
+        "record key (lr, grad_norm, tokens_per_s) [default: loss and each run's "
+        "train.valid_metric]",
+    ),
     title: Optional[str] = typer.Option(None, "--title", help="a title above the panels"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing FILE"),
 ):

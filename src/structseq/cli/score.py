@@ -15,11 +15,18 @@ from structseq.errors import ConfigError
 
 def score(
     runs: list[str] = Runs,
-    pairs: str = typer.Option(..., "--pairs", help="the outputs to score: a TSV file source<TAB>target (a header "
-                              "may name more columns, e.g. context), SRC,TGT files, a split of the run's dataset, "
-                              "or NAME:SPLIT of a registered dataset"),
-    fmt: str = typer.Option("tsv", "--format", help="tsv (source, target, score, normalized, tokens, token_scores) "
-                                                    "or json (one object a line)"),
+    pairs: str = typer.Option(
+        ...,
+        "--pairs",
+        help="the outputs to score: a TSV file source<TAB>target (a header "
+        "may name more columns, e.g. context), SRC,TGT files, a split of the run's dataset, "
+        "or NAME:SPLIT of a registered dataset",
+    ),
+    fmt: str = typer.Option(
+        "tsv",
+        "--format",
+        help="tsv (source, target, score, normalized, tokens, token_scores) or json (one object a line)",
+    ),
     checkpoint: Optional[str] = Checkpoint,
     batch_size: Optional[int] = BatchSize,
     threads: Optional[int] = Threads,
@@ -46,5 +53,7 @@ def score(
         return
     print("source\ttarget\tscore\tnormalized\ttokens\ttoken_scores")
     for r in rows:
-        print(f"{r['source']}\t{r['target']}\t{r['score']:.6f}\t{r['normalized']:.6f}\t{' '.join(r['tokens'])}\t"
-              + " ".join(f"{s:.6f}" for s in r["token_scores"]))
+        print(
+            f"{r['source']}\t{r['target']}\t{r['score']:.6f}\t{r['normalized']:.6f}\t{' '.join(r['tokens'])}\t"
+            + " ".join(f"{s:.6f}" for s in r["token_scores"])
+        )

@@ -51,8 +51,10 @@ def check_format(fmt: str, task, *, beam: int | None = None, nbest: int | None =
     if not hasattr(task, "output_formats"):
         return False
     if nbest is not None or sampling is not None:
-        raise ConfigError(f"'--nbest' and '--sample' are for autoregressive models, not a {task.name} run; "
-                          "its k-best categories: --beam K with --format json or multi")
+        raise ConfigError(
+            f"'--nbest' and '--sample' are for autoregressive models, not a {task.name} run; "
+            "its k-best categories: --beam K with --format json or multi"
+        )
     if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
         raise ConfigError(f"'--beam' must be an integer >= 1, got {beam!r}")
     return True

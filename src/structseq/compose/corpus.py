@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from structseq.data.registry import dataset_split, load_dataset
 from structseq.errors import DataError
@@ -79,8 +79,12 @@ def format_float(value: float, digits: int = 6) -> str:
     return f"{value:.{digits}g}"
 
 
-def write_tsv(path: str | os.PathLike | None, header: Sequence[str], rows: Iterable[Sequence[object]],
-              outputs: Outputs = UNCHECKED) -> None:
+def write_tsv(
+    path: str | os.PathLike | None,
+    header: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    outputs: Outputs = UNCHECKED,
+) -> None:
     """Write a header plus rows; `None` or "-" writes to stdout. A file is written atomically; `outputs` (the
     command's `structseq.outputs.Outputs`) refuses one of its inputs or a file the toolkit did not write."""
     import sys

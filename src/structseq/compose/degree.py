@@ -19,8 +19,8 @@ cover whose last atom is as long as possible, recursively from the right.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Container, Iterable, Sequence
 
 import numpy as np
 
@@ -158,7 +158,7 @@ class NgramDictionary:
         min_count: int = 3,
         atom_threshold: int = 3,
         max_n: int | None = None,
-    ) -> "NgramDictionary":
+    ) -> NgramDictionary:
         """Count the corpus and grow n-gram levels until none is frequent (or `max_n` is reached)."""
         if min_count < 1:
             raise ConfigError(f"min_count must be >= 1, got {min_count}")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -78,7 +78,9 @@ def align(scores: Scores, lines: np.ndarray, what: str = "scores") -> np.ndarray
     return np.asarray([lookup.get(line, math.nan) for line in lines.tolist()], dtype=np.float64)
 
 
-def degree_bins(degree: np.ndarray, *, bins: int = 10, binning: str = "count", bin_size: int | None = None) -> list[np.ndarray]:
+def degree_bins(
+    degree: np.ndarray, *, bins: int = 10, binning: str = "count", bin_size: int | None = None
+) -> list[np.ndarray]:
     """Index groups of the finite-degree examples, in increasing degree.
 
     "count": equal-size bins by rank (`bin_size` examples each when given, else `bins` bins);
@@ -144,7 +146,9 @@ def bleu_difference_by_degree(
     import sacrebleu
 
     if not (len(degree) == len(hyps_a) == len(hyps_b) == len(refs)):
-        raise DataError(f"lengths differ: {len(degree)} degrees, {len(hyps_a)}/{len(hyps_b)} hypotheses, {len(refs)} references")
+        raise DataError(
+            f"lengths differ: {len(degree)} degrees, {len(hyps_a)}/{len(hyps_b)} hypotheses, {len(refs)} references"
+        )
     degree = np.asarray(degree, dtype=np.float64)
     rows = []
     for group in degree_bins(degree, bins=bins, binning=binning, bin_size=bin_size):
@@ -190,7 +194,15 @@ def plot_difference(
     ax.plot(x, y, marker="o", color="tab:blue")
     ax.margins(x=0.06, y=0.15)  # room for the n= labels
     for xi, yi, r in zip(x, y, rows):
-        ax.annotate(f"n={r['examples']}", (xi, yi), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=6, color="0.35")
+        ax.annotate(
+            f"n={r['examples']}",
+            (xi, yi),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=6,
+            color="0.35",
+        )
     ax.set_xlabel("compositional degree (bin mean)")
     ax.set_ylabel(f"{metric}: {labels[0]} − {labels[1]}")
     ax.set_title(f"{labels[0]} vs {labels[1]} by compositional degree")

@@ -11,9 +11,9 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -140,11 +140,18 @@ class BuildConfig:
 UNCERTAINTY_HEADER = ["index", "n_rows", *MEASURES, "source", "hypothesis"]
 
 
-def write_uncertainty_tsv(path: str | os.PathLike | None, result: UncertaintyResult,
-                          outputs: Outputs = UNCHECKED) -> None:
+def write_uncertainty_tsv(
+    path: str | os.PathLike | None, result: UncertaintyResult, outputs: Outputs = UNCHECKED
+) -> None:
     """One row per example in input order; `index` is 0-based."""
     rows = (
-        [i, int(result.n_rows[i]), *(float(result.measures[m][i]) for m in MEASURES), result.sources[i], result.hypotheses[i]]
+        [
+            i,
+            int(result.n_rows[i]),
+            *(float(result.measures[m][i]) for m in MEASURES),
+            result.sources[i],
+            result.hypotheses[i],
+        ]
         for i in range(len(result))
     )
     write_tsv(path, UNCERTAINTY_HEADER, rows, outputs)
@@ -166,7 +173,9 @@ DEGREE_HEADER = ["line", "length", "n_oov", "cover_size", "degree"]
 
 def degree_rows(result: DegreeResult, sentences: Sequence[str], explain: bool = False):
     """Rows of the degree TSV: 1-based pool line, counts, degree (blank when unscored), [cover], sentence."""
-    lengths, n_oov, sizes, degree = (a.tolist() for a in (result.lengths, result.n_oov, result.cover_size, result.degree))
+    lengths, n_oov, sizes, degree = (
+        a.tolist() for a in (result.lengths, result.n_oov, result.cover_size, result.degree)
+    )
     for i, sentence in enumerate(sentences):
         row = [i + 1, lengths[i], n_oov[i], sizes[i] if sizes[i] >= 0 else "", degree[i]]
         if explain:
@@ -176,8 +185,9 @@ def degree_rows(result: DegreeResult, sentences: Sequence[str], explain: bool = 
         yield row
 
 
-def write_degree_tsv(path, result: DegreeResult, sentences: Sequence[str], explain: bool = False,
-                     outputs: Outputs = UNCHECKED) -> None:
+def write_degree_tsv(
+    path, result: DegreeResult, sentences: Sequence[str], explain: bool = False, outputs: Outputs = UNCHECKED
+) -> None:
     header = DEGREE_HEADER + (["cover"] if explain else []) + ["sentence"]
     write_tsv(path, header, degree_rows(result, sentences, explain), outputs)
 
@@ -264,8 +274,9 @@ def build_benchmark(
     if uncertainty is None:
         report["stopped"] = "no ensemble or uncertainty table: candidates written, nothing selected"
     else:
-        report["selection"] = _selection_phase(out, pool, pool_targets, degrees, candidates, uncertainty, config,
-                                               outputs)
+        report["selection"] = _selection_phase(
+            out, pool, pool_targets, degrees, candidates, uncertainty, config, outputs
+        )
     _write_report(out, report, outputs)
     return report
 
@@ -308,15 +319,21 @@ def _degree_phase(train, pool, config: BuildConfig, report: dict, progress) -> t
     return degrees, candidates
 
 
-def _uncertainty_phase(runs, uncertainty: UncertaintyResult | None, candidate_text: list[str], config: BuildConfig,
-                       report: dict, progress) -> UncertaintyResult | None:
+def _uncertainty_phase(
+    runs, uncertainty: UncertaintyResult | None, candidate_text: list[str], config: BuildConfig, report: dict, progress
+) -> UncertaintyResult | None:
     """The candidates' uncertainty: decoded by the ensemble `runs`, or the precomputed table checked to score
     exactly the candidates in order; None with neither."""
     if runs is not None:
         clock = time.perf_counter()
         callback = progress("ensemble uncertainty", len(candidate_text)) if progress else None
         uncertainty = score_ensemble(
-            runs, candidate_text, beam=config.beam, batch_size=config.batch_size, decoder=config.decoder, progress=callback
+            runs,
+            candidate_text,
+            beam=config.beam,
+            batch_size=config.batch_size,
+            decoder=config.decoder,
+            progress=callback,
         )
         report["timings_s"]["uncertainty"] = time.perf_counter() - clock
         report["ensemble_size"] = len(runs)
@@ -331,8 +348,14 @@ def _uncertainty_phase(runs, uncertainty: UncertaintyResult | None, candidate_te
     return uncertainty
 
 
-def _write_candidates(path: Path, pool, degrees: DegreeResult, candidates: np.ndarray,
-                      uncertainty: UncertaintyResult | None, outputs: Outputs) -> None:
+def _write_candidates(
+    path: Path,
+    pool,
+    degrees: DegreeResult,
+    candidates: np.ndarray,
+    uncertainty: UncertaintyResult | None,
+    outputs: Outputs,
+) -> None:
     """candidates.tsv: rank, pool line, length, cover size, degree, [each uncertainty measure], sentence."""
 
     def candidate_rows():
@@ -346,8 +369,16 @@ def _write_candidates(path: Path, pool, degrees: DegreeResult, candidates: np.nd
     write_tsv(path, ["rank", "line", "length", "cover_size", "degree", *extra, "sentence"], candidate_rows(), outputs)
 
 
-def _selection_phase(out: Path, pool, pool_targets, degrees: DegreeResult, candidates: np.ndarray,
-                     uncertainty: UncertaintyResult, config: BuildConfig, outputs: Outputs) -> dict:
+def _selection_phase(
+    out: Path,
+    pool,
+    pool_targets,
+    degrees: DegreeResult,
+    candidates: np.ndarray,
+    uncertainty: UncertaintyResult,
+    config: BuildConfig,
+    outputs: Outputs,
+) -> dict:
     """Drop the most uncertain, sample from the window, write test.src (test.ref) and selected.tsv; returns the
     report's selection section."""
     scores = uncertainty.measures[config.measure]
@@ -366,8 +397,14 @@ def _selection_phase(out: Path, pool, pool_targets, degrees: DegreeResult, candi
         out / "selected.tsv",
         ["line", "degree", "uncertainty_rank", *MEASURES, "hypothesis", "sentence"],
         (
-            [p + 1, float(degrees.degree[p]), int(position[c]), *(float(uncertainty.measures[m][c]) for m in MEASURES),
-             uncertainty.hypotheses[c], pool[p]]
+            [
+                p + 1,
+                float(degrees.degree[p]),
+                int(position[c]),
+                *(float(uncertainty.measures[m][c]) for m in MEASURES),
+                uncertainty.hypotheses[c],
+                pool[p],
+            ]
             for p, c in zip(chosen.tolist(), chosen_rank.tolist())
         ),
         outputs,

@@ -11,12 +11,12 @@ Penn Treebank tags): it ships its data inside the PyPI wheel, so it works offlin
 from __future__ import annotations
 
 from array import array
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from structseq.data.postag import Tagger, get_tagger, textblob_tagger  # noqa: F401  (compose stats tag with them)
 from structseq.compose.degree import Encoded, NgramDictionary, score_pool
+from structseq.data.postag import Tagger, get_tagger, textblob_tagger  # noqa: F401  (compose stats tag with them)
 from structseq.errors import ConfigError, DataError
 
 #: A POS tagger: token lists in, tag lists of the same lengths out.
@@ -32,7 +32,9 @@ def _encode_joint(corpora: Sequence[Sequence[Sequence[str]]]) -> tuple[list[Enco
         for tokens in corpus:
             flat.extend([setdefault(t, len(ids)) for t in tokens])
             lengths.append(len(tokens))
-        out.append(Encoded(np.frombuffer(flat, dtype=np.int32).copy(), np.cumsum(np.frombuffer(lengths, dtype=np.int64))))
+        out.append(
+            Encoded(np.frombuffer(flat, dtype=np.int32).copy(), np.cumsum(np.frombuffer(lengths, dtype=np.int64)))
+        )
     return out, max(len(ids), 1)
 
 

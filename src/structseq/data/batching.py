@@ -32,7 +32,7 @@ class Batch(dict):
     def num_target_tokens(self) -> int:
         return self.num_tokens
 
-    def to(self, device) -> "Batch":
+    def to(self, device) -> Batch:
         """The same batch with every tensor on `device` (nested lists/dicts of tensors too)."""
         from structseq.state import map_state
 

@@ -42,6 +42,7 @@ class CategoryError(ValueError):
 
 # ---------------------------------------------------------------- symbols
 
+
 def is_binary(symbol: str) -> bool:
     """Connectives (binary or pseudo-binary); every other symbol is a leaf."""
     return symbol in ("/", "\\") or _MODED.match(symbol) is not None
@@ -54,6 +55,7 @@ def is_unary(symbol: str) -> bool:
 
 
 # ---------------------------------------------------------------- parsing
+
 
 def parse_category(text: str) -> Tree:
     """A category string (Grail or CCG notation, detected from the string) as a tree."""
@@ -69,8 +71,10 @@ def parse_category(text: str) -> Tree:
             tree = _parse_ccg(text)
         d = depth(tree)
         if d > MAX_DEPTH:
-            raise CategoryError(f"{text[:40]!r}...: a category of depth {d}, deeper than the limit of {MAX_DEPTH} "
-                                "(structseq.data.categories.MAX_DEPTH)")
+            raise CategoryError(
+                f"{text[:40]!r}...: a category of depth {d}, deeper than the limit of {MAX_DEPTH} "
+                "(structseq.data.categories.MAX_DEPTH)"
+            )
         return tree
     except RecursionError:
         raise CategoryError(f"{text[:40]!r}...: nested too deeply") from None
@@ -142,6 +146,7 @@ def _parse_ccg(s: str) -> Tree:
 
 # ---------------------------------------------------------------- printing
 
+
 def print_category(tree: Tree) -> str:
     """The string of a tree, in the notation its connectives belong to."""
     if isinstance(tree, str):
@@ -168,6 +173,7 @@ def canonical(text: str) -> str:
 
 
 # ---------------------------------------------------------------- positions
+
 
 def nodes(tree: Tree) -> list[tuple[int, str]]:
     """(position, symbol) of every node, breadth-first (root 1; children of k at 2k, 2k+1)."""

@@ -28,29 +28,132 @@ import json
 import random
 from pathlib import Path
 
+from structseq.data.dataset import Dataset
 from structseq.data.example import Example
 from structseq.data.limits import BRK, admit  # BRK: between context sentences
-from structseq.data.dataset import Dataset
-from structseq.textio import iter_lines, read_text
 from structseq.errors import DataError
+from structseq.textio import iter_lines, read_text
 
 # ---------------------------------------------------------------------------------------------- ctx-commands
 PRIMITIVES = {"walk": "WALK", "run": "RUN", "jump": "JUMP", "look": "LOOK"}
 REPEAT = {"twice": 2, "thrice": 3}
 _ONSETS, _VOWELS, _CODAS = "bdfgklmnprstvwz", "aeiou", ("x", "g", "p", "n", "k", "b", "m")
-NONCE = tuple(sorted({o + v + c for o in _ONSETS for v in _VOWELS for c in _CODAS}
-                     - {"bag", "bog", "bug", "big", "bin", "ban", "bun", "den", "din", "dog", "dug", "fan", "fin",
-                        "fun", "gun", "gum", "kin", "lag", "leg", "log", "lug", "man", "men", "mob", "mug", "nun",
-                        "pan", "pen", "pin", "pun", "pub", "rag", "ram", "rib", "rim", "rob", "rub", "run", "sin",
-                        "sun", "tan", "ten", "tin", "ton", "tub", "van", "vim", "wag", "wig", "win", "won", "zen",
-                        "zip", "tab", "fig", "bib", "gab", "kab", "rig", "sub", "web", "wax", "box", "fox", "mix",
-                        "sex", "tax", "six", "pig", "peg", "dim", "him", "gem", "sum", "rum", "gob", "job", "mop",
-                        "pop", "top", "zap", "map", "nap", "lap", "gap", "tap", "sap", "cap", "dip", "lip", "tip",
-                        "rip", "sip", "nip", "pup", "sup", "bat"}))[:60]
+NONCE = tuple(
+    sorted(
+        {o + v + c for o in _ONSETS for v in _VOWELS for c in _CODAS}
+        - {
+            "bag",
+            "bog",
+            "bug",
+            "big",
+            "bin",
+            "ban",
+            "bun",
+            "den",
+            "din",
+            "dog",
+            "dug",
+            "fan",
+            "fin",
+            "fun",
+            "gun",
+            "gum",
+            "kin",
+            "lag",
+            "leg",
+            "log",
+            "lug",
+            "man",
+            "men",
+            "mob",
+            "mug",
+            "nun",
+            "pan",
+            "pen",
+            "pin",
+            "pun",
+            "pub",
+            "rag",
+            "ram",
+            "rib",
+            "rim",
+            "rob",
+            "rub",
+            "run",
+            "sin",
+            "sun",
+            "tan",
+            "ten",
+            "tin",
+            "ton",
+            "tub",
+            "van",
+            "vim",
+            "wag",
+            "wig",
+            "win",
+            "won",
+            "zen",
+            "zip",
+            "tab",
+            "fig",
+            "bib",
+            "gab",
+            "kab",
+            "rig",
+            "sub",
+            "web",
+            "wax",
+            "box",
+            "fox",
+            "mix",
+            "sex",
+            "tax",
+            "six",
+            "pig",
+            "peg",
+            "dim",
+            "him",
+            "gem",
+            "sum",
+            "rum",
+            "gob",
+            "job",
+            "mop",
+            "pop",
+            "top",
+            "zap",
+            "map",
+            "nap",
+            "lap",
+            "gap",
+            "tap",
+            "sap",
+            "cap",
+            "dip",
+            "lip",
+            "tip",
+            "rip",
+            "sip",
+            "nip",
+            "pup",
+            "sup",
+            "bat",
+        }
+    )
+)[:60]
 FILLER_SUBJECTS = ("the robot", "a child", "the teacher", "my friend", "the old man", "a small dog", "the pilot")
 FILLER_VERBS = ("saw", "painted", "lifted", "found", "carried", "dropped", "liked", "ignored")
-FILLER_OBJECTS = ("a red box", "the green door", "two blue cups", "a heavy stone", "the yellow kite",
-                  "an empty bottle", "the wooden chair", "a paper map")
+FILLER_OBJECTS = (
+    "a red box",
+    "the green door",
+    "two blue cups",
+    "a heavy stone",
+    "the yellow kite",
+    "an empty bottle",
+    "the wooden chair",
+    "a paper map",
+)
 FILLER_TAILS = ("", "yesterday", "near the river", "in the garden", "after lunch", "without a word")
 
 
@@ -63,8 +166,10 @@ def _definition(word: str, meaning: tuple[str, ...]) -> list[str]:
 
 
 def _filler(rng: random.Random) -> list[str]:
-    words = f"{rng.choice(FILLER_SUBJECTS)} {rng.choice(FILLER_VERBS)} {rng.choice(FILLER_OBJECTS)} " \
-            f"{rng.choice(FILLER_TAILS)}".split()
+    words = (
+        f"{rng.choice(FILLER_SUBJECTS)} {rng.choice(FILLER_VERBS)} {rng.choice(FILLER_OBJECTS)} "
+        f"{rng.choice(FILLER_TAILS)}".split()
+    )
     return [*words, "."]
 
 
@@ -86,7 +191,7 @@ def _execute(command: list[str], meanings: dict[str, tuple[str, ...]]) -> tuple[
     for conj in ("and", "after"):
         if conj in command:
             i = command.index(conj)
-            a, b = phrase(command[:i]), phrase(command[i + 1:])
+            a, b = phrase(command[:i]), phrase(command[i + 1 :])
             return tuple(a + b if conj == "and" else b + a)
     return tuple(phrase(command))
 
@@ -141,12 +246,18 @@ def commands_example(rng: random.Random, split: str, lengths: tuple[int, int], w
         else:
             sentences.append(next(it))
     context = tuple(t for s in sentences for t in s)
-    return Example(tuple(command), _execute(command, meanings), split, context,
-                   {"relevant_sentences": " ".join(map(str, chosen)), "n_sentences": str(n)})
+    return Example(
+        tuple(command),
+        _execute(command, meanings),
+        split,
+        context,
+        {"relevant_sentences": " ".join(map(str, chosen)), "n_sentences": str(n)},
+    )
 
 
-def commands_split(split: str, size: int | None = None, lengths: tuple[int, int] | None = None,
-                   seed: int | None = None) -> list[Example]:
+def commands_split(
+    split: str, size: int | None = None, lengths: tuple[int, int] | None = None, seed: int | None = None
+) -> list[Example]:
     """One split of ctx-commands (deterministic); `size`, `lengths` (context tokens) and `seed` replace the
     split's settings (e.g. a small quick variant for tests)."""
     if split not in SPLIT_SETTINGS:
@@ -172,7 +283,7 @@ def commands_contrastive(split: str = "test", size: int | None = None) -> list[E
     out = []
     for e in commands_split(split, size):
         ctx = list(e.context)
-        defs = {ctx[i - 1]: tuple(ctx[i + 1: ctx.index(".", i)]) for i, t in enumerate(ctx) if t == "means"}
+        defs = {ctx[i - 1]: tuple(ctx[i + 1 : ctx.index(".", i)]) for i, t in enumerate(ctx) if t == "means"}
         used = [w for w in e.source if w in defs]
         others = [m for w, m in defs.items() if w not in e.source and m != defs[used[0]]]
         if others:
@@ -201,8 +312,9 @@ def read_documents(source_path: str | Path, target_path: str | Path, n_context: 
     for i, (s, t) in enumerate(zip(src, tgt)):
         s_mark, t_mark = s.strip() == "<d>", t.strip() == "<d>"
         if s_mark != t_mark:
-            raise DataError(f"document marker '<d>' on one side only (source: {s_mark}, target: {t_mark})",
-                            source_path, i + 1)
+            raise DataError(
+                f"document marker '<d>' on one side only (source: {s_mark}, target: {t_mark})", source_path, i + 1
+            )
         if s_mark:
             doc, history = doc + 1, []
             continue
@@ -212,8 +324,13 @@ def read_documents(source_path: str | Path, target_path: str | Path, n_context: 
             raise DataError("empty sentence", source_path, i + 1)
         prev = history[-n_context:] if n_context > 0 else []
         context = f" {BRK} ".join(prev) if prev else None
-        admit(out, Example.from_text(s, t, context=context, meta={"doc": str(doc), "sent": str(len(history))}),
-              i + 1, source_path, target_path)
+        admit(
+            out,
+            Example.from_text(s, t, context=context, meta={"doc": str(doc), "sent": str(len(history))}),
+            i + 1,
+            source_path,
+            target_path,
+        )
         history.append(s)
     return out
 
@@ -236,8 +353,11 @@ def read_contrastive(path: str | Path, context_side: str = "source") -> list[Exa
         try:
             out.extend(_contrastive_block(block_id, block, context_side, path))
         except (KeyError, TypeError, AttributeError, IndexError) as e:
-            raise DataError(f"block {block_id}: not a DiscEvalMT block ({type(e).__name__}: {e}); expected "
-                            "'src' and 'trg' (anaphora) or 'examples' (lexical choice)", path) from None
+            raise DataError(
+                f"block {block_id}: not a DiscEvalMT block ({type(e).__name__}: {e}); expected "
+                "'src' and 'trg' (anaphora) or 'examples' (lexical choice)",
+                path,
+            ) from None
     return out
 
 
@@ -252,27 +372,36 @@ def _contrastive_block(block_id, block: dict, context_side: str, path) -> list[E
         good = trg.get("correct") or trg.get("semi-correct")
         bad = trg["incorrect"]
         if good is None or len(src) != 2 or len(good) != 2 or len(bad) != 2:
-            raise DataError(f"block {block_id}: expected [previous, current] sentences with a correct and an "
-                            "incorrect translation", path)
+            raise DataError(
+                f"block {block_id}: expected [previous, current] sentences with a correct and an incorrect translation",
+                path,
+            )
         if context_side == "target" and good[0] != bad[0]:
             raise DataError(f"block {block_id}: candidates differ in their previous target sentence", path)
         context = src[0] if context_side == "source" else good[0]
-        out.append(Example.from_text(src[1], good[1], category=kind, context=context,
-                                     meta={"contrast": bad[1], "block": str(block_id)}))
+        out.append(
+            Example.from_text(
+                src[1], good[1], category=kind, context=context, meta={"contrast": bad[1], "block": str(block_id)}
+            )
+        )
     return out
 
 
 # ---------------------------------------------------------------------------------------------- registry
-MARUF = {"maruf-ted": ("IWSLT2017", "TED talks (IWSLT 2017)"), "maruf-news": ("NC-2016", "News Commentary v11"),
-         "maruf-europarl": ("Europarl7", "Europarl v7")}
+MARUF = {
+    "maruf-ted": ("IWSLT2017", "TED talks (IWSLT 2017)"),
+    "maruf-news": ("NC-2016", "News Commentary v11"),
+    "maruf-europarl": ("Europarl7", "Europarl v7"),
+}
 DISCEVAL = {"discevalmt-anaphora": "anaphora.json", "discevalmt-lexical-choice": "lexical-choice.json"}
 MARUF_CONTEXT = 2  # previous source sentences (the paper's setting)
 
 
 def _maruf(folder: str, split: str, root: Path) -> list[Example]:
     d = root / "doclevel_mt" / "maruf2019_en_de" / folder
-    return read_documents(d / f"concatenated_en2de_{split}_en.txt", d / f"concatenated_en2de_{split}_de.txt",
-                          MARUF_CONTEXT)
+    return read_documents(
+        d / f"concatenated_en2de_{split}_en.txt", d / f"concatenated_en2de_{split}_de.txt", MARUF_CONTEXT
+    )
 
 
 def _maruf_all(split: str, root: Path) -> list[Example]:
@@ -280,8 +409,9 @@ def _maruf_all(split: str, root: Path) -> list[Example]:
 
 
 def _disceval(file: str, split: str, root: Path) -> list[Example]:
-    return read_contrastive(root / "doclevel_mt" / "discevalmt_en_fr" / file,
-                            "target" if split == "test-tgtctx" else "source")
+    return read_contrastive(
+        root / "doclevel_mt" / "discevalmt_en_fr" / file, "target" if split == "test-tgtctx" else "source"
+    )
 
 
 def _commands(split: str, root: Path) -> list[Example]:
@@ -294,27 +424,46 @@ def context_datasets() -> dict:
     """The registry entries of this module (`structseq.data.registry` adds them)."""
     from functools import partial
 
-    table = {"ctx-commands": Dataset(
-        "ctx-commands", "commands whose nonce words are defined in a long noisy context (embedded; Wang et al. "
-        "2019-style context task); test-contrastive: pairs for the contrastive scorer",
-        (*SPLIT_SETTINGS, "test-contrastive"), _commands, "generated",
-        sizes={split: size for split, (_, size, _, _) in SPLIT_SETTINGS.items()})}
+    table = {
+        "ctx-commands": Dataset(
+            "ctx-commands",
+            "commands whose nonce words are defined in a long noisy context (embedded; Wang et al. "
+            "2019-style context task); test-contrastive: pairs for the contrastive scorer",
+            (*SPLIT_SETTINGS, "test-contrastive"),
+            _commands,
+            "generated",
+            sizes={split: size for split, (_, size, _, _) in SPLIT_SETTINGS.items()},
+        )
+    }
     for name, (folder, what) in MARUF.items():
         base = f"doclevel_mt/maruf2019_en_de/{folder}/concatenated_en2de"
         table[name] = Dataset(
-            name, f"{what} en-de documents (Maruf et al. 2019), context = {MARUF_CONTEXT} previous source sentences",
-            ("dev", "test"), partial(_maruf, folder), "files",
+            name,
+            f"{what} en-de documents (Maruf et al. 2019), context = {MARUF_CONTEXT} previous source sentences",
+            ("dev", "test"),
+            partial(_maruf, folder),
+            "files",
             note="no training set here (Maruf's train sets are not in the shared data): train on dev, test on test",
-            files={s: (f"{base}_{s}_en.txt", f"{base}_{s}_de.txt") for s in ("dev", "test")})
+            files={s: (f"{base}_{s}_en.txt", f"{base}_{s}_de.txt") for s in ("dev", "test")},
+        )
     table["maruf-all"] = Dataset(
-        "maruf-all", "TED + News + Europarl en-de documents (Maruf et al. 2019) together (dev: about 14.7k sentences)",
-        ("dev", "test"), _maruf_all, "files", note=table["maruf-ted"].note,
-        files={s: tuple(f for n in MARUF for f in table[n].files[s]) for s in ("dev", "test")})
+        "maruf-all",
+        "TED + News + Europarl en-de documents (Maruf et al. 2019) together (dev: about 14.7k sentences)",
+        ("dev", "test"),
+        _maruf_all,
+        "files",
+        note=table["maruf-ted"].note,
+        files={s: tuple(f for n in MARUF for f in table[n].files[s]) for s in ("dev", "test")},
+    )
     for name, file in DISCEVAL.items():
         table[name] = Dataset(
-            name, f"DiscEvalMT {file[:-5]} en-fr contrastive pairs (Bawden et al. 2018); test: previous source "
-            "sentence as context, test-tgtctx: previous target sentence", ("test", "test-tgtctx"),
-            partial(_disceval, file), "files",
+            name,
+            f"DiscEvalMT {file[:-5]} en-fr contrastive pairs (Bawden et al. 2018); test: previous source "
+            "sentence as context, test-tgtctx: previous target sentence",
+            ("test", "test-tgtctx"),
+            partial(_disceval, file),
+            "files",
             note="contrastive evaluation only; no en-fr training data here",
-            files={s: (f"doclevel_mt/discevalmt_en_fr/{file}",) for s in ("test", "test-tgtctx")})
+            files={s: (f"doclevel_mt/discevalmt_en_fr/{file}",) for s in ("test", "test-tgtctx")},
+        )
     return table

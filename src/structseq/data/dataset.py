@@ -30,12 +30,15 @@ class Dataset:
 
     def load(self, split: str, root: Path) -> list[Example]:
         if split not in self.splits:
-            raise DataError(f"dataset '{self.name}' has no split '{split}'; splits: {', '.join(self.splits)}"
-                            + (f" ({self.note})" if self.note else ""))
+            raise DataError(
+                f"dataset '{self.name}' has no split '{split}'; splits: {', '.join(self.splits)}"
+                + (f" ({self.note})" if self.note else "")
+            )
         for rel in self.files.get(split, ()):
             if not (root / rel).exists():
                 raise DataError(
                     f"missing file {root / rel} for {self.name}/{split}. Point --data-root or "
                     f"${'STRUCTSEQ_DATA'} at a folder holding it; provenance and download locations "
-                    f"are in SOURCES.md of the shared data ({self.note or 'see README'})")
+                    f"are in SOURCES.md of the shared data ({self.note or 'see README'})"
+                )
         return self.loader(split, root)

@@ -27,17 +27,29 @@ class Example:
     meta: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
-    def from_text(cls, source: str, target: str = "", category: str | None = None, context: str | None = None,
-                  meta: Mapping[str, str] | None = None) -> "Example":
-        return cls(tuple(source.split()), tuple(target.split()), category,
-                   None if context is None else tuple(context.split()), dict(meta or {}))
+    def from_text(
+        cls,
+        source: str,
+        target: str = "",
+        category: str | None = None,
+        context: str | None = None,
+        meta: Mapping[str, str] | None = None,
+    ) -> Example:
+        return cls(
+            tuple(source.split()),
+            tuple(target.split()),
+            category,
+            None if context is None else tuple(context.split()),
+            dict(meta or {}),
+        )
 
     @classmethod
-    def from_columns(cls, columns: Mapping[str, str]) -> "Example":
+    def from_columns(cls, columns: Mapping[str, str]) -> Example:
         """From named text columns (`source`, `target`, `context`, `category`; the rest goes to `meta`)."""
         meta = {k: v for k, v in columns.items() if k not in FIELDS}
-        return cls.from_text(columns["source"], columns.get("target", ""), columns.get("category"),
-                             columns.get("context"), meta)
+        return cls.from_text(
+            columns["source"], columns.get("target", ""), columns.get("category"), columns.get("context"), meta
+        )
 
     @property
     def source_text(self) -> str:

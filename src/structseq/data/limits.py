@@ -55,17 +55,25 @@ def input_limits(cfg) -> dict:
     context = getattr(model, "max_context_length", None)
     if getattr(cfg.task, "max_context_tokens", None) is not None:
         context = None
-    return {"max_length": length, "length_key": length_key, "max_context": context,
-            "context_key": "model.max_context_length"}
+    return {
+        "max_length": length,
+        "length_key": length_key,
+        "max_context": context,
+        "context_key": "model.max_context_length",
+    }
 
 
 _LIMIT: ContextVar[LengthLimit | None] = ContextVar("structseq_length_limit", default=None)
 
 
 @contextmanager
-def length_limit(max_length: int | None, skip: bool = False, max_context: int | None = None,
-                 length_key: str = "data.max_length", context_key: str = "model.max_context_length"
-                 ) -> Iterator[LengthLimit]:
+def length_limit(
+    max_length: int | None,
+    skip: bool = False,
+    max_context: int | None = None,
+    length_key: str = "data.max_length",
+    context_key: str = "model.max_context_length",
+) -> Iterator[LengthLimit]:
     """Readers inside this block refuse (or, with `skip`, drop and count) examples with a source or target
     longer than `max_length` tokens or a context longer than `max_context` (None: no limit)."""
     limit = LengthLimit(max_length, skip, max_context, length_key, context_key)
@@ -76,27 +84,40 @@ def length_limit(max_length: int | None, skip: bool = False, max_context: int | 
         _LIMIT.reset(token)
 
 
-def check_tokens(tokens: Sequence[str], name: str, where: object, line: int | None,
-                 max_length: int | None = None, key: str = "data.max_length") -> None:
+def check_tokens(
+    tokens: Sequence[str],
+    name: str,
+    where: object,
+    line: int | None,
+    max_length: int | None = None,
+    key: str = "data.max_length",
+) -> None:
     """A DataError for a reserved token in `tokens` (`<brk>` is allowed in a context), or (with
     `max_length`) for too many of them; `key` names the setting the maximum comes from."""
     reserved = RESERVED - {BRK} if name == "context" else RESERVED
     if not reserved.isdisjoint(tokens):
         bad = next(t for t in tokens if t in reserved)
         allowed = f" ({BRK} only between context sentences)" if bad == BRK else ""
-        raise DataError(f"reserved token {bad!r} in the {name}: {_SHOWN} are the toolkit's special symbols and "
-                        f"cannot be data{allowed}", where, line)
+        raise DataError(
+            f"reserved token {bad!r} in the {name}: {_SHOWN} are the toolkit's special symbols and "
+            f"cannot be data{allowed}",
+            where,
+            line,
+        )
     if max_length is not None and len(tokens) > max_length:
-        raise DataError(f"{name} has {len(tokens)} tokens, more than the maximum length {max_length} ({key})",
-                        where, line)
+        raise DataError(
+            f"{name} has {len(tokens)} tokens, more than the maximum length {max_length} ({key})", where, line
+        )
 
 
 def over_limit(example: Example, limit: LengthLimit) -> tuple[str, int, int, str] | None:
     """(side, its tokens, the maximum, the setting) of the first side of `example` over `limit`, or None."""
     context = getattr(example, "context", None) or ()
-    for name, tokens, most, key in (("source", example.source, limit.max_length, limit.length_key),
-                                    ("target", example.target, limit.max_length, limit.length_key),
-                                    ("context", context, limit.max_context, limit.context_key)):
+    for name, tokens, most, key in (
+        ("source", example.source, limit.max_length, limit.length_key),
+        ("target", example.target, limit.max_length, limit.length_key),
+        ("context", context, limit.max_context, limit.context_key),
+    ):
         if most is not None and len(tokens) > most:
             return name, len(tokens), most, key
     return None

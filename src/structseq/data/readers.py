@@ -49,9 +49,12 @@ def read_tsv(path: str | Path, columns: Sequence[str] | None = None) -> list[Exa
         if len(cols) != len(names):
             if len(names) == 2 and len(cols) < 2:
                 raise DataError(f"expected 'source<TAB>target', found {len(cols)} column(s)", path, n)
-            raise DataError(f"{len(cols)} column(s) but {len(names)} named ({', '.join(names)}); name every "
-                            "column with a header line (e.g. 'source<TAB>target<TAB>category') or data.columns",
-                            path, n)
+            raise DataError(
+                f"{len(cols)} column(s) but {len(names)} named ({', '.join(names)}); name every "
+                "column with a header line (e.g. 'source<TAB>target<TAB>category') or data.columns",
+                path,
+                n,
+            )
         row = {k: v for k, v in zip(names, cols) if k != "-"}
         admit(examples, _checked(path, n, row, [k for k in ("source", "target") if k in names]), n, path)
     return examples
@@ -62,8 +65,12 @@ def _is_header(cells: list[str]) -> bool:
     from structseq.data.example import FIELDS
 
     names = set(cells)
-    return ("source" in names and len(names & set(FIELDS)) >= 2 and len(names) == len(cells)
-            and all(c == "-" or c.isidentifier() for c in cells))
+    return (
+        "source" in names
+        and len(names & set(FIELDS)) >= 2
+        and len(names) == len(cells)
+        and all(c == "-" or c.isidentifier() for c in cells)
+    )
 
 
 #: JSON Lines keys without `data.fields`: the example fields themselves (source and target required)
@@ -76,8 +83,11 @@ def _jsonl_value(value, key: str, path, n: int) -> str:
         return value
     if isinstance(value, list) and all(isinstance(t, str) for t in value):
         return " ".join(value)
-    raise DataError(f"key {key!r} holds {type(value).__name__} {json.dumps(value)[:60]}; expected a string or a "
-                    "list of strings", path, n)
+    raise DataError(
+        f"key {key!r} holds {type(value).__name__} {json.dumps(value)[:60]}; expected a string or a list of strings",
+        path,
+        n,
+    )
 
 
 def _jsonl_object(line: str, path, n: int) -> dict:
@@ -118,8 +128,9 @@ def read_jsonl(path: str | Path, fields: Mapping[str, str] | None = None) -> lis
     return examples
 
 
-def read_parallel(source_path: str | Path, target_path: str | Path, meta: Mapping[str, str | Path] | None = None
-                  ) -> list[Example]:
+def read_parallel(
+    source_path: str | Path, target_path: str | Path, meta: Mapping[str, str | Path] | None = None
+) -> list[Example]:
     """Two line-aligned files; `meta` names further line-aligned files whose lines land in `Example.meta`."""
     src = [line for _, line in iter_lines(source_path)]
     tgt = [line for _, line in iter_lines(target_path)]
@@ -145,8 +156,9 @@ def is_jsonl(spec: str | Path) -> bool:
     return str(spec).endswith((".jsonl", ".jsonl.gz"))
 
 
-def read_file(spec: str | Path, columns: Sequence[str] | None = None, fields: Mapping[str, str] | None = None
-              ) -> list[Example]:
+def read_file(
+    spec: str | Path, columns: Sequence[str] | None = None, fields: Mapping[str, str] | None = None
+) -> list[Example]:
     """A user-given file: `a.tsv` (named columns, see `read_tsv`), `a.jsonl` (JSON Lines; `fields` maps the
     example fields to its keys, see `read_jsonl`), a SCAN `IN: ... OUT: ...` file,
     `SRC_FILE,TGT_FILE` (line-aligned; documents when they hold `<d>` markers: `SRC_FILE,TGT_FILE,N` gives each
@@ -158,8 +170,11 @@ def read_file(spec: str | Path, columns: Sequence[str] | None = None, fields: Ma
         with open_checked(src) as f:
             documents = f.readline().strip() == "<d>"
         if rest and not documents:
-            raise DataError(f"'{spec}': a third field (previous sentences of context) needs document files that "
-                            "start with a '<d>' marker", src)
+            raise DataError(
+                f"'{spec}': a third field (previous sentences of context) needs document files that "
+                "start with a '<d>' marker",
+                src,
+            )
         if len(rest) > 1 or (rest and not rest[0].isdigit()):
             raise DataError(f"'{spec}': expected SRC_FILE,TGT_FILE or SRC_FILE,TGT_FILE,N (N previous sentences)")
         if documents:

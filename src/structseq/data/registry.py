@@ -42,7 +42,9 @@ def _tatoeba(split: str, root: Path) -> list[Example]:
 def _cognition(split: str, root: Path) -> list[Example]:
     d = root / "cognition"
     if split == "cg-test":
-        return read_parallel(d / "cg-test/cg-test.en", d / "cg-test/cg-test.zh", {"compound": d / "cg-test/cg-test.compound"})
+        return read_parallel(
+            d / "cg-test/cg-test.en", d / "cg-test/cg-test.zh", {"compound": d / "cg-test/cg-test.compound"}
+        )
     return read_parallel(d / f"{split}.en", d / f"{split}.zh")
 
 
@@ -58,45 +60,86 @@ def _build() -> dict[str, Dataset]:
     for name in scan.SPLITS:
         generated = name != "scan-simple"
         table[name] = Dataset(
-            name, f"SCAN {name[5:]} split (Lake & Baroni 2018)", ("train", "test"), partial(_scan, name),
+            name,
+            f"SCAN {name[5:]} split (Lake & Baroni 2018)",
+            ("train", "test"),
+            partial(_scan, name),
             "generated" if generated else "files",
             note="" if generated else "a random 80/20 draw: read from the official files (brendenlake/SCAN)",
-            files={} if generated else dict(zip(("train", "test"), ((p,) for p in scan.OFFICIAL_FILES[name]))))
-    table["colors"] = Dataset("colors", "Colors few-shot instruction learning (Lake et al. 2019)",
-                              ("train", "test"), _colors, "generated")
+            files={} if generated else dict(zip(("train", "test"), ((p,) for p in scan.OFFICIAL_FILES[name]))),
+        )
+    table["colors"] = Dataset(
+        "colors", "Colors few-shot instruction learning (Lake et al. 2019)", ("train", "test"), _colors, "generated"
+    )
     from structseq.data.context import context_datasets  # ctx-commands, Maruf documents, DiscEvalMT
 
     table.update(context_datasets())
     table["cogs"] = Dataset(
-        "cogs", "COGS semantic parsing (Kim & Linzen 2020); category column kept", ("train", "dev", "test", "gen"),
-        _cogs, "files", note="najoungkim/COGS data/",
-        files={s: (f"cogs/{s}.tsv",) for s in ("train", "dev", "test", "gen")})
+        "cogs",
+        "COGS semantic parsing (Kim & Linzen 2020); category column kept",
+        ("train", "dev", "test", "gen"),
+        _cogs,
+        "files",
+        note="najoungkim/COGS data/",
+        files={s: (f"cogs/{s}.tsv",) for s in ("train", "dev", "test", "gen")},
+    )
     table["tatoeba-en-zh"] = Dataset(
-        "tatoeba-en-zh", "Tatoeba English-Chinese, tokenised (Akyürek & Andreas 2021)", ("train", "dev", "test"),
-        _tatoeba, "files", note="ekinakyurek/lexical TRANSLATE/",
-        files={s: (f"tatoeba_en_zh/{s}.tsv",) for s in ("train", "dev", "test")}, bleu_tokenize="zh",
-        pooled_references=("train", "dev", "test"), metrics=("pooled_bleu",))
+        "tatoeba-en-zh",
+        "Tatoeba English-Chinese, tokenised (Akyürek & Andreas 2021)",
+        ("train", "dev", "test"),
+        _tatoeba,
+        "files",
+        note="ekinakyurek/lexical TRANSLATE/",
+        files={s: (f"tatoeba_en_zh/{s}.tsv",) for s in ("train", "dev", "test")},
+        bleu_tokenize="zh",
+        pooled_references=("train", "dev", "test"),
+        metrics=("pooled_bleu",),
+    )
     table["cognition"] = Dataset(
-        "cognition", "CoGnition en-zh compositional MT (Li et al. 2021)", ("valid", "test", "cg-test"), _cognition,
-        "files", note="no train set: the 196k-pair training data (yafuly/CoGnition data/train.*) is not in the shared data",
-        files={"valid": ("cognition/valid.en", "cognition/valid.zh"), "test": ("cognition/test.en", "cognition/test.zh"),
-               "cg-test": ("cognition/cg-test/cg-test.en", "cognition/cg-test/cg-test.zh")}, bleu_tokenize="zh",
-        metrics=("cognition_bleu", "cter"))
+        "cognition",
+        "CoGnition en-zh compositional MT (Li et al. 2021)",
+        ("valid", "test", "cg-test"),
+        _cognition,
+        "files",
+        note="no train set: the 196k-pair training data (yafuly/CoGnition data/train.*) is not in the shared data",
+        files={
+            "valid": ("cognition/valid.en", "cognition/valid.zh"),
+            "test": ("cognition/test.en", "cognition/test.zh"),
+            "cg-test": ("cognition/cg-test/cg-test.en", "cognition/cg-test/cg-test.zh"),
+        },
+        bleu_tokenize="zh",
+        metrics=("cognition_bleu", "cter"),
+    )
     table["react"] = Dataset(
-        "react", "ReaCT de-en compositional test sets (Zheng & Lapata 2023)", ("valid", "test", "cg-test"), _react,
-        "files", note="no train set: the IWSLT14 training part (mswellhao/Dangle ReaCT_data) is not in the shared data",
-        files={s: (f"react/raw/{f}.de", f"react/raw/{f}.en")
-               for s, f in (("valid", "valid"), ("test", "test"), ("cg-test", "cg_test"))})
+        "react",
+        "ReaCT de-en compositional test sets (Zheng & Lapata 2023)",
+        ("valid", "test", "cg-test"),
+        _react,
+        "files",
+        note="no train set: the IWSLT14 training part (mswellhao/Dangle ReaCT_data) is not in the shared data",
+        files={
+            s: (f"react/raw/{f}.de", f"react/raw/{f}.en")
+            for s, f in (("valid", "valid"), ("test", "test"), ("cg-test", "cg_test"))
+        },
+    )
     from structseq.data import tlgbank
 
     table["tlgbank-light"] = Dataset(
-        "tlgbank-light", "TLGbank light supertagging, French type-logical categories (Moot 2015)",
-        ("train", "dev", "test"), tlgbank.tlgbank_light, "files",
+        "tlgbank-light",
+        "TLGbank light supertagging, French type-logical categories (Moot 2015)",
+        ("train", "dev", "test"),
+        tlgbank.tlgbank_light,
+        "files",
         note="RichardMoot/TLGbankLight maxentdata.txt; sentences drawn 80/10/10 with seed 42",
-        files={s: (tlgbank.TLGBANK_LIGHT,) for s in ("train", "dev", "test")})
+        files={s: (tlgbank.TLGBANK_LIGHT,) for s in ("train", "dev", "test")},
+    )
     table["ab-grammar"] = Dataset(
-        "ab-grammar", "a tiny synthetic AB grammar for supertaggers; test holds a category unseen in training",
-        ("train", "dev", "test"), lambda split, root: _ab_grammar()[split], "generated")
+        "ab-grammar",
+        "a tiny synthetic AB grammar for supertaggers; test holds a category unseen in training",
+        ("train", "dev", "test"),
+        lambda split, root: _ab_grammar()[split],
+        "generated",
+    )
     return table
 
 
@@ -120,8 +163,10 @@ def datasets() -> dict[str, Dataset]:
 def get_dataset(name: str) -> Dataset:
     table = datasets()
     if name not in table:
-        raise DataError(f"unknown dataset '{name}'; known: {', '.join(sorted(table))}, "
-                        "or give a file path (TSV, SCAN format, or SRC,TGT parallel files)")
+        raise DataError(
+            f"unknown dataset '{name}'; known: {', '.join(sorted(table))}, "
+            "or give a file path (TSV, SCAN format, or SRC,TGT parallel files)"
+        )
     return table[name]
 
 
@@ -134,8 +179,13 @@ def dataset_split(spec: str) -> tuple[str, str] | None:
     return name, split
 
 
-def load_dataset(name: str, split: str = "train", data_root: str | Path | None = None,
-                 columns: Sequence[str] | None = None, fields: dict[str, str] | None = None) -> list[Example]:
+def load_dataset(
+    name: str,
+    split: str = "train",
+    data_root: str | Path | None = None,
+    columns: Sequence[str] | None = None,
+    fields: dict[str, str] | None = None,
+) -> list[Example]:
     """Examples of a named dataset split; `name` may also be `NAME:SPLIT` (then `split` is ignored), which
     is how configs with `dataset: files` name registered splits, or a file path (`split` ignored too;
     `columns` names a TSV file's columns, see `read_tsv`; `fields` a JSON Lines file's keys, see `read_jsonl`)."""

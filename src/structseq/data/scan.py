@@ -16,9 +16,9 @@ read off the official files of brendenlake/SCAN and are checked pair-for-pair in
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from structseq.data.example import Example
 from structseq.errors import DataError
@@ -205,9 +205,7 @@ def read_official(name: str, data_root: Path | None = None) -> dict[str, list[Ex
         path = root / rel
         if not path.is_file():
             upstream = rel.removeprefix("scan/")
-            raise DataError(
-                f"SCAN file missing; download {upstream} from {SCAN_REPO} and put it here", path
-            )
+            raise DataError(f"SCAN file missing; download {upstream} from {SCAN_REPO} and put it here", path)
         out[part] = read_scan_file(path)
     return out
 
@@ -229,9 +227,7 @@ def _add_primitive(phrase: str) -> dict[str, list[Example]]:
     lang = _language()
     train = [ex for ex in lang if not _has(ex, phrase)]
     test = [ex for ex in lang if _has(ex, phrase) and ex.source_text != phrase]
-    train += [Example(tuple(phrase.split()), interpret_tokens(phrase))] * (
-        len(train) // (PRIMITIVE_TRAIN_FRACTION - 1)
-    )
+    train += [Example(tuple(phrase.split()), interpret_tokens(phrase))] * (len(train) // (PRIMITIVE_TRAIN_FRACTION - 1))
     return {"train": train, "test": test}
 
 

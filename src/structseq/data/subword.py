@@ -35,8 +35,9 @@ class Subword:
         self._cache: dict[str, list[str]] = {}
 
     @classmethod
-    def learn(cls, sentences: Iterable[Sequence[str]], vocab_size: int, *, keep: Sequence[str] = (),
-              min_frequency: int = 2) -> Subword:
+    def learn(
+        cls, sentences: Iterable[Sequence[str]], vocab_size: int, *, keep: Sequence[str] = (), min_frequency: int = 2
+    ) -> Subword:
         """A BPE model of at most `vocab_size` pieces learned on `sentences` (token sequences)."""
         from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -44,8 +45,13 @@ class Subword:
             raise ConfigError(f"'task.subword_vocab_size' must be >= 10, got {vocab_size}")
         tok = Tokenizer(models.BPE(unk_token="<unk>", continuing_subword_prefix=CONT))
         tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=["<unk>"],
-                                      continuing_subword_prefix=CONT, show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=["<unk>"],
+            continuing_subword_prefix=CONT,
+            show_progress=False,
+        )
         keep = frozenset(keep)
         tok.train_from_iterator((" ".join(w for w in s if w not in keep) for s in sentences), trainer)
         return cls(tok, keep)
@@ -79,9 +85,9 @@ class Subword:
         for p in pieces:
             if p.startswith(CONT) and len(p) > len(CONT):
                 if words:
-                    words[-1] += p[len(CONT):]
+                    words[-1] += p[len(CONT) :]
                 else:
-                    words.append(p[len(CONT):])
+                    words.append(p[len(CONT) :])
             else:
                 words.append(p)
         return tuple(words)
@@ -137,12 +143,16 @@ def load_tokenizer(path: str | None, key: str = "task.tokenizer_path"):
     from tokenizers import Tokenizer
 
     if not path:
-        raise ConfigError(f"'{key}' is required with task.subword: tokenizer (a tokenizers JSON file or a Hugging "
-                          "Face tokenizer folder)")
+        raise ConfigError(
+            f"'{key}' is required with task.subword: tokenizer (a tokenizers JSON file or a Hugging "
+            "Face tokenizer folder)"
+        )
     where = Path(path).expanduser()
     if not where.exists():
-        raise ConfigError(f"'{key}': {str(path)!r} does not exist; give a local tokenizers JSON file or a Hugging "
-                          "Face tokenizer folder (nothing is downloaded)")
+        raise ConfigError(
+            f"'{key}': {str(path)!r} does not exist; give a local tokenizers JSON file or a Hugging "
+            "Face tokenizer folder (nothing is downloaded)"
+        )
     file = where / "tokenizer.json" if where.is_dir() else where
     try:
         if file.is_file():
@@ -152,8 +162,9 @@ def load_tokenizer(path: str | None, key: str = "task.tokenizer_path"):
         raise
     except Exception as e:  # a broken file: tokenizers' own exception, ValueError, OSError...
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise ConfigError(f"'{key}': cannot read a tokenizer from {str(path)!r} ({type(e).__name__}: "
-                          f"{first})") from None
+        raise ConfigError(
+            f"'{key}': cannot read a tokenizer from {str(path)!r} ({type(e).__name__}: {first})"
+        ) from None
 
 
 def _transformers_fast(folder: Path, key: str):
@@ -161,13 +172,17 @@ def _transformers_fast(folder: Path, key: str):
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise ConfigError(f"'{key}': {str(folder)!r} has no tokenizer.json, and reading its other files needs the "
-                          "transformers package (pip install 'structseq[hf]')") from None
+        raise ConfigError(
+            f"'{key}': {str(folder)!r} has no tokenizer.json, and reading its other files needs the "
+            "transformers package (pip install 'structseq[hf]')"
+        ) from None
     tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     backend = getattr(tok, "backend_tokenizer", None)
     if backend is None:
-        raise ConfigError(f"'{key}': {str(folder)!r} holds a slow tokenizer ({type(tok).__name__}) with no "
-                          "tokenizers equivalent; save it as a fast tokenizer (tokenizer.json)")
+        raise ConfigError(
+            f"'{key}': {str(folder)!r} holds a slow tokenizer ({type(tok).__name__}) with no "
+            "tokenizers equivalent; save it as a fast tokenizer (tokenizer.json)"
+        )
     return backend
 
 

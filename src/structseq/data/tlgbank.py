@@ -19,8 +19,8 @@ from pathlib import Path
 
 from structseq.data.categories import CategoryError, parse_category
 from structseq.data.example import Example
-from structseq.textio import first_line, iter_lines
 from structseq.errors import DataError
+from structseq.textio import first_line, iter_lines
 
 TLGBANK_LIGHT = "tlgbank_light/maxentdata.txt"
 SPLIT_SEED = 42
@@ -91,8 +91,9 @@ def read_supertag_file(path: str | Path) -> list[Example]:
     return read_auto(path) if sniff(first_line(path)) == "auto" else read_tagged(path)
 
 
-def random_split(examples: list[Example], seed: int = SPLIT_SEED,
-                 fractions: tuple[float, float, float] = SPLIT_FRACTIONS) -> dict[str, list[Example]]:
+def random_split(
+    examples: list[Example], seed: int = SPLIT_SEED, fractions: tuple[float, float, float] = SPLIT_FRACTIONS
+) -> dict[str, list[Example]]:
     """Each sentence drawn train/dev/test independently with probabilities `fractions` (seeded)."""
     rng = random.Random(seed)
     out: dict[str, list[Example]] = {"train": [], "dev": [], "test": []}

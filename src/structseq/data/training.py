@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from structseq.data.example import Example
-from structseq.data.limits import LengthLimit, RESERVED, input_limits, length_limit, over_limit
+from structseq.data.limits import RESERVED, LengthLimit, input_limits, length_limit, over_limit
 from structseq.data.registry import dataset_split, holdout, load_dataset
 from structseq.data.vocab import NamedVocabs, Vocabs
 from structseq.errors import ConfigError, StructseqError
@@ -28,18 +28,24 @@ class TrainingData(NamedVocabs):
 def load_split(cfg, split: str, data_root=None) -> list[Example]:
     """A split of the configured dataset, a file (`data.dataset: files`) or NAME:SPLIT of any dataset."""
     d = cfg.data
-    return load_dataset(d.dataset if d.dataset != "files" else split, split, data_root, columns=d.columns,
-                        fields=d.fields)
+    return load_dataset(
+        d.dataset if d.dataset != "files" else split, split, data_root, columns=d.columns, fields=d.fields
+    )
 
 
 def _configured_split(cfg, key: str, data_root) -> list[Example]:
     """`data.train` or `data.valid`; with `data.dataset: files`, one that names no file is a ConfigError."""
     spec = getattr(cfg.data, key)
     if cfg.data.dataset == "files" and not (Path(spec).exists() or "," in spec or dataset_split(spec)):
-        held_out = (f"; null holds out data.valid_fraction ({cfg.data.valid_fraction}) of the training data"
-                    if key == "valid" else "")
-        raise ConfigError(f"'data.{key}': '{spec}' is neither a file nor NAME:SPLIT of a registered dataset "
-                          f"(with data.dataset: files, splits are files){held_out}")
+        held_out = (
+            f"; null holds out data.valid_fraction ({cfg.data.valid_fraction}) of the training data"
+            if key == "valid"
+            else ""
+        )
+        raise ConfigError(
+            f"'data.{key}': '{spec}' is neither a file nor NAME:SPLIT of a registered dataset "
+            f"(with data.dataset: files, splits are files){held_out}"
+        )
     return load_split(cfg, spec, data_root)
 
 
@@ -58,13 +64,21 @@ def load_training_data(cfg, task, data_root=None) -> TrainingData:
         else:
             valid = _within_limit(_configured_split(cfg, "valid", data_root), limit, d.valid, d.too_long)
     if limit.skipped:
-        context = (f" or with a context longer than {limit.context_key} {limit.max_context}"
-                   if limit.max_context is not None else "")
-        warnings.warn(f"skipped {len(limit.skipped)} examples longer than {limit.length_key} {limit.max_length} "
-                      f"tokens{context} (first: {limit.skipped[0]})", stacklevel=2)
+        context = (
+            f" or with a context longer than {limit.context_key} {limit.max_context}"
+            if limit.max_context is not None
+            else ""
+        )
+        warnings.warn(
+            f"skipped {len(limit.skipped)} examples longer than {limit.length_key} {limit.max_length} "
+            f"tokens{context} (first: {limit.skipped[0]})",
+            stacklevel=2,
+        )
     if not train:
-        raise StructseqError(f"no training examples in {d.dataset}/{d.train}"
-                             + (f" ({len(limit.skipped)} longer than {limit.length_key})" if limit.skipped else ""))
+        raise StructseqError(
+            f"no training examples in {d.dataset}/{d.train}"
+            + (f" ({len(limit.skipped)} longer than {limit.length_key})" if limit.skipped else "")
+        )
     task.check_examples(train, f"{d.dataset}/{d.train}")
     task.check_examples(valid, f"{d.dataset}/{d.valid or d.train + ' (held out)'}")
     vocabs = task.build_vocabs(train)
@@ -78,11 +92,17 @@ def _check_vocabs(vocabs: Vocabs, min_freq: int) -> None:
     kept = {name: sum(t not in RESERVED for t in v.itos) for name, v in vocabs.items()}
     empty = [name for name, n in kept.items() if n == 0]
     if empty:
-        raise ConfigError(f"'data.min_freq' ({min_freq}): the {', '.join(empty)} vocabulary keeps no token (every "
-                          "token of the training data is rarer), so every input would be <unk>; lower it")
+        raise ConfigError(
+            f"'data.min_freq' ({min_freq}): the {', '.join(empty)} vocabulary keeps no token (every "
+            "token of the training data is rarer), so every input would be <unk>; lower it"
+        )
     if min_freq > 1:
-        warnings.warn(f"data.min_freq {min_freq} kept " + ", ".join(f"{n} {name}" for name, n in kept.items())
-                      + " tokens (the rest read as <unk>)", stacklevel=3)
+        warnings.warn(
+            f"data.min_freq {min_freq} kept "
+            + ", ".join(f"{n} {name}" for name, n in kept.items())
+            + " tokens (the rest read as <unk>)",
+            stacklevel=3,
+        )
 
 
 def _within_limit(examples: list[Example], limit: LengthLimit, split: str, too_long: str) -> list[Example]:

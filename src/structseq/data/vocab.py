@@ -23,7 +23,7 @@ class Vocab:
             raise ValueError("duplicate tokens in vocabulary")
 
     @classmethod
-    def build(cls, sequences: Iterable[Sequence[str]], min_freq: int = 1) -> "Vocab":
+    def build(cls, sequences: Iterable[Sequence[str]], min_freq: int = 1) -> Vocab:
         """Tokens sorted by descending frequency, ties broken alphabetically (deterministic)."""
         counts = Counter(tok for seq in sequences for tok in seq)
         for s in SPECIALS:

@@ -32,10 +32,20 @@ class Candidate(NamedTuple):
 
 
 @torch.no_grad()
-def search_examples(model, task, vocabs, examples: Sequence[Example], decode_cfg, *, nbest: int = 1,
-                    beam: int | None = None, sampling: Sampling | None = None, show_progress: bool = False,
-                    words: Callable[[list[int]], list[str]] | None = None, specials: dict | None = None
-                    ) -> list[list[Candidate]]:
+def search_examples(
+    model,
+    task,
+    vocabs,
+    examples: Sequence[Example],
+    decode_cfg,
+    *,
+    nbest: int = 1,
+    beam: int | None = None,
+    sampling: Sampling | None = None,
+    show_progress: bool = False,
+    words: Callable[[list[int]], list[str]] | None = None,
+    specials: dict | None = None,
+) -> list[list[Candidate]]:
     """For each example, its `nbest` best target token sequences (model tokens, </s> dropped) as `Candidate`s,
     ranked as beam search ranks (`search.normalized`); with `sampling`, `nbest` samples ranked the same way.
     Batches of `decode_cfg.batch_size` sentences sorted by source length, lengths limited by
@@ -43,8 +53,10 @@ def search_examples(model, task, vocabs, examples: Sequence[Example], decode_cfg
     output ids -> tokens (default: the `tgt` vocabulary's); `specials`: the model's `eos`/`bos`/`pad` ids when
     they are not `Vocab`'s (a pretrained tokenizer's)."""
     if not getattr(model, "autoregressive", False) or not hasattr(task, "decode_inputs"):
-        raise ConfigError(f"n-best lists and sampling need an autoregressive model (task {task.name}, model "
-                          f"{type(model).__name__} decode otherwise)")
+        raise ConfigError(
+            f"n-best lists and sampling need an autoregressive model (task {task.name}, model "
+            f"{type(model).__name__} decode otherwise)"
+        )
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise ConfigError(f"'--nbest' must be an integer >= 1, got {nbest!r}")
     d, specials = decode_cfg, dict(specials or {})
@@ -56,22 +68,33 @@ def search_examples(model, task, vocabs, examples: Sequence[Example], decode_cfg
         generator = torch.Generator(device=device).manual_seed(sampling.seed)
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
     out: list[list[Candidate]] = [[] for _ in examples]
-    chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
+    chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
     for chunk in progress(chunks, "sample" if sampling else "decode", show_progress):
         inputs = task.to_device(task.decode_inputs([examples[i] for i in chunk], vocabs), device)
         max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=specials.get("pad", Vocab.pad))
-        hyp = decode(model, inputs, max_len, beam=beam, len_penalty=d.len_penalty, nbest=nbest, sampling=sampling,
-                     generator=generator, **specials)
+        hyp = decode(
+            model,
+            inputs,
+            max_len,
+            beam=beam,
+            len_penalty=d.len_penalty,
+            nbest=nbest,
+            sampling=sampling,
+            generator=generator,
+            **specials,
+        )
         lists = hyp.nbest if hyp.nbest is not None else [[(t, s)] for t, s in zip(hyp.tokens, hyp.scores)]
         for i, entries in zip(chunk, lists):
-            out[i] = [Candidate(words(toks), score, normalized(score, len(toks), d.len_penalty),
-                                tuple(toks))
-                      for toks, score in entries[:nbest]]
+            out[i] = [
+                Candidate(words(toks), score, normalized(score, len(toks), d.len_penalty), tuple(toks))
+                for toks, score in entries[:nbest]
+            ]
     return out
 
 
-def teacher_forced(model, task, vocabs, examples: Sequence[Example], batch_size: int
-                   ) -> Iterator[tuple[Tensor, Tensor]]:
+def teacher_forced(
+    model, task, vocabs, examples: Sequence[Example], batch_size: int
+) -> Iterator[tuple[Tensor, Tensor]]:
     """(log-probabilities (B, T, V), `tgt_out` (B, T)) of each batch of `examples` in order, teacher-forced:
     what every scorer of given outputs reads (`Run.token_log_probs`, `Run.target_scores`, contrastive)."""
     if batch_size < 1:
@@ -79,12 +102,13 @@ def teacher_forced(model, task, vocabs, examples: Sequence[Example], batch_size:
     device = next(model.parameters()).device
     with torch.no_grad():
         for i in range(0, len(examples), batch_size):
-            b = task.to_device(task.batch(list(examples[i: i + batch_size]), vocabs), device)
+            b = task.to_device(task.batch(list(examples[i : i + batch_size]), vocabs), device)
             yield model(b).float(), b["tgt_out"]
 
 
-def target_scores(model, task, vocabs, examples: Sequence[Example], batch_size: int = 64, pad: int = Vocab.pad
-                  ) -> list[tuple[list[int], Tensor]]:
+def target_scores(
+    model, task, vocabs, examples: Sequence[Example], batch_size: int = 64, pad: int = Vocab.pad
+) -> list[tuple[list[int], Tensor]]:
     """Each example's target ids as the model sees them (subword pieces for a subword task, then </s>) and the
     teacher-forced log-probability of each: (ids, a (len + 1,) CPU tensor); the sum is the sequence's
     log-probability. `pad`: the padding id of `tgt_out`."""

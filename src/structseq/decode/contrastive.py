@@ -26,8 +26,13 @@ from structseq.errors import ConfigError
 from structseq.metrics.base import Score, signature
 
 
-def contrastive_accuracy(correct_scores: Sequence[float], incorrect_scores: Sequence[float],
-                         categories: Sequence[str] | None = None, *, context: str = "source") -> dict:
+def contrastive_accuracy(
+    correct_scores: Sequence[float],
+    incorrect_scores: Sequence[float],
+    categories: Sequence[str] | None = None,
+    *,
+    context: str = "source",
+) -> dict:
     """{"accuracy": Score, "per_phenomenon": {name: Score}}; higher score = preferred, ties wrong."""
     if len(correct_scores) != len(incorrect_scores):
         raise ValueError(f"{len(correct_scores)} correct but {len(incorrect_scores)} incorrect scores")
@@ -43,8 +48,11 @@ def contrastive_accuracy(correct_scores: Sequence[float], incorrect_scores: Sequ
     groups: dict[str, list[bool]] = defaultdict(list)
     for w, cat in zip(wins, categories or ["all"] * len(wins)):
         groups[cat].append(w)
-    return {"accuracy": score(wins), "ties": ties,
-            "per_phenomenon": {cat: score(w) for cat, w in sorted(groups.items())}}
+    return {
+        "accuracy": score(wins),
+        "ties": ties,
+        "per_phenomenon": {cat: score(w) for cat, w in sorted(groups.items())},
+    }
 
 
 def target_log_probs(run, examples, batch_size: int = 32) -> list[float]:
@@ -65,13 +73,15 @@ def score_contrastive(run, examples, batch_size: int = 32, context: str = "sourc
     good_lp, bad_lp = target_log_probs(run, examples, batch_size), target_log_probs(run, bad, batch_size)
     cats = [e.category or "all" for e in examples]
     out = contrastive_accuracy(good_lp, bad_lp, cats, context=context)
-    return {"accuracy": out["accuracy"].to_dict(), "ties": out["ties"],
-            "per_phenomenon": {k: v.to_dict() for k, v in out["per_phenomenon"].items()}}
+    return {
+        "accuracy": out["accuracy"].to_dict(),
+        "ties": out["ties"],
+        "per_phenomenon": {k: v.to_dict() for k, v in out["per_phenomenon"].items()},
+    }
 
 
 @torch.no_grad()
-def backward_perplexity(reverse_run, sources: Sequence[str], generations: Sequence[str], batch_size: int = 32
-                        ) -> Score:
+def backward_perplexity(reverse_run, sources: Sequence[str], generations: Sequence[str], batch_size: int = 32) -> Score:
     """exp(-sum log p(S | generation) / |S| tokens) under `reverse_run` (trained with `task.reverse: true`,
     so its examples are (source, target) pairs that it reads as target -> source)."""
     from structseq.data.example import Example
@@ -84,21 +94,26 @@ def backward_perplexity(reverse_run, sources: Sequence[str], generations: Sequen
     examples = [Example.from_text(s, g) for s, g in zip(sources, generations)]
     scores = target_scores(reverse_run.model, reverse_run.task, reverse_run.vocabs, examples, batch_size)
     total, n = sum(float(t.sum()) for _, t in scores), sum(len(t) for _, t in scores)
-    return Score("backward_perplexity", math.exp(-total / max(n, 1)),
-                 signature("backward_ppl", reverse=str(reverse_run.run_dir), units="model-tokens+eos", n=n),
-                 len(examples))
+    return Score(
+        "backward_perplexity",
+        math.exp(-total / max(n, 1)),
+        signature("backward_ppl", reverse=str(reverse_run.run_dir), units="model-tokens+eos", n=n),
+        len(examples),
+    )
 
 
-def context_use(contexts: Sequence[str], references: Sequence[str], hypotheses: Sequence[str],
-                tagger: str | Tagger = "textblob") -> Score:
+def context_use(
+    contexts: Sequence[str], references: Sequence[str], hypotheses: Sequence[str], tagger: str | Tagger = "textblob"
+) -> Score:
     """Share of the context's nouns present in the gold target that the generation also contains
     (lower-cased word types; nouns: Penn tags NN*)."""
     from structseq.data.postag import get_tagger
 
     tag = get_tagger(tagger) if isinstance(tagger, str) else tagger
     if tag is None:
-        raise ConfigError("context use counts the context's nouns: it needs a tagger (textblob, or MODULE:FUNCTION), "
-                          "not 'none'")
+        raise ConfigError(
+            "context use counts the context's nouns: it needs a tagger (textblob, or MODULE:FUNCTION), not 'none'"
+        )
     name = tagger if isinstance(tagger, str) else getattr(tagger, "__name__", "custom")
     ctx_tokens = [c.split() for c in contexts]
     tags = tag(ctx_tokens)
@@ -108,6 +123,10 @@ def context_use(contexts: Sequence[str], references: Sequence[str], hypotheses: 
         in_ref = nouns & {w.lower() for w in ref.split()}
         relevant += len(in_ref)
         used += len(in_ref & {w.lower() for w in hyp.split()})
-    return Score("context_use", used / relevant if relevant else 0.0,
-                 signature("context_use", tagger=name, nouns="NN*", case="lower", relevant=relevant), len(contexts),
-                 {"relevant_nouns": relevant, "used_nouns": used})
+    return Score(
+        "context_use",
+        used / relevant if relevant else 0.0,
+        signature("context_use", tagger=name, nouns="NN*", case="lower", relevant=relevant),
+        len(contexts),
+        {"relevant_nouns": relevant, "used_nouns": used},
+    )

@@ -68,8 +68,10 @@ def check_members(names: Sequence[str], tasks: Sequence[str], vocabs: Sequence[d
     if len(set(names)) < len(names):
         raise ConfigError(f"a run is named twice in the ensemble: {' '.join(names)}")
     if len(set(tasks)) > 1:
-        raise ConfigError(f"an ensemble needs one task, but its runs have {', '.join(sorted(set(tasks)))} "
-                          f"({', '.join(f'{n}: {t}' for n, t in zip(names, tasks))})")
+        raise ConfigError(
+            f"an ensemble needs one task, but its runs have {', '.join(sorted(set(tasks)))} "
+            f"({', '.join(f'{n}: {t}' for n, t in zip(names, tasks))})"
+        )
     check_same_vocabs(dict(zip(names, vocabs)))
 
 
@@ -91,6 +93,8 @@ def check_same_vocabs(named: dict[str, dict]) -> None:
                 detail = f"{len(a_tokens)} vs {len(b_tokens)} types"
                 if at is not None:
                     detail += f", first difference at id {at}: {a_tokens[at]!r} vs {b_tokens[at]!r}"
-            raise ConfigError(f"an ensemble needs the same vocabularies, but {first} and {name} differ in the "
-                              f"'{key}' vocabulary ({detail}): train every member on the same data and vocabulary "
-                              "settings")
+            raise ConfigError(
+                f"an ensemble needs the same vocabularies, but {first} and {name} differ in the "
+                f"'{key}' vocabulary ({detail}): train every member on the same data and vocabulary "
+                "settings"
+            )

@@ -37,8 +37,14 @@ def max_lengths(src: Tensor, a: float, b: int, pad: int = Vocab.pad) -> Tensor:
 
 
 @torch.no_grad()
-def greedy(model, inputs: Mapping[str, Tensor], max_len: Tensor, eos: int = Vocab.eos, bos: int = Vocab.bos,
-           pad: int = Vocab.pad) -> Hypotheses:
+def greedy(
+    model,
+    inputs: Mapping[str, Tensor],
+    max_len: Tensor,
+    eos: int = Vocab.eos,
+    bos: int = Vocab.bos,
+    pad: int = Vocab.pad,
+) -> Hypotheses:
     return beam_search(model, inputs, 1, max_len, len_penalty=0.0, eos=eos, bos=bos, pad=pad)
 
 
@@ -52,8 +58,17 @@ def _reorder(state, select, shared: frozenset[str], shrunk: bool):
 
 
 @torch.no_grad()
-def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor, len_penalty: float = 1.0,
-                nbest: bool = False, eos: int = Vocab.eos, bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
+def beam_search(
+    model,
+    inputs: Mapping[str, Tensor],
+    beam: int,
+    max_len: Tensor,
+    len_penalty: float = 1.0,
+    nbest: bool = False,
+    eos: int = Vocab.eos,
+    bos: int = Vocab.bos,
+    pad: int = Vocab.pad,
+) -> Hypotheses:
     """Beam search; final ranking by score / length ** len_penalty (length counts </s>). `max_len` (B,):
     each sentence's output length limit (see `max_lengths`).
 
@@ -109,7 +124,13 @@ def beam_search(model, inputs: Mapping[str, Tensor], beam: int, max_len: Tensor,
             if keep.numel() == 0:
                 break
             alive, reorder = alive[keep], reorder[keep]
-            scores, finished, lengths, history, limit = scores[keep], finished[keep], lengths[keep], history[keep], limit[keep]
+            scores, finished, lengths, history, limit = (
+                scores[keep],
+                finished[keep],
+                lengths[keep],
+                history[keep],
+                limit[keep],
+            )
             token = token[keep]
         rows = reorder.view(-1)
         state = _reorder(state, lambda x: x.index_select(0, rows), shared, shrunk=bool(settled.any()))
@@ -174,9 +195,19 @@ def _draw(lp: Tensor, s: Sampling, generator: torch.Generator | None) -> Tensor:
 
 
 @torch.no_grad()
-def sample(model, inputs: Mapping[str, Tensor], max_len: Tensor, sampling: Sampling = Sampling(), *, n: int = 1,
-           len_penalty: float = 1.0, generator: torch.Generator | None = None, eos: int = Vocab.eos,
-           bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
+def sample(
+    model,
+    inputs: Mapping[str, Tensor],
+    max_len: Tensor,
+    sampling: Sampling = Sampling(),
+    *,
+    n: int = 1,
+    len_penalty: float = 1.0,
+    generator: torch.Generator | None = None,
+    eos: int = Vocab.eos,
+    bos: int = Vocab.bos,
+    pad: int = Vocab.pad,
+) -> Hypotheses:
     """`n` samples per sentence (`nbest`: ranked as beam search ranks, by `normalized`; `tokens`/`scores`: the
     first). A score is the sample's log-probability under the model itself (untempered, unfiltered, </s>
     included), so it compares with beam and teacher-forced scores. The length limit and the ban on <pad>/<s>
@@ -220,9 +251,20 @@ def sample(model, inputs: Mapping[str, Tensor], max_len: Tensor, sampling: Sampl
     return Hypotheses([e[0][0] for e in nbest], [e[0][1] for e in nbest], nbest)
 
 
-def decode(model, inputs: Mapping[str, Tensor], max_len: Tensor, *, beam: int = 1, len_penalty: float = 1.0,
-           nbest: int = 1, sampling: Sampling | None = None, generator: torch.Generator | None = None,
-           eos: int = Vocab.eos, bos: int = Vocab.bos, pad: int = Vocab.pad) -> Hypotheses:
+def decode(
+    model,
+    inputs: Mapping[str, Tensor],
+    max_len: Tensor,
+    *,
+    beam: int = 1,
+    len_penalty: float = 1.0,
+    nbest: int = 1,
+    sampling: Sampling | None = None,
+    generator: torch.Generator | None = None,
+    eos: int = Vocab.eos,
+    bos: int = Vocab.bos,
+    pad: int = Vocab.pad,
+) -> Hypotheses:
     """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`).
 
     `nbest` > 1: `Hypotheses.nbest` holds the `nbest` best entries of each sentence (beam search with a beam of
@@ -244,5 +286,3 @@ def sequence_log_prob(log_probs: Tensor, tgt_out: Tensor, pad: int = Vocab.pad) 
     """Sum of per-token log-probabilities of `tgt_out` under teacher-forced `log_probs` (B, T, V)."""
     tok = log_probs.gather(-1, tgt_out[..., None])[..., 0]
     return tok.masked_fill(tgt_out.eq(pad), 0.0).sum(1)
-
-

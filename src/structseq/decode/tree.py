@@ -48,8 +48,13 @@ def greedy_trees(model, h: Tensor, mask: Tensor, max_depth: int | None = None) -
         score, sym = lp.max(-1)
         free = logits.clone()
         free[:, :4] = NEG
-        for k, v in (("word", word), ("pos", pos), ("sym", sym), ("score", score),
-                     ("repaired", free.argmax(-1).ne(sym))):
+        for k, v in (
+            ("word", word),
+            ("pos", pos),
+            ("sym", sym),
+            ("score", score),
+            ("repaired", free.argmax(-1).ne(sym)),
+        ):
             rec[k].append(v)
         prev = (word, model.node_embedding(table[pos], sym))
         binary = model.binary[sym]
@@ -58,8 +63,7 @@ def greedy_trees(model, h: Tensor, mask: Tensor, max_depth: int | None = None) -
     return {k: torch.cat(v) for k, v in rec.items()}
 
 
-def _fringe_log_probs(model, h: Tensor, fpos: Tensor, fblank: Tensor, table: Tensor, at_max_depth: bool
-                      ) -> Tensor:
+def _fringe_log_probs(model, h: Tensor, fpos: Tensor, fblank: Tensor, table: Tensor, at_max_depth: bool) -> Tensor:
     """Log-probs (rows, n, S) of every fringe slot of every lane word (-inf: forbidden); an empty slot
     (position 0) has one choice, symbol 0 with score 0."""
     active = fpos.gt(0)
@@ -113,7 +117,7 @@ def kbest_trees(model, h: Tensor, mask: Tensor, k: int, max_depth: int | None = 
         h = model.step(h, lmask, prev)
         a_score, a_sym = kbest_assignments(_fringe_log_probs(model, h, fpos, fblank, table, t == D), k)
         # candidates per word: k source lanes x k assignments
-        cand = (score.permute(0, 2, 1)[..., None] + a_score.view(B, k, W, k).permute(0, 2, 1, 3))  # (B, W, k, k)
+        cand = score.permute(0, 2, 1)[..., None] + a_score.view(B, k, W, k).permute(0, 2, 1, 3)  # (B, W, k, k)
         best, flat = cand.reshape(B, W, k * k).topk(k, -1)  # (B, W, k)
         src, choice = flat // k, flat % k  # source lane, assignment
         score = best.permute(0, 2, 1).contiguous()  # (B, k, W)

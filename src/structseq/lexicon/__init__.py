@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from structseq.errors import ConfigError
-from structseq.registry import LEARNERS
 from structseq.lexicon.bayesian import bayesian
 from structseq.lexicon.ibm import ibm1, ibm2
 from structseq.lexicon.lexicon import Lexicon
 from structseq.lexicon.pmi import pmi
 from structseq.lexicon.simple import simple
+from structseq.registry import LEARNERS
+
 
 def get_learner(name: str) -> Callable[..., Lexicon]:
     """The learner registered under `name`; an unknown name lists the choices."""
@@ -43,5 +44,17 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'structseq.lexicon' has no attribute {name!r}")
 
 
-__all__ = ["LEARNERS", "Lexicon", "bayesian", "format_table", "get_learner", "ibm1", "ibm2", "learn",
-           "lexicon_matrix", "plot_lexicon", "pmi", "simple"]
+__all__ = [
+    "LEARNERS",
+    "Lexicon",
+    "bayesian",
+    "format_table",
+    "get_learner",
+    "ibm1",
+    "ibm2",
+    "learn",
+    "lexicon_matrix",
+    "plot_lexicon",
+    "pmi",
+    "simple",
+]

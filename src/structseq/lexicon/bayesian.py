@@ -100,8 +100,9 @@ class MHSampler:
         pk = self.tok_x[self._prod_tok] * self.ny + self._prod_y
         pos = np.minimum(np.searchsorted(keys, pk), max(len(keys) - 1, 0))
         linked = (keys[pos] == pk) if len(keys) else np.zeros(len(pk), bool)
-        ref = np.bincount(self._prod_tok[linked], weights=1.0 / deg_y[self._prod_y[linked]],
-                          minlength=len(self.tok_x)).astype(float)  # float even when nothing is linked
+        ref = np.bincount(
+            self._prod_tok[linked], weights=1.0 / deg_y[self._prod_y[linked]], minlength=len(self.tok_x)
+        ).astype(float)  # float even when nothing is linked
         return deg_y, deg_x, w, z, ref
 
     def log_likelihood(self, state: np.ndarray) -> float:
@@ -134,7 +135,7 @@ class MHSampler:
         inserting = not self.state[e]
         d = int(self.deg_y[y0])
         d2 = d + (1 if inserting else -1)
-        toks = self.y_tokens[self.y_tokens_off[y0]:self.y_tokens_off[y0 + 1]]
+        toks = self.y_tokens[self.y_tokens_off[y0] : self.y_tokens_off[y0 + 1]]
         xa = self.tok_x[toks]
         linked = self.linked_x.get(y0, set())
         mark = self._mark
@@ -225,8 +226,17 @@ class MHSampler:
 
 
 @register_learner("bayesian")
-def bayesian(data: Iterable, alpha: float = 2.0, gamma: float = 0.95, kappa: float = 0.1, burn_in: int = 1000,
-             thin: int = 10, samples: int = 100, runs: int = 5, seed: int = 0) -> Lexicon:
+def bayesian(
+    data: Iterable,
+    alpha: float = 2.0,
+    gamma: float = 0.95,
+    kappa: float = 0.1,
+    burn_in: int = 1000,
+    thin: int = 10,
+    samples: int = 100,
+    runs: int = 5,
+    seed: int = 0,
+) -> Lexicon:
     """Posterior entry frequencies of the Frank et al. (2007) lexicon model, pooled over `runs` chains."""
     for name, value, low in (("burn_in", burn_in, 0), ("thin", thin, 1), ("samples", samples, 1), ("runs", runs, 1)):
         if value < low:
@@ -242,7 +252,21 @@ def bayesian(data: Iterable, alpha: float = 2.0, gamma: float = 0.95, kappa: flo
         total += freq
         recorded += taken
     keep = total > 0
-    return from_arrays(corpus.src_vocab, corpus.tgt_vocab, sampler.entry_x[keep], sampler.entry_y[keep],
-                       total[keep] / recorded, "bayesian",
-                       {"alpha": alpha, "gamma": gamma, "kappa": kappa, "burn_in": burn_in, "thin": thin,
-                        "samples": samples, "runs": runs, "seed": seed})
+    return from_arrays(
+        corpus.src_vocab,
+        corpus.tgt_vocab,
+        sampler.entry_x[keep],
+        sampler.entry_y[keep],
+        total[keep] / recorded,
+        "bayesian",
+        {
+            "alpha": alpha,
+            "gamma": gamma,
+            "kappa": kappa,
+            "burn_in": burn_in,
+            "thin": thin,
+            "samples": samples,
+            "runs": runs,
+            "seed": seed,
+        },
+    )

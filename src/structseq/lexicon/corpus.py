@@ -89,7 +89,7 @@ class Corpus:
     tgt_off: np.ndarray
 
     @classmethod
-    def from_data(cls, data: Iterable, max_length: int | None = MAX_LENGTH) -> "Corpus":
+    def from_data(cls, data: Iterable, max_length: int | None = MAX_LENGTH) -> Corpus:
         """Encode the pairs; pairs with a side longer than `max_length` tokens are left out with a warning
         (the alignment models hold one cell per source x target position pair)."""
         pairs = as_pairs(data)
@@ -100,8 +100,11 @@ class Corpus:
             if not kept:
                 raise DataError(f"cannot learn a lexicon: every pair has a side longer than {max_length} tokens")
             if len(kept) < len(pairs):
-                warnings.warn(f"lexicon: left out {len(pairs) - len(kept)} of {len(pairs)} pairs with a side "
-                              f"longer than {max_length} tokens", stacklevel=2)
+                warnings.warn(
+                    f"lexicon: left out {len(pairs) - len(kept)} of {len(pairs)} pairs with a side "
+                    f"longer than {max_length} tokens",
+                    stacklevel=2,
+                )
             pairs = kept
         sv, si, so = _encode([p[0] for p in pairs])
         tv, ti, to = _encode([p[1] for p in pairs])
@@ -110,7 +113,7 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.src_off) - 1
 
-    def swapped(self) -> "Corpus":
+    def swapped(self) -> Corpus:
         """The same corpus with source and target exchanged."""
         return Corpus(self.tgt_vocab, self.src_vocab, self.tgt_ids, self.tgt_off, self.src_ids, self.src_off)
 
@@ -129,7 +132,7 @@ class Corpus:
     def target_sets(self) -> tuple[np.ndarray, np.ndarray]:
         return self._as_sets(self.tgt_ids, self.tgt_off, len(self.tgt_vocab))
 
-    def cooccurrence(self) -> "Cooccurrence":
+    def cooccurrence(self) -> Cooccurrence:
         """Set-based counts: c(x, y) = number of pairs with x in the source and y in the target."""
         xs, xo = self.source_sets()
         ys, yo = self.target_sets()
@@ -142,8 +145,13 @@ class Corpus:
         del ib
         keys, counts = count_keys(key, nx * ny)
         return Cooccurrence(
-            x=keys // ny, y=keys % ny, count=counts.astype(np.int64),
-            count_x=np.bincount(xs, minlength=nx), count_y=np.bincount(ys, minlength=ny), pairs=len(self))
+            x=keys // ny,
+            y=keys % ny,
+            count=counts.astype(np.int64),
+            count_x=np.bincount(xs, minlength=nx),
+            count_y=np.bincount(ys, minlength=ny),
+            pairs=len(self),
+        )
 
 
 @dataclass

@@ -62,8 +62,9 @@ class DiagonalPrior:
     """
 
     def __init__(self, m: np.ndarray, n: np.ndarray, null_prob: float):
-        sizes, self.size_of_pair, pairs = np.unique(np.stack([m, n], axis=1), axis=0, return_inverse=True,
-                                                    return_counts=True)
+        sizes, self.size_of_pair, pairs = np.unique(
+            np.stack([m, n], axis=1), axis=0, return_inverse=True, return_counts=True
+        )
         self.size_of_pair = self.size_of_pair.reshape(-1)
         sm, sn = sizes[:, 0], sizes[:, 1]
         self.row_off = np.cumsum(sm) - sm  # first row of each size class
@@ -101,9 +102,17 @@ class DiagonalPrior:
         return float(np.dot(e, self.row_pairs))
 
 
-def align(corpus: Corpus, *, iterations: int = 5, diagonal: bool = False, tension: float = 4.0,
-          optimize_tension: bool = False, null_prob: float = 0.08, variational_bayes: bool = False,
-          vb_alpha: float = 0.01) -> Alignment:
+def align(
+    corpus: Corpus,
+    *,
+    iterations: int = 5,
+    diagonal: bool = False,
+    tension: float = 4.0,
+    optimize_tension: bool = False,
+    null_prob: float = 0.08,
+    variational_bayes: bool = False,
+    vb_alpha: float = 0.01,
+) -> Alignment:
     """Train one direction (target given source) and return its Viterbi alignment."""
     if iterations < 1:
         raise ConfigError(f"iterations must be >= 1, not {iterations}")
@@ -114,8 +123,9 @@ def align(corpus: Corpus, *, iterations: int = 5, diagonal: bool = False, tensio
     num_pairs, num_tgt = len(n), len(corpus.tgt_ids)
     vs, vt = len(corpus.src_vocab), len(corpus.tgt_vocab)
     if num_tgt == 0:
-        return Alignment(np.zeros(0, np.int64), np.zeros(0, np.int64), [0.0] * iterations,
-                         tension if diagonal else None)
+        return Alignment(
+            np.zeros(0, np.int64), np.zeros(0, np.int64), [0.0] * iterations, tension if diagonal else None
+        )
 
     group, start, j, cell, cell_src = _cells(corpus)
     num, num_cells = len(j), len(cell_src)
@@ -193,8 +203,9 @@ def _cells(corpus: Corpus) -> tuple[np.ndarray, ...]:
     return group, start, j, cell, cell_key // vt
 
 
-def _viterbi(p: np.ndarray, group: np.ndarray, start: np.ndarray, src_off: np.ndarray, m: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray]:
+def _viterbi(
+    p: np.ndarray, group: np.ndarray, start: np.ndarray, src_off: np.ndarray, m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(source token index, target token index) of each aligned target token: the first cell reaching its
     group's maximum posterior (NULL comes first, so it wins ties; a token aligned to NULL is left out)."""
     num = len(p)
@@ -238,23 +249,52 @@ def _ibm(data: Iterable, method: str, symmetrisation: str, **opts) -> Lexicon:
     settings["symmetrisation"] = symmetrisation
     if opts.get("diagonal"):
         settings["final_tension"] = {"forward": forward.tension, "reverse": reverse.tension}
-    return from_arrays(corpus.src_vocab, corpus.tgt_vocab, keys // ny, keys % ny, counts.astype(float),
-                       method, settings)
+    return from_arrays(
+        corpus.src_vocab, corpus.tgt_vocab, keys // ny, keys % ny, counts.astype(float), method, settings
+    )
 
 
 @register_learner("ibm1")
-def ibm1(data: Iterable, iterations: int = 5, symmetrisation: str = "intersect",
-         variational_bayes: bool = False, vb_alpha: float = 0.01) -> Lexicon:
+def ibm1(
+    data: Iterable,
+    iterations: int = 5,
+    symmetrisation: str = "intersect",
+    variational_bayes: bool = False,
+    vb_alpha: float = 0.01,
+) -> Lexicon:
     """IBM Model 1 with a NULL word (= `fast_align` without `-d`, the setting behind the paper's numbers)."""
-    return _ibm(data, "ibm1", symmetrisation, iterations=iterations, diagonal=False,
-                variational_bayes=variational_bayes, vb_alpha=vb_alpha)
+    return _ibm(
+        data,
+        "ibm1",
+        symmetrisation,
+        iterations=iterations,
+        diagonal=False,
+        variational_bayes=variational_bayes,
+        vb_alpha=vb_alpha,
+    )
 
 
 @register_learner("ibm2")
-def ibm2(data: Iterable, iterations: int = 5, symmetrisation: str = "intersect", tension: float = 4.0,
-         optimize_tension: bool = True, null_prob: float = 0.08, variational_bayes: bool = False,
-         vb_alpha: float = 0.01) -> Lexicon:
+def ibm2(
+    data: Iterable,
+    iterations: int = 5,
+    symmetrisation: str = "intersect",
+    tension: float = 4.0,
+    optimize_tension: bool = True,
+    null_prob: float = 0.08,
+    variational_bayes: bool = False,
+    vb_alpha: float = 0.01,
+) -> Lexicon:
     """IBM Model 2 with fast_align's diagonal prior (`fast_align -d [-o]`), both directions symmetrised."""
-    return _ibm(data, "ibm2", symmetrisation, iterations=iterations, diagonal=True, tension=tension,
-                optimize_tension=optimize_tension, null_prob=null_prob,
-                variational_bayes=variational_bayes, vb_alpha=vb_alpha)
+    return _ibm(
+        data,
+        "ibm2",
+        symmetrisation,
+        iterations=iterations,
+        diagonal=True,
+        tension=tension,
+        optimize_tension=optimize_tension,
+        null_prob=null_prob,
+        variational_bayes=variational_bayes,
+        vb_alpha=vb_alpha,
+    )

@@ -38,7 +38,8 @@ class Lexicon(Mapping):
         # Canonical order: sources alphabetically, targets by decreasing score then name.
         self.entries = {
             s: dict(sorted(((t, float(v)) for t, v in row.items()), key=lambda kv: (-kv[1], kv[0])))
-            for s, row in sorted(self.entries.items()) if row
+            for s, row in sorted(self.entries.items())
+            if row
         }
 
     # Mapping protocol: lexicon[source] -> {target: score}
@@ -76,7 +77,7 @@ class Lexicon(Mapping):
         """The hard (tau = 0) lexicon: each source's highest-scoring target (ties: alphabetically first)."""
         return {s: next(iter(row)) for s, row in self.entries.items()}
 
-    def transpose(self) -> "Lexicon":
+    def transpose(self) -> Lexicon:
         """Swap the sides: target -> {source: score}."""
         out: dict[str, dict[str, float]] = {}
         for s, t, v in self.pairs():
@@ -101,20 +102,26 @@ class Lexicon(Mapping):
         dump = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
         settings = json.dumps(obj["settings"], ensure_ascii=False, indent=2).replace("\n", "\n  ")
         rows = ",\n".join(f"    {dump(s)}: {dump(row)}" for s, row in obj["entries"].items())
-        return (f'{{\n  "method": {dump(obj["method"])},\n  "settings": {settings},\n'
-                f'  "entries": {{\n{rows}\n  }}\n}}\n' if rows else
-                f'{{\n  "method": {dump(obj["method"])},\n  "settings": {settings},\n  "entries": {{}}\n}}\n')
+        return (
+            f'{{\n  "method": {dump(obj["method"])},\n  "settings": {settings},\n  "entries": {{\n{rows}\n  }}\n}}\n'
+            if rows
+            else f'{{\n  "method": {dump(obj["method"])},\n  "settings": {settings},\n  "entries": {{}}\n}}\n'
+        )
 
     @classmethod
-    def from_dict(cls, obj: Any, path: object = None) -> "Lexicon":
+    def from_dict(cls, obj: Any, path: object = None) -> Lexicon:
         """Validate a parsed JSON object; errors name the file and the offending key."""
         if not isinstance(obj, dict):
-            raise DataError(f"expected a JSON object with keys {', '.join(FORMAT_KEYS)}, found {type(obj).__name__}",
-                            path)
+            raise DataError(
+                f"expected a JSON object with keys {', '.join(FORMAT_KEYS)}, found {type(obj).__name__}", path
+            )
         missing = [k for k in FORMAT_KEYS if k not in obj]
         if missing:
-            raise DataError(f"missing key(s) {', '.join(map(repr, missing))}; a lexicon file has "
-                            f"{', '.join(map(repr, FORMAT_KEYS))}", path)
+            raise DataError(
+                f"missing key(s) {', '.join(map(repr, missing))}; a lexicon file has "
+                f"{', '.join(map(repr, FORMAT_KEYS))}",
+                path,
+            )
         unknown = sorted(set(obj) - set(FORMAT_KEYS))
         if unknown:
             raise DataError(f"unknown key(s) {', '.join(map(repr, unknown))}", path)
@@ -123,8 +130,9 @@ class Lexicon(Mapping):
         if not isinstance(obj["settings"], dict):
             raise DataError(f"'settings' must be an object, found {type(obj['settings']).__name__}", path)
         if not isinstance(obj["entries"], dict):
-            raise DataError(f"'entries' must be an object source -> {{target: score}}, "
-                            f"found {type(obj['entries']).__name__}", path)
+            raise DataError(
+                f"'entries' must be an object source -> {{target: score}}, found {type(obj['entries']).__name__}", path
+            )
         entries: dict[str, dict[str, float]] = {}
         for s, row in obj["entries"].items():
             if not isinstance(row, dict):
@@ -136,7 +144,7 @@ class Lexicon(Mapping):
         return cls(entries, obj["method"], obj["settings"])
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Lexicon":
+    def load(cls, path: str | os.PathLike) -> Lexicon:
         path = Path(path)
         if not path.is_file():
             raise DataError("lexicon file not found", path)

@@ -16,8 +16,16 @@ from structseq.lexicon.lexicon import Lexicon
 from structseq.outputs import UNCHECKED, Outputs
 
 #: Fonts tried for CJK labels (Tatoeba en-zh); the default font is used when none is installed.
-CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
-             "SimHei", "AR PL UMing CN", "Droid Sans Fallback")
+CJK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Noto Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "SimHei",
+    "AR PL UMing CN",
+    "Droid Sans Fallback",
+)
 
 
 def select_rows(lexicon: Lexicon, max_sources: int | None) -> list[str]:
@@ -30,8 +38,11 @@ def select_rows(lexicon: Lexicon, max_sources: int | None) -> list[str]:
 
 
 def lexicon_matrix(
-    lexicon: Lexicon, sources: list[str] | None = None, targets: list[str] | None = None,
-    tau: float | None = None, max_targets: int | None = None,
+    lexicon: Lexicon,
+    sources: list[str] | None = None,
+    targets: list[str] | None = None,
+    tau: float | None = None,
+    max_targets: int | None = None,
 ) -> tuple[list[str], list[str], np.ndarray]:
     """(sources, targets, matrix). Raw scores with NaN where there is no entry, or, with `tau`, each row's
     softmax(score / tau) over its entries (0 elsewhere), which is what a soft lexicon layer would use.
@@ -43,8 +54,9 @@ def lexicon_matrix(
     if targets is None:
         # Columns in the order of the first row that prefers them, so one-to-one lexicons show a diagonal.
         best = list(dict.fromkeys(next(iter(lexicon[s])) for s in sources if lexicon.get(s)))
-        rest = sorted(((v, t) for s in sources for t, v in lexicon.get(s, {}).items() if t not in best),
-                      key=lambda vt: -vt[0])
+        rest = sorted(
+            ((v, t) for s in sources for t, v in lexicon.get(s, {}).items() if t not in best), key=lambda vt: -vt[0]
+        )
         targets = (best + list(dict.fromkeys(t for _, t in rest)))[:max_targets]
     col = {t: i for i, t in enumerate(targets)}
     mat = np.full((len(sources), len(targets)), np.nan)
@@ -86,10 +98,19 @@ def _quiet_font_manager():
         log.setLevel(level)
 
 
-def plot_lexicon(lexicon: Lexicon, path: str | os.PathLike, *, sources: list[str] | None = None,
-                 targets: list[str] | None = None, tau: float | None = None, max_sources: int | None = 40,
-                 max_targets: int | None = 60, title: str | None = None, annotate: bool | None = None,
-                 outputs: Outputs = UNCHECKED) -> Path:
+def plot_lexicon(
+    lexicon: Lexicon,
+    path: str | os.PathLike,
+    *,
+    sources: list[str] | None = None,
+    targets: list[str] | None = None,
+    tau: float | None = None,
+    max_sources: int | None = 40,
+    max_targets: int | None = 60,
+    title: str | None = None,
+    annotate: bool | None = None,
+    outputs: Outputs = UNCHECKED,
+) -> Path:
     """Save a source (rows) x target (columns) heatmap; the format follows the file extension (png, pdf, svg).
     Written atomically; `outputs` (the command's) refuses an input or a file the toolkit did not write."""
     outputs.check(path)
@@ -111,8 +132,14 @@ def _plot(lexicon, path, sources, targets, tau, max_sources, max_targets, title,
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     shown = np.ma.masked_invalid(mat)
-    im = ax.imshow(shown, cmap="Blues", aspect="auto", interpolation="nearest",
-                   vmin=0.0 if tau is not None else None, vmax=1.0 if tau is not None else None)
+    im = ax.imshow(
+        shown,
+        cmap="Blues",
+        aspect="auto",
+        interpolation="nearest",
+        vmin=0.0 if tau is not None else None,
+        vmax=1.0 if tau is not None else None,
+    )
     fig.colorbar(im, ax=ax, label=f"softmax(score / {tau})" if tau is not None else "score")
     font = _cjk_font()
     label_kw = {"fontfamily": [font, "DejaVu Sans"]} if font else {}
@@ -120,16 +147,27 @@ def _plot(lexicon, path, sources, targets, tau, max_sources, max_targets, title,
     ax.set_yticks(range(rows), sources, fontsize=8, **label_kw)
     ax.set_xlabel("target token")
     ax.set_ylabel("source token")
-    ax.set_title(title or f"{lexicon.method} lexicon ({lexicon.num_entries} entries"
-                 + (f", {rows} of {len(lexicon)} sources" if rows < len(lexicon) else "") + ")")
+    ax.set_title(
+        title
+        or f"{lexicon.method} lexicon ({lexicon.num_entries} entries"
+        + (f", {rows} of {len(lexicon)} sources" if rows < len(lexicon) else "")
+        + ")"
+    )
     if annotate if annotate is not None else rows * cols <= 400:
         peak = np.nanmax(mat) if np.isfinite(mat).any() else 1.0
         for r in range(rows):
             for c in range(cols):
                 v = mat[r, c]
                 if np.isfinite(v) and (tau is None or v >= 0.005):
-                    ax.text(c, r, _num(v) if tau is None else f"{v:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if v > 0.6 * peak else "black")
+                    ax.text(
+                        c,
+                        r,
+                        _num(v) if tau is None else f"{v:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if v > 0.6 * peak else "black",
+                    )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Glyph .* missing from")
         outputs.savefig(fig, path, dpi=150)
@@ -140,8 +178,9 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:.3g}"
 
 
-def format_table(lexicon: Lexicon, *, top: int = 3, limit: int | None = None, plain: bool = False,
-                 width: int = 100) -> str:
+def format_table(
+    lexicon: Lexicon, *, top: int = 3, limit: int | None = None, plain: bool = False, width: int = 100
+) -> str:
     """One row per source with its `top` targets. `plain=True` gives `source<TAB>target<TAB>score` lines
     (every entry, for scripts); otherwise a rich table."""
     sources = lexicon.sources()[:limit] if limit is not None else lexicon.sources()
@@ -151,8 +190,10 @@ def format_table(lexicon: Lexicon, *, top: int = 3, limit: int | None = None, pl
     from rich.table import Table
 
     settings = ", ".join(f"{k}={v}" for k, v in lexicon.settings.items())
-    table = Table(title=f"{lexicon.method} lexicon: {len(lexicon)} sources, {lexicon.num_entries} entries",
-                  caption=settings or None)
+    table = Table(
+        title=f"{lexicon.method} lexicon: {len(lexicon)} sources, {lexicon.num_entries} entries",
+        caption=settings or None,
+    )
     table.add_column("source", style="bold")
     for k in range(max(1, top)):
         table.add_column(f"target {k + 1}" if top > 1 else "target")

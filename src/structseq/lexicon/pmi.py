@@ -24,7 +24,7 @@ def pmi(data: Iterable, top_k: int | None = None) -> Lexicon:
         raise ConfigError(f"top_k must be >= 1 or None, not {top_k}")
     corpus = Corpus.from_data(data)
     co = corpus.cooccurrence()
-    score = (np.log(co.count) - np.log(co.count_x[co.x]) - np.log(co.count_y[co.y]) + np.log(co.pairs))
+    score = np.log(co.count) - np.log(co.count_x[co.x]) - np.log(co.count_y[co.y]) + np.log(co.pairs)
     x, y = co.x, co.y
     if top_k is not None:
         # Rank within each source row by decreasing score (ties by target id), keep the first k.

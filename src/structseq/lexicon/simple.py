@@ -52,5 +52,4 @@ def simple(data: Iterable, epsilon: int = 3, rule: str = "reference") -> Lexicon
     src = np.asarray(corpus.src_vocab, dtype=object)[x]
     tgt = np.asarray(corpus.tgt_vocab, dtype=object)[y]
     c += src == tgt
-    return from_arrays(corpus.src_vocab, corpus.tgt_vocab, x, y, c, "simple",
-                       {"epsilon": int(epsilon), "rule": rule})
+    return from_arrays(corpus.src_vocab, corpus.tgt_vocab, x, y, c, "simple", {"epsilon": int(epsilon), "rule": rule})

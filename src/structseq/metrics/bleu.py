@@ -135,13 +135,16 @@ def nltk_corpus_bleu(
             bp = 0.0
         else:
             bp = math.exp(1 - ref_len / hyp_len)
-        logs = (
-            NLTK_WEIGHT * math.log(m / t if m else sys.float_info.min) for m, t in zip(matches, totals)
-        )
+        logs = (NLTK_WEIGHT * math.log(m / t if m else sys.float_info.min) for m, t in zip(matches, totals))
         value = bp * math.exp(math.fsum(logs))
     sig = signature(
-        "nltk_bleu", impl="corpus_bleu", ngram=NLTK_MAX_ORDER, weights="uniform", smooth="none",
-        bp="closest", tok=tokenize,
+        "nltk_bleu",
+        impl="corpus_bleu",
+        ngram=NLTK_MAX_ORDER,
+        weights="uniform",
+        smooth="none",
+        bp="closest",
+        tok=tokenize,
     )
     details = {"matches": matches, "totals": totals, "hyp_len": hyp_len, "ref_len": ref_len}
     return Score("nltk_bleu", value, sig, n, details)
@@ -185,14 +188,18 @@ def pooled_bleu(
     counts = Counter(t for s in train_sources for t in tokens(s))
     shot = [i for i, s in enumerate(sources) if any(counts.get(t) == 1 for t in tokens(s))]
     out = {"full": nltk_corpus_bleu(hyps, pooled).to_dict()}
-    out["1-shot"] = nltk_corpus_bleu([hyps[i] for i in shot], [pooled[i] for i in shot]).to_dict() if shot \
+    out["1-shot"] = (
+        nltk_corpus_bleu([hyps[i] for i in shot], [pooled[i] for i in shot]).to_dict()
+        if shot
         else {"score": None, "n": 0}
+    )
     for part in out.values():
         part["signature"] = part.get("signature", "nltk_bleu") + "|refs:pooled-by-source"
     return out
 
 
 # ---------------------------------------------------------------- registered metrics
+
 
 @register_metric("bleu", scale="percent")
 def bleu_metric(inputs: MetricInputs) -> dict:

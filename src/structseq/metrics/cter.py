@@ -78,9 +78,12 @@ class CTER:
         self.placeholders = [(tuple(k.split()), v) for k, v in modifier_placeholders.items()]
         self.block_size = block_size
         canon = json.dumps(
-            [sorted((a, t) for a, t in self.lexicon.items() if t is not None),
-             sorted(a for a, t in self.lexicon.items() if t is None),
-             sorted(self.category_of.items()), self.placeholders],
+            [
+                sorted((a, t) for a, t in self.lexicon.items() if t is not None),
+                sorted(a for a, t in self.lexicon.items() if t is None),
+                sorted(self.category_of.items()),
+                self.placeholders,
+            ],
             ensure_ascii=False,
         )
         self._digest = hashlib.sha256(canon.encode("utf-8")).hexdigest()[:8]
@@ -88,9 +91,7 @@ class CTER:
     # -- loading -----------------------------------------------------------------------------
 
     @classmethod
-    def from_files(
-        cls, lexicon_path: str | Path, atoms_path: str | Path, block_size: int | None = None
-    ) -> "CTER":
+    def from_files(cls, lexicon_path: str | Path, atoms_path: str | Path, block_size: int | None = None) -> CTER:
         """Load `lexicon.tsv` (atom<TAB>translations joined by "/"; a later line for the same atom
         replaces an earlier one, as `building` needs) and `atoms.json` (category lists and
         modifier placeholders). The block size defaults to the file's `contexts_per_compound`."""
@@ -121,7 +122,7 @@ class CTER:
         return cls(lexicon, categories, placeholders, block_size=block)
 
     @classmethod
-    def from_data_root(cls, root: str | Path | None = None) -> "CTER":
+    def from_data_root(cls, root: str | Path | None = None) -> CTER:
         """The CTER of the released data, from `cognition/eval/` under the data root."""
         root = data_root(root)
         return cls.from_files(root / LEXICON_FILE, root / ATOMS_FILE)
@@ -187,9 +188,7 @@ class CTER:
         if len(compounds) != len(hyps):
             raise ValueError(f"{len(compounds)} compounds but {len(hyps)} hypotheses")
         if not hyps or len(hyps) % self.block_size:
-            raise ValueError(
-                f"{len(hyps)} lines is not a positive multiple of the block size {self.block_size}"
-            )
+            raise ValueError(f"{len(hyps)} lines is not a positive multiple of the block size {self.block_size}")
         ok = [self.is_correct(c, h) for c, h in zip(compounds, hyps)]
         return {**self.rates(ok), "n": len(ok), "signature": self.signature}
 
@@ -257,7 +256,11 @@ def _agreement(auto_ok: Sequence[bool], human_ok: Sequence[bool], positive: str)
         "precision": tp / (tp + fp) if tp + fp else 0.0,
         "recall": tp / (tp + fn) if tp + fn else 0.0,
         "agreement": (tp + tn) / n,
-        "n": n, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+        "n": n,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
     }
 
 
@@ -288,4 +291,3 @@ def validate_against_human(root: str | Path | None = None, positive: str = "erro
     out["cter"] = {"ours": cter.rates(all_auto), "human": cter.rates(all_human)}  # error rates on these outputs
     out["signature"] = cter.signature
     return out
-

@@ -72,7 +72,14 @@ def compute_all(
     if cognition or compounds is not None:
         names += ["cognition_bleu", "cter"]
     names.append("per_category")
-    inputs = MetricInputs(hyps, refs, categories=categories, meta={"compound": compounds} if compounds is not None
-                          else {}, data_root=data_root, bleu_tokenize=bleu_tokenize, tokenized=tokenized,
-                          extras={"cter": cter} if cter is not None else {})
+    inputs = MetricInputs(
+        hyps,
+        refs,
+        categories=categories,
+        meta={"compound": compounds} if compounds is not None else {},
+        data_root=data_root,
+        bleu_tokenize=bleu_tokenize,
+        tokenized=tokenized,
+        extras={"cter": cter} if cter is not None else {},
+    )
     return {"n": n, **compute_metrics(names, inputs)}

@@ -76,6 +76,7 @@ def per_category(
 
 # ---------------------------------------------------------------- registered metrics
 
+
 @register_metric("exact_match", scale="fraction")
 def exact_match_metric(inputs: MetricInputs) -> dict:
     """Fraction of outputs equal to their reference, token for token."""
@@ -98,5 +99,9 @@ def per_category_metric(inputs: MetricInputs) -> dict | None:
     scores = per_category(exact_match, inputs.hypotheses, inputs.references, inputs.categories)
     counts = Counter(inputs.categories)
     metric = with_scale(EXACT_MATCH_SIGNATURE, "fraction")
-    return {"metric": metric, "exact_match": {str(c): s for c, s in scores.items()},
-            "n": {str(c): counts[c] for c in scores}, "signature": f"per_category|{metric}"}
+    return {
+        "metric": metric,
+        "exact_match": {str(c): s for c, s in scores.items()},
+        "n": {str(c): counts[c] for c in scores},
+        "signature": f"per_category|{metric}",
+    }

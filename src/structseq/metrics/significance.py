@@ -122,8 +122,7 @@ def seed_summary(xs: Sequence[float], level: float = 0.95) -> dict:
     """{n, mean, sd, ci: [low, high] or None, level, values} of one metric over seeds."""
     mean, sd = mean_sd(xs)
     ci = confidence_interval(xs, level)
-    return {"n": len(xs), "mean": mean, "sd": sd, "ci": list(ci) if ci else None, "level": level,
-            "values": list(xs)}
+    return {"n": len(xs), "mean": mean, "sd": sd, "ci": list(ci) if ci else None, "level": level, "values": list(xs)}
 
 
 # ---------------------------------------------------------------- paired tests on ratio metrics
@@ -173,8 +172,9 @@ def _chunks(total: int, n: int):
         yield min(step, total - start)
 
 
-def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int = 1000, seed: int = 12345,
-                     level: float = 0.95) -> dict:
+def paired_bootstrap(
+    a: np.ndarray, b: np.ndarray, resamples: int = 1000, seed: int = 12345, level: float = 0.95
+) -> dict:
     """The paired bootstrap test of two systems' `ratio_stats` (module docstring): {score_a, score_b, delta,
     p_value, delta_ci (the percentile interval of delta*), resamples, seed, test}."""
     _check_pair(a, b, resamples)
@@ -189,10 +189,16 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, resamples: int = 1000, seed: 
     d = np.concatenate(deltas)
     hits = int(np.sum(np.abs(d - delta) >= abs(delta) - 1e-12))
     tail = (1.0 - level) / 2.0
-    return {"test": "bootstrap", "score_a": ratio_score(a), "score_b": ratio_score(b), "delta": delta,
-            "p_value": (hits + 1) / (resamples + 1), "delta_ci": [float(np.quantile(d, tail)),
-                                                                  float(np.quantile(d, 1.0 - tail))],
-            "resamples": resamples, "seed": seed}
+    return {
+        "test": "bootstrap",
+        "score_a": ratio_score(a),
+        "score_b": ratio_score(b),
+        "delta": delta,
+        "p_value": (hits + 1) / (resamples + 1),
+        "delta_ci": [float(np.quantile(d, tail)), float(np.quantile(d, 1.0 - tail))],
+        "resamples": resamples,
+        "seed": seed,
+    }
 
 
 def approximate_randomization(a: np.ndarray, b: np.ndarray, trials: int = 1000, seed: int = 12345) -> dict:
@@ -209,12 +215,20 @@ def approximate_randomization(a: np.ndarray, b: np.ndarray, trials: int = 1000, 
         sb = np.where(swap, a[None], b[None]).sum(1)
         diff = np.abs(_ratios(sa[:, 0], sa[:, 1]) - _ratios(sb[:, 0], sb[:, 1]))
         hits += int(np.sum(diff >= abs(delta) - 1e-12))
-    return {"test": "ar", "score_a": ratio_score(a), "score_b": ratio_score(b), "delta": delta,
-            "p_value": (hits + 1) / (trials + 1), "resamples": trials, "seed": seed}
+    return {
+        "test": "ar",
+        "score_a": ratio_score(a),
+        "score_b": ratio_score(b),
+        "delta": delta,
+        "p_value": (hits + 1) / (trials + 1),
+        "resamples": trials,
+        "seed": seed,
+    }
 
 
-def paired_test(a: np.ndarray, b: np.ndarray, test: str = "bootstrap", resamples: int = 1000,
-                seed: int = 12345) -> dict:
+def paired_test(
+    a: np.ndarray, b: np.ndarray, test: str = "bootstrap", resamples: int = 1000, seed: int = 12345
+) -> dict:
     """`paired_bootstrap` or `approximate_randomization` by name (`TESTS`)."""
     if test == "bootstrap":
         return paired_bootstrap(a, b, resamples, seed)
@@ -238,8 +252,16 @@ def _sacrebleu_seed(seed: int):
             os.environ["SACREBLEU_SEED"] = old
 
 
-def sacrebleu_paired(hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str], *, tokenize: str = "13a",
-                     test: str = "bootstrap", resamples: int = 1000, seed: int = 12345) -> dict:
+def sacrebleu_paired(
+    hyps_a: Sequence[str],
+    hyps_b: Sequence[str],
+    refs: Sequence[str],
+    *,
+    tokenize: str = "13a",
+    test: str = "bootstrap",
+    resamples: int = 1000,
+    seed: int = 12345,
+) -> dict:
     """sacrebleu's paired test (`PairedTest`, test_type `bs` or `ar`, `resamples` samples, `seed`) of corpus BLEU,
     A as the baseline: {score_a, score_b, delta, p_value, sacrebleu_p_value, signature, ...}; `bs` also gives
     sacrebleu's bootstrap mean and 95% half-width of each system (`mean_a`, `ci_a`, `mean_b`, `ci_b`)."""
@@ -254,14 +276,26 @@ def sacrebleu_paired(hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequenc
         raise ValueError(f"paired BLEU needs as many outputs as references: {len(hyps_a)}, {len(hyps_b)}, {len(refs)}")
     kind = "bs" if test == "bootstrap" else "ar"
     with _sacrebleu_seed(seed):
-        signatures, scores = PairedTest([("A", list(hyps_a)), ("B", list(hyps_b))], {"BLEU": BLEU(tokenize=tokenize)},
-                                        [list(refs)], test_type=kind, n_samples=resamples)()
+        signatures, scores = PairedTest(
+            [("A", list(hyps_a)), ("B", list(hyps_b))],
+            {"BLEU": BLEU(tokenize=tokenize)},
+            [list(refs)],
+            test_type=kind,
+            n_samples=resamples,
+        )()
     base, other = scores["BLEU"]
     identical = list(hyps_a) == list(hyps_b)
-    out = {"test": test, "score_a": float(base.score), "score_b": float(other.score),
-           "delta": float(base.score - other.score), "p_value": 1.0 if identical else float(other.p_value),
-           "sacrebleu_p_value": float(other.p_value), "resamples": resamples, "seed": seed,
-           "signature": "bleu|" + signatures["BLEU"].format()}
+    out = {
+        "test": test,
+        "score_a": float(base.score),
+        "score_b": float(other.score),
+        "delta": float(base.score - other.score),
+        "p_value": 1.0 if identical else float(other.p_value),
+        "sacrebleu_p_value": float(other.p_value),
+        "resamples": resamples,
+        "seed": seed,
+        "signature": "bleu|" + signatures["BLEU"].format(),
+    }
     if identical:
         out["note"] = "identical outputs: p = 1 (sacrebleu reports 1/(R+1) for a system against itself)"
     if kind == "bs":

@@ -35,9 +35,17 @@ def multitag(kbest: KBest, beta: float, max_tags: int = 50) -> list[tuple[str, f
     return [(c, s) for c, s in kbest[:max_tags] if s >= floor]
 
 
-def supertag_scores(gold: Sequence[Sequence[str]], kbest: Sequence[Sequence[KBest]], train_counts: Counter,
-                    *, betas: Sequence[float] = DEFAULT_BETAS, max_tags: int = 50, beam: int = 1,
-                    repaired: Sequence[Sequence[bool]] | None = None, train_name: str = "train") -> dict:
+def supertag_scores(
+    gold: Sequence[Sequence[str]],
+    kbest: Sequence[Sequence[KBest]],
+    train_counts: Counter,
+    *,
+    betas: Sequence[float] = DEFAULT_BETAS,
+    max_tags: int = 50,
+    beam: int = 1,
+    repaired: Sequence[Sequence[bool]] | None = None,
+    train_name: str = "train",
+) -> dict:
     """Every supertagging score of a corpus. `gold`: categories per sentence (canonical strings); `kbest`:
     per sentence, per word, the k-best list; `train_counts`: training frequency of each category;
     `repaired`: per word, whether the decoder's unconstrained choice was ill-formed (tree taggers).
@@ -70,8 +78,17 @@ def supertag_scores(gold: Sequence[Sequence[str]], kbest: Sequence[Sequence[KBes
                 curve[beta][1] += len(kept)
         sent_ok += all_ok
     pct = lambda a, n: a / n if n else 0.0
-    sig = signature("supertag", acc="whole-category", bins="100+/10-99/1-9/0", freq=train_name, beam=beam,
-                    max_tags=max_tags, version=__version__, scale="fraction")
+    sig = signature(
+        "supertag",
+        acc="whole-category",
+        bins="100+/10-99/1-9/0",
+        freq=train_name,
+        beam=beam,
+        max_tags=max_tags,
+        version=__version__,
+        scale="fraction",
+    )
+
     def score(value: float, n: int, right: int) -> dict:  # what `structseq evaluate` prints: score + signature
         return {"score": value, "signature": sig, "n": n, "correct": right}
 
@@ -79,15 +96,17 @@ def supertag_scores(gold: Sequence[Sequence[str]], kbest: Sequence[Sequence[KBes
         "accuracy": score(pct(correct, total), total, correct),
         "sentence_accuracy": score(pct(sent_ok, n_sent), n_sent, sent_ok),
         **{f"accuracy_{name}": score(pct(c, n), n, c) for name, (c, n) in bins.items()},
-        "unseen_predicted": unseen_pred, "unseen_predicted_correct": unseen_pred_ok,
+        "unseen_predicted": unseen_pred,
+        "unseen_predicted_correct": unseen_pred_ok,
         "signature": sig,
     }
     if repaired is not None:
         out["ill_formed_repaired"] = n_repaired
     if beam > 1:
         out["oracle_accuracy"] = score(pct(oracle, total), total, oracle)
-        out["multitag"] = [{"beta": b, "accuracy": pct(k, total), "tags_per_word": n / max(total, 1)}
-                           for b, (k, n) in curve.items()]
+        out["multitag"] = [
+            {"beta": b, "accuracy": pct(k, total), "tags_per_word": n / max(total, 1)} for b, (k, n) in curve.items()
+        ]
     return out
 
 
@@ -104,10 +123,19 @@ def supertag_tally(inputs: MetricInputs) -> dict | None:
     x = inputs.extras
     if "kbest" not in x:
         return None
-    return inputs.memo("supertag", lambda: supertag_scores(
-        [list(g) for g in inputs.ref_tokens], x["kbest"], x["train_counts"], betas=x.get("betas", DEFAULT_BETAS),
-        max_tags=x.get("max_tags", 50), beam=x.get("beam", 1), repaired=x.get("repaired"),
-        train_name=x.get("train_name", "train")))
+    return inputs.memo(
+        "supertag",
+        lambda: supertag_scores(
+            [list(g) for g in inputs.ref_tokens],
+            x["kbest"],
+            x["train_counts"],
+            betas=x.get("betas", DEFAULT_BETAS),
+            max_tags=x.get("max_tags", 50),
+            beam=x.get("beam", 1),
+            repaired=x.get("repaired"),
+            train_name=x.get("train_name", "train"),
+        ),
+    )
 
 
 def supertag_facts(inputs: MetricInputs) -> dict:
@@ -129,6 +157,9 @@ def _register(name: str, doc: str) -> None:
 _register("accuracy", "Supertagging: whole-category word accuracy (a fraction).")
 _register("sentence_accuracy", "Supertagging: share of sentences whose every category is right.")
 for _bin, _lo, _hi in BINS:
-    _register(f"accuracy_{_bin}", f"Supertagging: word accuracy on the gold categories of training frequency "
-              f"{_lo}{'+' if _hi == math.inf else '' if _hi == _lo + 1 else f'-{_hi - 1}'} ({_bin}).")
+    _register(
+        f"accuracy_{_bin}",
+        f"Supertagging: word accuracy on the gold categories of training frequency "
+        f"{_lo}{'+' if _hi == math.inf else '' if _hi == _lo + 1 else f'-{_hi - 1}'} ({_bin}).",
+    )
 _register("oracle_accuracy", "Supertagging: share of words whose gold category is in the k-best list (beam > 1).")

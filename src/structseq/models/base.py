@@ -28,7 +28,6 @@ from structseq.data.vocab import Vocabs
 from structseq.errors import ConfigError
 from structseq.registry import ARCHS
 
-
 State = dict[str, Any]
 Inputs = Mapping[str, Tensor]
 
@@ -112,13 +111,17 @@ def check_model(model: Any, arch: str) -> nn.Module:
         raise ConfigError(f"'model.arch': the builder of '{arch}' returned {type(model).__name__}, not an nn.Module")
     width = getattr(model, "width", None)
     if not isinstance(width, int) or isinstance(width, bool) or width < 1:
-        raise ConfigError(f"'model.arch': model '{arch}' has no positive integer `width` (its builder sets it with "
-                          "`with_width(model, d_model)`; the Noam schedule scales by it)")
+        raise ConfigError(
+            f"'model.arch': model '{arch}' has no positive integer `width` (its builder sets it with "
+            "`with_width(model, d_model)`; the Noam schedule scales by it)"
+        )
     if getattr(model, "autoregressive", False):
         missing = [m for m in _STEPS if not callable(getattr(model, m, None))]
         if missing:
-            raise ConfigError(f"'model.arch': model '{arch}' says it is autoregressive but lacks "
-                              f"{', '.join(missing)} (see structseq.models.base.Autoregressive)")
+            raise ConfigError(
+                f"'model.arch': model '{arch}' says it is autoregressive but lacks "
+                f"{', '.join(missing)} (see structseq.models.base.Autoregressive)"
+            )
     for name in _DEFAULTS:
         if not callable(getattr(model, name, None)):
             setattr(model, name, getattr(Model, name).__get__(model))
@@ -134,6 +137,8 @@ def build_model(cfg, vocabs: Vocabs, train_examples: Sequence | None = None, tas
     arch = ARCHS.get(cfg.arch)
     if task is not None and task not in arch.tasks:
         serving = [name for name, a in ARCHS.items() if task in a.tasks]
-        raise ConfigError(f"'model.arch': '{cfg.arch}' does not serve task '{task}' (it serves "
-                          f"{', '.join(arch.tasks)}); architectures for '{task}': {', '.join(serving)}")
+        raise ConfigError(
+            f"'model.arch': '{cfg.arch}' does not serve task '{task}' (it serves "
+            f"{', '.join(arch.tasks)}); architectures for '{task}': {', '.join(serving)}"
+        )
     return check_model(arch.build(cfg, vocabs, train_examples), cfg.arch)

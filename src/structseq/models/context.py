@@ -36,13 +36,20 @@ from functools import partial
 import torch
 from torch import Tensor, nn
 
-from structseq.fields import option
 from structseq.data.limits import MAX_CONTEXT_LENGTH, SEP  # SEP: between S and C (sequential)
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
+from structseq.fields import option
 from structseq.models.base import Autoregressive, Inputs, State, with_width
-from structseq.models.transformer import (TransformerConfig, TransformerDecoder, TransformerEncoder, decoder_and_head,
-                                          embeddings, final_norm, layer_args)
+from structseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoder,
+    TransformerEncoder,
+    decoder_and_head,
+    embeddings,
+    final_norm,
+    layer_args,
+)
 from structseq.nn.attention import GaussianWindowBias, MultiheadAttention
 from structseq.nn.layers import EncoderLayer, Residual
 from structseq.registry import register_arch
@@ -53,20 +60,33 @@ DECODERS = ("sequential", "concatenate", "alternate", "interleave", "doc-nmt")
 @dataclass
 class ContextTransformerConfig(TransformerConfig):
     arch: str = option("context-transformer", "context-aware Transformer (Wang et al. 2019)")
-    decoder: str = option("interleave", "how S and C reach the decoder: sequential (one input S <sep> C) | "
-                                        "concatenate | alternate | interleave | doc-nmt (Zhang et al. 2018)",
-                          choices=DECODERS)
-    source_layers: list[int] = option([1, 2, 5, 6], "interleave: 1-based decoder layers attending to the source",
-                                      ge=1)
+    decoder: str = option(
+        "interleave",
+        "how S and C reach the decoder: sequential (one input S <sep> C) | "
+        "concatenate | alternate | interleave | doc-nmt (Zhang et al. 2018)",
+        choices=DECODERS,
+    )
+    source_layers: list[int] = option([1, 2, 5, 6], "interleave: 1-based decoder layers attending to the source", ge=1)
     context_layers: list[int] = option([3, 4], "interleave: 1-based decoder layers attending to the context", ge=1)
-    context_logit_scale: float = option(1.0, "focused context attention: factor on the context self-attention logits "
-                                             "(1 / temperature; > 1 is peakier; 1 = off)", gt=0)
-    context_window: float | None = option(None, "focused context attention: width of a Gaussian soft local window on "
-                                                "the context self-attention (null = off)", gt=0)
-    max_context_length: int = option(MAX_CONTEXT_LENGTH, "longest context (tokens, after subwords) the model takes: a longer one "
-                                           "is refused naming its line (training: skipped, see data.too_long) "
-                                           "unless task.max_context_tokens trims it; its self-attention needs "
-                                           "memory growing with the square of this length", ge=1)
+    context_logit_scale: float = option(
+        1.0,
+        "focused context attention: factor on the context self-attention logits "
+        "(1 / temperature; > 1 is peakier; 1 = off)",
+        gt=0,
+    )
+    context_window: float | None = option(
+        None,
+        "focused context attention: width of a Gaussian soft local window on the context self-attention (null = off)",
+        gt=0,
+    )
+    max_context_length: int = option(
+        MAX_CONTEXT_LENGTH,
+        "longest context (tokens, after subwords) the model takes: a longer one "
+        "is refused naming its line (training: skipped, see data.too_long) "
+        "unless task.max_context_tokens trims it; its self-attention needs "
+        "memory growing with the square of this length",
+        ge=1,
+    )
 
 
 def join_sequential(src: Tensor, ctx: Tensor, sep: int | None, pad: int = Vocab.pad) -> Tensor:
@@ -78,8 +98,11 @@ def join_sequential(src: Tensor, ctx: Tensor, sep: int | None, pad: int = Vocab.
     pos = torch.arange(L, device=src.device)[None]
     cpos = pos - ls - gap
     from_src = src.gather(1, pos.clamp(max=src.shape[1] - 1).expand(src.shape[0], L))
-    from_ctx = ctx.gather(1, cpos.clamp(0, max(ctx.shape[1] - 1, 0)).expand(ctx.shape[0], L)) if ctx.shape[1] \
+    from_ctx = (
+        ctx.gather(1, cpos.clamp(0, max(ctx.shape[1] - 1, 0)).expand(ctx.shape[0], L))
+        if ctx.shape[1]
         else torch.full_like(from_src, pad)
+    )
     out = torch.where((cpos >= 0) & (cpos < lc), from_ctx, torch.full_like(from_src, pad))
     if sep is not None:
         out = torch.where(pos == ls, torch.full_like(out, sep), out)
@@ -101,9 +124,17 @@ class ContextAttention(nn.Module):
 class ContextTransformer(Autoregressive):
     sentence_state = frozenset({"memories", "cross_kv"})
 
-    def __init__(self, encoder: TransformerEncoder, decoder: TransformerDecoder, head: nn.Module, variant: str,
-                 sep: int | None, context_logit_scale: float = 1.0, context_window: float | None = None,
-                 source_context: Sequence[ContextAttention] | None = None):
+    def __init__(
+        self,
+        encoder: TransformerEncoder,
+        decoder: TransformerDecoder,
+        head: nn.Module,
+        variant: str,
+        sep: int | None,
+        context_logit_scale: float = 1.0,
+        context_window: float | None = None,
+        source_context: Sequence[ContextAttention] | None = None,
+    ):
         super().__init__()
         if variant not in DECODERS:
             raise ValueError(f"unknown decoder variant {variant!r}; choices: {', '.join(DECODERS)}")
@@ -143,8 +174,9 @@ class ContextTransformer(Autoregressive):
 
     def encode_context(self, ctx: Tensor, pad_mask: Tensor) -> Tensor:
         """The shared encoder over the context, its self-attention focused (temperature, window)."""
-        return self.encoder(ctx, pad_mask, attn_bias=self.context_bias(ctx.shape[1], ctx.device),
-                            logit_scale=self.context_logit_scale)
+        return self.encoder(
+            ctx, pad_mask, attn_bias=self.context_bias(ctx.shape[1], ctx.device), logit_scale=self.context_logit_scale
+        )
 
     def encode(self, inputs: Inputs) -> State:
         """name -> {"tokens", "pad", "out"} for each memory the decoder reads."""
@@ -189,8 +221,10 @@ class ContextTransformer(Autoregressive):
         names = [n for n in self.memory_names if n in attn]
         if len(names) == 1:
             return attn[names[0]], memories[names[0]]["tokens"]
-        return (torch.cat([attn[n] / len(names) for n in names], -1),
-                torch.cat([memories[n]["tokens"] for n in names], 1))
+        return (
+            torch.cat([attn[n] / len(names) for n in names], -1),
+            torch.cat([memories[n]["tokens"] for n in names], 1),
+        )
 
     def forward(self, batch: Inputs) -> Tensor:
         enc = self.encode(batch)
@@ -203,16 +237,24 @@ class ContextTransformer(Autoregressive):
         for name, m in enc.items():
             for layer_kv, kv in zip(cross, self.decoder.project_memory(name, m["out"], m["out"])):
                 layer_kv.update(kv)
-        return {"memories": {n: {"tokens": m["tokens"], "pad": m["pad"]} for n, m in enc.items()},
-                "cross_kv": cross, "self_kv": None}
+        return {
+            "memories": {n: {"tokens": m["tokens"], "pad": m["pad"]} for n, m in enc.items()},
+            "cross_kv": cross,
+            "self_kv": None,
+        }
 
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         past = state["self_kv"]
         offset = 0 if past is None else past[0].size
         mem = state["memories"]
-        x, new_kv, attn = self.decoder(prev[:, None], memories={n: {"pad": m["pad"]} for n, m in mem.items()},
-                                       cross_kv=state["cross_kv"], past_kv=past, offset=offset,
-                                       need_weights=self.head.needs_attention)
+        x, new_kv, attn = self.decoder(
+            prev[:, None],
+            memories={n: {"pad": m["pad"]} for n, m in mem.items()},
+            cross_kv=state["cross_kv"],
+            past_kv=past,
+            offset=offset,
+            need_weights=self.head.needs_attention,
+        )
         log_probs = self.head(x, *self._copy_inputs(attn, mem))[:, 0]
         return log_probs, {**state, "self_kv": new_kv}
 
@@ -251,10 +293,14 @@ class ContextTransformer(Autoregressive):
             x = enc_layer(x, pad)
         n_src, n_ctx, n_tok = int(is_src.sum()), int(is_ctx.sum()), int((~pad).sum())
         k = len(chosen)
-        return {"source_attention_on_context": s_c / max(k * n_src, 1),
-                "context_attention_on_source": c_s / max(k * n_ctx, 1),
-                "attention_in_window": win / max(k * n_tok, 1),
-                "n_source_tokens": n_src, "n_context_tokens": n_ctx, "n_tokens": n_tok}
+        return {
+            "source_attention_on_context": s_c / max(k * n_src, 1),
+            "context_attention_on_source": c_s / max(k * n_ctx, 1),
+            "attention_in_window": win / max(k * n_tok, 1),
+            "n_source_tokens": n_src,
+            "n_context_tokens": n_ctx,
+            "n_tokens": n_tok,
+        }
 
 
 def decoder_memories(cfg: ContextTransformerConfig) -> list[tuple[str, ...]]:
@@ -270,32 +316,46 @@ def decoder_memories(cfg: ContextTransformerConfig) -> list[tuple[str, ...]]:
             raise ConfigError(f"'model.{key}': layers {bad} outside 1..{n} (model.decoder_layers)")
     out = []
     for i in range(1, n + 1):
-        names = tuple(name for name, layers in (("context", cfg.context_layers), ("source", cfg.source_layers))
-                      if i in layers)
+        names = tuple(
+            name for name, layers in (("context", cfg.context_layers), ("source", cfg.source_layers)) if i in layers
+        )
         if not names:
-            raise ConfigError(f"'model.source_layers' / 'model.context_layers': decoder layer {i} attends to "
-                              "neither the source nor the context")
+            raise ConfigError(
+                f"'model.source_layers' / 'model.context_layers': decoder layer {i} attends to "
+                "neither the source nor the context"
+            )
         out.append(names)
     return out
 
 
-@register_arch("context-transformer", config=ContextTransformerConfig, tasks=("context-seq2seq",),
-               attention=True)
-def build_context_transformer(cfg: ContextTransformerConfig, vocabs: Mapping[str, Vocab],
-                              train_examples: Sequence | None = None) -> ContextTransformer:
+@register_arch("context-transformer", config=ContextTransformerConfig, tasks=("context-seq2seq",), attention=True)
+def build_context_transformer(
+    cfg: ContextTransformerConfig, vocabs: Mapping[str, Vocab], train_examples: Sequence | None = None
+) -> ContextTransformer:
     focused = cfg.context_logit_scale != 1.0 or cfg.context_window
     if cfg.decoder == "sequential" and focused:
-        raise ConfigError("'model.context_logit_scale' / 'model.context_window' focus a separate context encoding; "
-                          "the sequential decoder has none (one input S <sep> C)")
+        raise ConfigError(
+            "'model.context_logit_scale' / 'model.context_window' focus a separate context encoding; "
+            "the sequential decoder has none (one input S <sep> C)"
+        )
     src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
     sep = src_vocab.stoi.get(SEP)  # task context-seq2seq adds it; without it S's own </s> separates S and C
     src_embed, tgt_embed = embeddings(cfg, src_vocab, tgt_vocab)
-    encoder = TransformerEncoder(src_embed, [EncoderLayer(**layer_args(cfg)) for _ in range(cfg.encoder_layers)],
-                                 final_norm(cfg))
-    decoder, head = decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples,
-                                      memories=decoder_memories(cfg))
-    source_context = [ContextAttention(cfg.d_model, cfg.n_heads, cfg.dropout, cfg.attention_dropout, cfg.norm_first)
-                      for _ in range(cfg.encoder_layers)] if cfg.decoder == "doc-nmt" else None
-    model = ContextTransformer(encoder, decoder, head, cfg.decoder, sep, cfg.context_logit_scale, cfg.context_window,
-                               source_context)
+    encoder = TransformerEncoder(
+        src_embed, [EncoderLayer(**layer_args(cfg)) for _ in range(cfg.encoder_layers)], final_norm(cfg)
+    )
+    decoder, head = decoder_and_head(
+        cfg, tgt_embed, src_vocab, tgt_vocab, train_examples, memories=decoder_memories(cfg)
+    )
+    source_context = (
+        [
+            ContextAttention(cfg.d_model, cfg.n_heads, cfg.dropout, cfg.attention_dropout, cfg.norm_first)
+            for _ in range(cfg.encoder_layers)
+        ]
+        if cfg.decoder == "doc-nmt"
+        else None
+    )
+    model = ContextTransformer(
+        encoder, decoder, head, cfg.decoder, sep, cfg.context_logit_scale, cfg.context_window, source_context
+    )
     return with_width(model, cfg.d_model)

@@ -23,19 +23,25 @@ that of one chunk (activation checkpointing, about a third more compute).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from structseq.errors import ConfigError
 from structseq.fields import option
 from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
-from structseq.models.transformer import (TransformerBlocksConfig, TransformerDecoder, decoder_and_head, embeddings,
-                                          final_norm, layer_args)
+from structseq.models.transformer import (
+    TransformerBlocksConfig,
+    TransformerDecoder,
+    decoder_and_head,
+    embeddings,
+    final_norm,
+    layer_args,
+)
 from structseq.nn.layers import EncoderLayer, TokenEmbedding
 from structseq.registry import register_arch
 
@@ -52,7 +58,7 @@ class ValueEncoder(nn.Module):
 
     def forward(self, embedded: Tensor, pre_fused: Tensor, pad_mask: Tensor) -> Tensor:
         x = pre_fused if self.skip else embedded
-        for layer in self.layers[self.skip:]:
+        for layer in self.layers[self.skip :]:
             x = layer(x, pad_mask)
         return self.final_norm(x) if self.final_norm is not None else x
 
@@ -61,14 +67,20 @@ class AdaptiveKeyEncoder(nn.Module):
     """The adaptive encoder: k0 source-only layers, k1 fusion layers over [source ; prefix ; end marker]
     (bidirectional, padding mask only), then k2 layers over the source positions."""
 
-    def __init__(self, d_model: int, pre: list[EncoderLayer], fusion: list[EncoderLayer], post: list[EncoderLayer],
-                 final_norm: nn.Module | None):
+    def __init__(
+        self,
+        d_model: int,
+        pre: list[EncoderLayer],
+        fusion: list[EncoderLayer],
+        post: list[EncoderLayer],
+        final_norm: nn.Module | None,
+    ):
         super().__init__()
         self.pre, self.fusion, self.post = nn.ModuleList(pre), nn.ModuleList(fusion), nn.ModuleList(post)
         self.final_norm = final_norm
-        self.type_src = nn.Parameter(torch.empty(d_model).normal_(0, d_model ** -0.5))
-        self.type_tgt = nn.Parameter(torch.empty(d_model).normal_(0, d_model ** -0.5))
-        self.end = nn.Parameter(torch.empty(d_model).normal_(0, d_model ** -0.5))
+        self.type_src = nn.Parameter(torch.empty(d_model).normal_(0, d_model**-0.5))
+        self.type_tgt = nn.Parameter(torch.empty(d_model).normal_(0, d_model**-0.5))
+        self.end = nn.Parameter(torch.empty(d_model).normal_(0, d_model**-0.5))
 
     def pre_fuse(self, embedded: Tensor, pad_mask: Tensor) -> Tensor:
         x = embedded
@@ -95,6 +107,7 @@ class AdaptiveKeyEncoder(nn.Module):
 # ---------------------------------------------------------------- re-encoding points and chunks (shared with
 # models/rdangle_pretrained.py: any R-Dangle training path is the same loop over groups of points)
 
+
 def reencoding_points(length: int, interval: int) -> list[int]:
     """Re-encoding steps (0-based) for a target of `length` decoder inputs: 0, o, 2o, ... (interval 0: only 0)."""
     return list(range(0, length, interval)) if interval else [0]
@@ -116,7 +129,7 @@ def run_chunks(chunk, args: tuple, lengths: Tensor, interval: int, size: int, re
     pts = torch.tensor(reencoding_points(int(lengths.max()), interval), device=lengths.device)
     outputs = []
     for first in range(0, len(pts), size):
-        group = pts[first:first + size]
+        group = pts[first : first + size]
         if recompute and torch.is_grad_enabled():
             outputs.append(checkpoint(chunk, *args, group, use_reentrant=False))
         else:
@@ -130,8 +143,9 @@ def live_rows(group: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
     return (group[:, None] < lengths[None, :]).nonzero(as_tuple=True)
 
 
-def step_owners(group: Tensor, point_of: Tensor, sent_of: Tensor, batch: int, n: int, interval: int
-                ) -> tuple[Tensor, Tensor, Tensor]:
+def step_owners(
+    group: Tensor, point_of: Tensor, sent_of: Tensor, batch: int, n: int, interval: int
+) -> tuple[Tensor, Tensor, Tensor]:
     """For the n steps of a chunk (from its first point on): the row that owns step t of sentence b, (n, B),
     the steps (n,) and a mask (B, n, 1) of the (b, t) that have a row (output (b, t) comes from the row of
     sentence b and of the point that owns step t)."""
@@ -154,9 +168,17 @@ class RDangleSeq2Seq(Autoregressive):
 
     AUTO_CHUNK_STEPS = 8  # measured best on COGS batches (benchmarks/bench_dangle.py): less padding per pass
 
-    def __init__(self, src_embed: TokenEmbedding, key_encoder: AdaptiveKeyEncoder, value_encoder: ValueEncoder | None,
-                 decoder: TransformerDecoder, head: nn.Module, interval: int = 1, chunk_points: int = 0,
-                 recompute_chunks: bool = False):
+    def __init__(
+        self,
+        src_embed: TokenEmbedding,
+        key_encoder: AdaptiveKeyEncoder,
+        value_encoder: ValueEncoder | None,
+        decoder: TransformerDecoder,
+        head: nn.Module,
+        interval: int = 1,
+        chunk_points: int = 0,
+        recompute_chunks: bool = False,
+    ):
         super().__init__()
         if interval < 0 or chunk_points < 0:
             raise ValueError(f"interval ({interval}) and chunk_points ({chunk_points}) must be >= 0")
@@ -199,7 +221,7 @@ class RDangleSeq2Seq(Autoregressive):
             sents = torch.arange(tgt_in.shape[0], device=tgt_in.device)
             points = points.expand(sents.shape[0])
         L = int(points.max()) + 2
-        emb = self.decoder.embed(tgt_in[:, :L - 1]) + self.key_encoder.type_tgt  # (B, L-1, D)
+        emb = self.decoder.embed(tgt_in[:, : L - 1]) + self.key_encoder.type_tgt  # (B, L-1, D)
         emb = F.pad(emb, (0, 0, 0, 1)).index_select(0, sents)  # (R, L, D)
         pos = torch.arange(L, device=tgt_in.device)
         in_prefix = pos[None, :] <= points[:, None]  # (R, L)
@@ -231,9 +253,14 @@ class RDangleSeq2Seq(Autoregressive):
         enc = self.encode(batch)
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
-        outputs = run_chunks(self._chunk, (enc, tgt_in, lengths), lengths, self.interval,
-                             self.chunk_points or auto_chunk_points(self.interval, T, self.AUTO_CHUNK_STEPS),
-                             self.recompute_chunks)
+        outputs = run_chunks(
+            self._chunk,
+            (enc, tgt_in, lengths),
+            lengths,
+            self.interval,
+            self.chunk_points or auto_chunk_points(self.interval, T, self.AUTO_CHUNK_STEPS),
+            self.recompute_chunks,
+        )
         done = sum(out.shape[1] for out in outputs)
         if done < T:  # trailing all-padding columns
             x = enc["src_states"].new_zeros(B, T - done, self.decoder.embed.embed.embedding_dim)
@@ -251,9 +278,13 @@ class RDangleSeq2Seq(Autoregressive):
         keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
         end = min(int(group[-1]) + o, T)
         first = int(group[0])  # the top decoder layer only computes the steps of this group
-        x, _, attn = self.decoder(tgt_in.index_select(0, sent_of)[:, :end], memories={"source": {"pad": pad}},
-                                  cross_kv=self.cross_kv(keys, enc, sent_of), need_weights=self.head.needs_attention,
-                                  keep_last=end - first)
+        x, _, attn = self.decoder(
+            tgt_in.index_select(0, sent_of)[:, :end],
+            memories={"source": {"pad": pad}},
+            cross_kv=self.cross_kv(keys, enc, sent_of),
+            need_weights=self.head.needs_attention,
+            keep_last=end - first,
+        )
         attn = attn and attn["source"]
         owners = step_owners(group, point_of, sent_of, B, end - first, o)
         x = gather_owned(x, owners)
@@ -275,17 +306,25 @@ class RDangleSeq2Seq(Autoregressive):
             seg, _ = self.prefix_segment(prefix, torch.tensor([t], device=prev.device))
             keys = self.key_encoder(state["src_states"], state["src_pad"], seg, None)
             cross = self.cross_kv(keys, state)
-            x, self_kv, attn = self.decoder(prefix, memories={"source": {"pad": state["src_pad"]}}, cross_kv=cross,
-                                            need_weights=need, keep_last=1)
+            x, self_kv, attn = self.decoder(
+                prefix, memories={"source": {"pad": state["src_pad"]}}, cross_kv=cross, need_weights=need, keep_last=1
+            )
         else:
             cross = state["cross_kv"]
-            x, self_kv, attn = self.decoder(prev[:, None], memories={"source": {"pad": state["src_pad"]}},
-                                            cross_kv=cross, past_kv=state["self_kv"], offset=t, need_weights=need)
+            x, self_kv, attn = self.decoder(
+                prev[:, None],
+                memories={"source": {"pad": state["src_pad"]}},
+                cross_kv=cross,
+                past_kv=state["self_kv"],
+                offset=t,
+                need_weights=need,
+            )
         log_probs = self.head(x, attn and attn["source"], state["src"])[:, 0]
         return log_probs, {**state, "prefix": prefix, "step": t + 1, "cross_kv": cross, "self_kv": self_kv}
 
 
 # ---------------------------------------------------------------- schemas and builder
+
 
 @dataclass
 class DangleConfig(TransformerBlocksConfig):
@@ -293,16 +332,31 @@ class DangleConfig(TransformerBlocksConfig):
     decoded prefix, one adaptive encoding for keys and values. The key encoder is k0 + k1 + k2 layers."""
 
     arch: str = option("dangle", "dangle (= rdangle-shr with interval 1) | rdangle-shr | rdangle-sep")
-    positions: str = option("relative", "relative (the papers' setting) | sinusoidal", choices=("sinusoidal", "relative"))
+    positions: str = option(
+        "relative", "relative (the papers' setting) | sinusoidal", choices=("sinusoidal", "relative")
+    )
     interval: int = option(1, "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1)", ge=0)
-    pre_fusion_layers: int = option(0, "k0: source-only key-encoder layers before fusion (computed once per batch)", ge=0)
-    fusion_layers: int = option(2, "k1: layers over [source; target prefix; end marker], bidirectional (without "
-                                   "fusion the prefix never reaches the source)", ge=1)
+    pre_fusion_layers: int = option(
+        0, "k0: source-only key-encoder layers before fusion (computed once per batch)", ge=0
+    )
+    fusion_layers: int = option(
+        2,
+        "k1: layers over [source; target prefix; end marker], bidirectional (without "
+        "fusion the prefix never reaches the source)",
+        ge=1,
+    )
     post_fusion_layers: int = option(2, "k2: layers over the source positions after fusion", ge=0)
-    chunk_points: int = option(0, "training: re-encoding points computed together in one batched pass (bounds "
-                              "memory and padding; 0 = auto, points covering about 8 target steps)", ge=0)
-    recompute_chunks: bool = option(False, "training: recompute each chunk's activations in the backward pass instead "
-                                       "of storing them (peak memory of one chunk, about a third more compute)")
+    chunk_points: int = option(
+        0,
+        "training: re-encoding points computed together in one batched pass (bounds "
+        "memory and padding; 0 = auto, points covering about 8 target steps)",
+        ge=0,
+    )
+    recompute_chunks: bool = option(
+        False,
+        "training: recompute each chunk's activations in the backward pass instead "
+        "of storing them (peak memory of one chunk, about a third more compute)",
+    )
 
 
 @dataclass
@@ -312,8 +366,10 @@ class RDangleSepConfig(DangleConfig):
     arch: str = option("rdangle-sep", "rdangle-sep (values encoded once, keys re-encoded)")
     encoder_layers: int = option(2, "depth of the value encoder (a standard encoder run once)", ge=1)
     share_pre_fusion: bool = option(False, "the k0 pre-fusion layers are the value encoder's bottom layers")
-    share_post_fusion: bool = option(False, "the k2 post-fusion layers are the value encoder's top layers "
-                                        "(the paper's best: value 10, k1 2, k2 8, shared)")
+    share_post_fusion: bool = option(
+        False,
+        "the k2 post-fusion layers are the value encoder's top layers (the paper's best: value 10, k1 2, k2 8, shared)",
+    )
 
 
 @register_arch("dangle", config=DangleConfig, attention=True)
@@ -324,8 +380,9 @@ def build_dangle(cfg: DangleConfig, vocabs: Vocabs, train_examples: Sequence | N
     src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
     separate = isinstance(cfg, RDangleSepConfig)
     if cfg.arch == "dangle" and cfg.interval != 1:
-        raise ConfigError("'model.interval': dangle re-encodes at every step (interval 1); "
-                          "use arch rdangle-shr for other intervals")
+        raise ConfigError(
+            "'model.interval': dangle re-encodes at every step (interval 1); use arch rdangle-shr for other intervals"
+        )
     args = layer_args(cfg)
     src_embed, tgt_embed = embeddings(cfg, src_vocab, tgt_vocab)
     pre = [EncoderLayer(**args) for _ in range(cfg.pre_fusion_layers)]
@@ -337,11 +394,18 @@ def build_dangle(cfg: DangleConfig, vocabs: Vocabs, train_examples: Sequence | N
         top = post if cfg.share_post_fusion else []
         own = cfg.encoder_layers - len(bottom) - len(top)
         if own < 0:
-            raise ConfigError(f"'model.encoder_layers' = {cfg.encoder_layers} is fewer than the value-encoder layers "
-                              f"shared with the key encoder ({len(bottom)} pre-fusion + {len(top)} post-fusion)")
-        value_encoder = ValueEncoder(bottom + [EncoderLayer(**args) for _ in range(own)] + top, final_norm(cfg),
-                                     skip=len(bottom))
+            raise ConfigError(
+                f"'model.encoder_layers' = {cfg.encoder_layers} is fewer than the value-encoder layers "
+                f"shared with the key encoder ({len(bottom)} pre-fusion + {len(top)} post-fusion)"
+            )
+        value_encoder = ValueEncoder(
+            bottom + [EncoderLayer(**args) for _ in range(own)] + top, final_norm(cfg), skip=len(bottom)
+        )
     key_encoder = AdaptiveKeyEncoder(cfg.d_model, pre, fusion, post, final_norm(cfg))
     decoder, head = decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
-    return with_width(RDangleSeq2Seq(src_embed, key_encoder, value_encoder, decoder, head, cfg.interval,
-                                     cfg.chunk_points, cfg.recompute_chunks), cfg.d_model)
+    return with_width(
+        RDangleSeq2Seq(
+            src_embed, key_encoder, value_encoder, decoder, head, cfg.interval, cfg.chunk_points, cfg.recompute_chunks
+        ),
+        cfg.d_model,
+    )

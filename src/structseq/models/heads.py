@@ -7,13 +7,13 @@ L = I (over tokens shared by both vocabularies) of the lexical translation head.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
-
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
 
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError
@@ -79,8 +79,16 @@ class LexicalHead(nn.Module):
 
     needs_attention = True
 
-    def __init__(self, d_model: int, vocab_size: int, rows: LexiconRows, *, gate: str = "learned",
-                 learn: bool = False, dropout: float = 0.0):
+    def __init__(
+        self,
+        d_model: int,
+        vocab_size: int,
+        rows: LexiconRows,
+        *,
+        gate: str = "learned",
+        learn: bool = False,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         if gate not in GATES:
             raise ValueError(f"gate must be one of {', '.join(GATES)}, not {gate!r}")
@@ -145,43 +153,59 @@ class CopyHead(LexicalHead):
     """Pointer-generator: the lexical head with L = I over the tokens both vocabularies share (an empty
     lexicon without mutual exclusivity); attention on other source tokens defers to p_write."""
 
-    def __init__(self, d_model: int, vocab_size: int, src_to_tgt: Tensor, dropout: float = 0.0,
-                 gate: str = "learned"):
-        super().__init__(d_model, vocab_size, LexiconRows.from_map(src_to_tgt, vocab_size), gate=gate,
-                         dropout=dropout)
+    def __init__(self, d_model: int, vocab_size: int, src_to_tgt: Tensor, dropout: float = 0.0, gate: str = "learned"):
+        super().__init__(d_model, vocab_size, LexiconRows.from_map(src_to_tgt, vocab_size), gate=gate, dropout=dropout)
 
 
 # ---------------------------------------------------------------- schemas and builders (`model.head.type`)
 
+
 @dataclass
 class SoftmaxHeadConfig:
-    type: str = option("softmax", "output head: softmax | copy | lexical (lexical translation, Akyürek & "
-                                  "Andreas 2021), or a registered plugin head")
+    type: str = option(
+        "softmax",
+        "output head: softmax | copy | lexical (lexical translation, Akyürek & "
+        "Andreas 2021), or a registered plugin head",
+    )
     dropout: float = option(0.0, "dropout on the features entering the output layer", ge=0, lt=1)
 
 
 @dataclass
 class CopyHeadConfig(SoftmaxHeadConfig):
     type: str = option("copy", "output head: softmax | copy | lexical")
-    gate: str = option("learned", "gate: learned (paper: sigmoid(w.h)) | copy_token (reference code: the softmax "
-                                  "probability of an extra <copy> output)", choices=GATES)
+    gate: str = option(
+        "learned",
+        "gate: learned (paper: sigmoid(w.h)) | copy_token (reference code: the softmax "
+        "probability of an extra <copy> output)",
+        choices=GATES,
+    )
 
 
 @dataclass
 class LexicalHeadConfig(CopyHeadConfig):
     type: str = option("lexical", "output head: softmax | copy | lexical")
-    lexicon: str | None = option(None, "a learner (simple | pmi | ibm1 | ibm2 | bayesian), learned from the "
-                                       "training data, or a lexicon JSON file; null = no entries (copy + mutual "
-                                       "exclusivity)")
+    lexicon: str | None = option(
+        None,
+        "a learner (simple | pmi | ibm1 | ibm2 | bayesian), learned from the "
+        "training data, or a lexicon JSON file; null = no entries (copy + mutual "
+        "exclusivity)",
+    )
     lexicon_settings: dict = option({}, "keyword arguments of the lexicon learner, e.g. {epsilon: 3}")
     tau: float = option(0.0, "0 = hard rows (argmax), > 0 = softmax(score / tau)", ge=0)
-    init: str = option("frozen", "frozen (fixed, tau = 0) | soft (fixed, tau > 0) | learned (trainable, "
-                                 "initialised from the lexicon) | uniform (trainable, every row uniform)",
-                       choices=INITS)
+    init: str = option(
+        "frozen",
+        "frozen (fixed, tau = 0) | soft (fixed, tau > 0) | learned (trainable, "
+        "initialised from the lexicon) | uniform (trainable, every row uniform)",
+        choices=INITS,
+    )
     mutual_exclusivity: bool = option(True, "rows without entries spread over the targets no row maps to")
-    ties: str = option("alphabetical", "hard rows' tie rule: alphabetical | first_seen (first in the training "
-                                       "pairs, source then target: the reference's COGS and SCAN order) | "
-                                       "frequent (most frequent target: its Tatoeba order)", choices=TIE_RULES)
+    ties: str = option(
+        "alphabetical",
+        "hard rows' tie rule: alphabetical | first_seen (first in the training "
+        "pairs, source then target: the reference's COGS and SCAN order) | "
+        "frequent (most frequent target: its Tatoeba order)",
+        choices=TIE_RULES,
+    )
 
 
 def head_option(help: str = "output head: {type: softmax | copy | lexical, ...}; each type has its own keys"):
@@ -189,8 +213,9 @@ def head_option(help: str = "output head: {type: softmax | copy | lexical, ...};
     return field(default_factory=SoftmaxHeadConfig, metadata={"help": help, "choose": ("type", "head")})
 
 
-def build_head(cfg, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab, train_examples: Sequence | None = None
-               ) -> nn.Module:
+def build_head(
+    cfg, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab, train_examples: Sequence | None = None
+) -> nn.Module:
     """The head `cfg.type` names. `train_examples` (the training pairs) resolve a lexical head's lexicon;
     without them (loading a checkpoint, or checking a config) L is a placeholder of the right shape that
     `load_state_dict` fills."""
@@ -214,22 +239,27 @@ def resolve_lexicon(cfg: LexicalHeadConfig, train_examples: Sequence) -> Lexicon
     if cfg.lexicon in LEARNERS:
         return learn(train_examples, cfg.lexicon, **cfg.lexicon_settings)
     if not Path(cfg.lexicon).is_file():
-        raise ConfigError(f"'model.head.lexicon': '{cfg.lexicon}' is neither a lexicon file nor a learner "
-                          f"({', '.join(LEARNERS)})")
+        raise ConfigError(
+            f"'model.head.lexicon': '{cfg.lexicon}' is neither a lexicon file nor a learner ({', '.join(LEARNERS)})"
+        )
     return Lexicon.load(cfg.lexicon)
 
 
 @register_head("lexical", config=LexicalHeadConfig, needs_attention=True)
-def build_lexical_head(cfg: LexicalHeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab,
-                       train_examples: Sequence | None = None) -> LexicalHead:
+def build_lexical_head(
+    cfg: LexicalHeadConfig, d_model: int, src_vocab: Vocab, tgt_vocab: Vocab, train_examples: Sequence | None = None
+) -> LexicalHead:
     if (cfg.init == "frozen" and cfg.tau != 0) or (cfg.init == "soft" and cfg.tau <= 0):
-        raise ConfigError(f"'model.head.tau' = {cfg.tau} does not fit init '{cfg.init}': frozen is the hard "
-                          "lexicon (tau 0), soft needs tau > 0, learned takes either")
+        raise ConfigError(
+            f"'model.head.tau' = {cfg.tau} does not fit init '{cfg.init}': frozen is the hard "
+            "lexicon (tau 0), soft needs tau > 0, learned takes either"
+        )
     if cfg.init == "uniform":
         rows = LexiconRows.uniform(len(src_vocab), len(tgt_vocab))
     else:
         lexicon = resolve_lexicon(cfg, train_examples) if train_examples is not None else None
         order = tie_order(train_examples, cfg.ties) if train_examples is not None else None
         rows = lexicon_rows(lexicon, src_vocab, tgt_vocab, cfg.tau, cfg.mutual_exclusivity, order)
-    return LexicalHead(d_model, len(tgt_vocab), rows, gate=cfg.gate, learn=cfg.init in ("learned", "uniform"),
-                       dropout=cfg.dropout)
+    return LexicalHead(
+        d_model, len(tgt_vocab), rows, gate=cfg.gate, learn=cfg.init in ("learned", "uniform"), dropout=cfg.dropout
+    )

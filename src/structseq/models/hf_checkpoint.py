@@ -26,9 +26,20 @@ from structseq.errors import ConfigError, StructseqError
 
 KEY = "model.pretrained"
 #: files that define a checkpoint besides its weights (what `base_digest` reads)
-DEFINING = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-            "vocab.json", "merges.txt", "vocab.txt", "spiece.model", "sentencepiece.bpe.model", "source.spm",
-            "target.spm")
+DEFINING = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "source.spm",
+    "target.spm",
+)
 WEIGHTS = ("*.safetensors", "*.bin", "*.safetensors.index.json", "*.bin.index.json")
 WHOLE = 16 << 20  # files up to this size are hashed whole; larger ones by size, first and last MiB
 PART = 1 << 20
@@ -37,16 +48,22 @@ PART = 1 << 20
 def checkpoint_folder(path: str | None, key: str = KEY) -> Path:
     """The folder of a local checkpoint, or a one-line ConfigError (nothing is downloaded)."""
     if not path:
-        raise ConfigError(f"'{key}' is required: the path of a local Hugging Face checkpoint folder (model + "
-                          "tokenizer, as save_pretrained writes them); nothing is downloaded")
+        raise ConfigError(
+            f"'{key}' is required: the path of a local Hugging Face checkpoint folder (model + "
+            "tokenizer, as save_pretrained writes them); nothing is downloaded"
+        )
     folder = Path(path).expanduser()
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist (moved, deleted, or a hub name?)"
-        raise ConfigError(f"'{key}': {str(path)!r} {what}; give a local folder holding the model and its tokenizer "
-                          "(as save_pretrained writes them): nothing is downloaded")
+        raise ConfigError(
+            f"'{key}': {str(path)!r} {what}; give a local folder holding the model and its tokenizer "
+            "(as save_pretrained writes them): nothing is downloaded"
+        )
     if not (folder / "config.json").is_file():
-        raise ConfigError(f"'{key}': {str(folder)!r} is not a Hugging Face checkpoint (no config.json); give the "
-                          "folder save_pretrained wrote")
+        raise ConfigError(
+            f"'{key}': {str(folder)!r} is not a Hugging Face checkpoint (no config.json); give the "
+            "folder save_pretrained wrote"
+        )
     return folder
 
 
@@ -66,8 +83,9 @@ def _load(loader, folder: Path, what: str, key: str):
         raise
     except Exception as e:  # a broken folder: OSError, ValueError, safetensors errors...
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise ConfigError(f"'{key}': cannot load the {what} from {str(folder)!r} ({type(e).__name__}: {first}); "
-                          "nothing is downloaded") from None
+        raise ConfigError(
+            f"'{key}': cannot load the {what} from {str(folder)!r} ({type(e).__name__}: {first}); nothing is downloaded"
+        ) from None
 
 
 def load_config(path: str | None, key: str = KEY):
@@ -75,9 +93,11 @@ def load_config(path: str | None, key: str = KEY):
     folder = checkpoint_folder(path, key)
     config = _load(_transformers(key).AutoConfig, folder, "config", key)
     if not getattr(config, "is_encoder_decoder", False):
-        raise ConfigError(f"'{key}': {str(folder)!r} holds a {config.model_type} model, which is encoder-only "
-                          "(config.is_encoder_decoder is false); give an encoder-decoder checkpoint (BART, mBART, "
-                          "T5, Marian, ...)")
+        raise ConfigError(
+            f"'{key}': {str(folder)!r} holds a {config.model_type} model, which is encoder-only "
+            "(config.is_encoder_decoder is false); give an encoder-decoder checkpoint (BART, mBART, "
+            "T5, Marian, ...)"
+        )
     return config
 
 
@@ -95,6 +115,7 @@ def load_tokenizer(path: str | None, key: str = KEY):
 
 # ---------------------------------------------------------------- special tokens
 
+
 @dataclass(frozen=True)
 class SpecialIds:
     """The ids structseq needs: padding, the end of a sequence, the decoder's first input."""
@@ -111,12 +132,15 @@ def special_ids(path: str | None, key: str = KEY) -> SpecialIds:
     where = f"'{key}': the checkpoint in {str(path)!r}"
     for name in ("pad", "eos"):
         if getattr(tokenizer, f"{name}_token_id", None) is None:
-            raise ConfigError(f"{where}: its tokenizer has no {name} token ({name}_token); structseq needs pad, eos "
-                              "and a decoder start token (set it and save_pretrained again)")
+            raise ConfigError(
+                f"{where}: its tokenizer has no {name} token ({name}_token); structseq needs pad, eos "
+                "and a decoder start token (set it and save_pretrained again)"
+            )
     start = getattr(config, "decoder_start_token_id", None)
     if start is None:
-        raise ConfigError(f"{where}: its config has no decoder_start_token_id; structseq needs pad, eos and a "
-                          "decoder start token")
+        raise ConfigError(
+            f"{where}: its config has no decoder_start_token_id; structseq needs pad, eos and a decoder start token"
+        )
     ids = SpecialIds(int(tokenizer.pad_token_id), int(tokenizer.eos_token_id), int(start))
     for name in ("pad", "eos"):
         own = getattr(config, f"{name}_token_id", None)
@@ -128,6 +152,7 @@ def special_ids(path: str | None, key: str = KEY) -> SpecialIds:
 
 
 # ---------------------------------------------------------------- the base folder's fingerprint
+
 
 def _feed_file(h, path: Path) -> None:
     size = path.stat().st_size
@@ -159,6 +184,7 @@ def base_digest(path: str | Path) -> str:
 
 
 # ---------------------------------------------------------------- the model's own key/value cache
+
 
 def cache_keyword(model) -> str:
     """The name under which this transformers version passes and returns the cache (`cache` in 5.x,

@@ -60,8 +60,11 @@ class PretrainedSeq2Seq(Autoregressive):
         pretrained = [p for p in self.hf.parameters() if p.requires_grad]
         ids = {id(p) for p in pretrained}
         own = [p for p in self.parameters() if p.requires_grad and id(p) not in ids]
-        return [g for g in ({"params": pretrained, "lr_scale": self.lr_scale}, {"params": own, "lr_scale": 1.0})
-                if g["params"]]
+        return [
+            g
+            for g in ({"params": pretrained, "lr_scale": self.lr_scale}, {"params": own, "lr_scale": 1.0})
+            if g["params"]
+        ]
 
     def first_input(self, prev: Tensor, step: int) -> Tensor:
         return torch.full_like(prev, self.start) if step == 0 else prev
@@ -80,8 +83,9 @@ class HFSeq2Seq(PretrainedSeq2Seq):
 
     def forward(self, batch: Inputs) -> Tensor:
         src = batch["src"]
-        out = self.hf(input_ids=src, attention_mask=src.ne(self.pad).long(), decoder_input_ids=batch["tgt_in"],
-                      use_cache=False)
+        out = self.hf(
+            input_ids=src, attention_mask=src.ne(self.pad).long(), decoder_input_ids=batch["tgt_in"], use_cache=False
+        )
         return out.logits.float().log_softmax(-1)
 
     def encode(self, inputs: Inputs) -> State:
@@ -95,14 +99,19 @@ class HFSeq2Seq(PretrainedSeq2Seq):
 
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         t = state["step"]
-        out = self.hf(encoder_outputs=encoder_output(state["memory"]), attention_mask=state["src_mask"],
-                      decoder_input_ids=self.first_input(prev, t)[:, None], use_cache=True,
-                      **{self._cache_key: state["cache"].cache})
+        out = self.hf(
+            encoder_outputs=encoder_output(state["memory"]),
+            attention_mask=state["src_mask"],
+            decoder_input_ids=self.first_input(prev, t)[:, None],
+            use_cache=True,
+            **{self._cache_key: state["cache"].cache},
+        )
         log_probs = out.logits[:, -1].float().log_softmax(-1)
         return log_probs, {**state, "cache": RowCache(output_cache(out)), "step": t + 1}
 
 
 # ---------------------------------------------------------------- schema and builder
+
 
 @dataclass
 class HFSeq2SeqConfig:
@@ -113,9 +122,12 @@ class HFSeq2SeqConfig:
     build_requires: ClassVar[tuple[str, ...]] = ("pretrained",)
 
     arch: str = option("hf-seq2seq", "a local Hugging Face encoder-decoder, fine-tuned")
-    pretrained: str | None = option(None, "the local folder of a Hugging Face encoder-decoder (model + tokenizer, "
-                                          "as save_pretrained writes them; BART, mBART, T5, Marian, ...); required "
-                                          "when the model is built; nothing is downloaded")
+    pretrained: str | None = option(
+        None,
+        "the local folder of a Hugging Face encoder-decoder (model + tokenizer, "
+        "as save_pretrained writes them; BART, mBART, T5, Marian, ...); required "
+        "when the model is built; nothing is downloaded",
+    )
     lr_scale: float = option(1.0, "learning-rate factor of the pretrained weights (0 freezes them)", ge=0.0, le=100.0)
 
 

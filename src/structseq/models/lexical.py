@@ -60,16 +60,20 @@ class LexiconRows:
     me_dist: Tensor  # (V_y + 1,) float, uniform over the unmapped targets (zeros when there are none)
 
     @classmethod
-    def from_map(cls, src_to_tgt: Tensor, tgt_size: int) -> "LexiconRows":
+    def from_map(cls, src_to_tgt: Tensor, tgt_size: int) -> LexiconRows:
         """One column per source id (e.g. `shared_token_map`): the copy mechanism's L."""
         n = len(src_to_tgt)
         return cls(src_to_tgt[:, None].clone(), torch.ones(n, 1), torch.zeros(n), torch.zeros(tgt_size + 1))
 
     @classmethod
-    def uniform(cls, src_size: int, tgt_size: int) -> "LexiconRows":
+    def uniform(cls, src_size: int, tgt_size: int) -> LexiconRows:
         """Every row uniform over all columns (the paper's "Uniform" ablation, when learned)."""
-        return cls(torch.zeros(src_size, 1, dtype=torch.long), torch.zeros(src_size, 1), torch.ones(src_size),
-                   torch.full((tgt_size + 1,), 1.0 / (tgt_size + 1)))
+        return cls(
+            torch.zeros(src_size, 1, dtype=torch.long),
+            torch.zeros(src_size, 1),
+            torch.ones(src_size),
+            torch.full((tgt_size + 1,), 1.0 / (tgt_size + 1)),
+        )
 
     def dense(self) -> Tensor:
         """The full (V_x, V_y) matrix."""
@@ -99,8 +103,14 @@ def _argmax(s: Tensor, rank: Tensor | None) -> Tensor:
     return torch.where(tied, rank, rank.max() + 1).argmin()
 
 
-def lexicon_rows(lexicon: Lexicon | None, src_vocab: Vocab, tgt_vocab: Vocab, tau: float = 0.0,
-                 mutual_exclusivity: bool = True, target_order: Sequence[str] | None = None) -> LexiconRows:
+def lexicon_rows(
+    lexicon: Lexicon | None,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    tau: float = 0.0,
+    mutual_exclusivity: bool = True,
+    target_order: Sequence[str] | None = None,
+) -> LexiconRows:
     """L for `lexicon` over these vocabularies (see the module docstring); None = no entries (copy + ME).
     `target_order` breaks hard rows' ties (earlier wins; tokens not in it come last, alphabetically)."""
     lexicon = EMPTY if lexicon is None else lexicon
@@ -133,8 +143,9 @@ def lexicon_rows(lexicon: Lexicon | None, src_vocab: Vocab, tgt_vocab: Vocab, ta
         s = torch.tensor(list(row.values()), dtype=torch.float64)
         rank = None
         if target_order is not None:  # row keys are in the lexicon's order: by score, then alphabetically
-            rank = torch.tensor([position.get(tgt_vocab.itos[y], len(position)) if y < len(tgt_vocab) else 0
-                                 for y in row])
+            rank = torch.tensor(
+                [position.get(tgt_vocab.itos[y], len(position)) if y < len(tgt_vocab) else 0 for y in row]
+            )
         best = _argmax(s, rank)
         p = (s / tau).softmax(0) if tau > 0 else torch.nn.functional.one_hot(best, len(s)).double()
         dists.append((ys[p > 0], p[p > 0].float()))
@@ -148,8 +159,14 @@ def lexicon_rows(lexicon: Lexicon | None, src_vocab: Vocab, tgt_vocab: Vocab, ta
     return LexiconRows(index, weight, me_row, me_dist)
 
 
-def rows_to_lexicon(matrix: Tensor, src_vocab: Vocab, tgt_vocab: Vocab, min_prob: float = 0.05,
-                    method: str = "L", keep_copies: bool = False) -> Lexicon:
+def rows_to_lexicon(
+    matrix: Tensor,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    min_prob: float = 0.05,
+    method: str = "L",
+    keep_copies: bool = False,
+) -> Lexicon:
     """A dense L (e.g. a trained head's) as a `Lexicon` of its cells >= min_prob, for display; special-token
     rows, "no translation" and (unless `keep_copies`) plain copies x -> x are left out: the table shows what L
     translates."""

@@ -51,16 +51,17 @@ from structseq.nn.step_kernels import TapedAttention, TapedLinear, lstm_cell
 from structseq.registry import register_arch
 from structseq.state import map_state
 
-
 # ----------------------------------------------------------------------------------------------- the model
+
 
 class _Weights(NamedTuple):
     """The decoder's parameters arranged for the loop (derived from the parameters, autograd-tracked)."""
-    emb_gates: Tensor            # (4H, E): the embedding part of layer 1's input weights
-    emb_gates_bias: Tensor       # (4H,): layer 1's two biases, summed
+
+    emb_gates: Tensor  # (4H, E): the embedding part of layer 1's input weights
+    emb_gates_bias: Tensor  # (4H,): layer 1's two biases, summed
     layers: list[tuple[TapedLinear, Tensor | None]]  # per layer: [input; h] -> gates, and the summed biases (k > 1)
-    emb_comb: Tensor             # (H, E): the embedding part of `combine`
-    rest_comb: TapedLinear           # [[feed;] h_t; context] -> combined vector
+    emb_comb: Tensor  # (H, E): the embedding part of `combine`
+    rest_comb: TapedLinear  # [[feed;] h_t; context] -> combined vector
     comb_bias: Tensor
     tables: tuple[Tensor, Tensor] | None = None  # without autograd: _embed's two outputs for every target token
 
@@ -68,6 +69,7 @@ class _Weights(NamedTuple):
 class _Noise(NamedTuple):
     """One step's dropout noise (mask / (1 - p)): target embedding, between decoder layers, combined vector; with
     the reference's feed dropout also the mask shared by the head and the feed (`high`) and the feed's own."""
+
     emb: Tensor | None
     between: list[Tensor]
     comb: Tensor | None
@@ -96,9 +98,21 @@ def _bernoulli_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor |
 class LSTMSeq2Seq(Autoregressive):
     sentence_state = frozenset({"src", "src_pad", "memory", "keys", "attn_bias"})
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, head: nn.Module, *, embed_dim: int = 512,
-                 hidden_dim: int = 512, layers: int = 2, dropout: float = 0.4, combine_feed: bool = False,
-                 feed_dropout: float = 0.0, high_dropout: float = 0.0, combine_activation: str = "none"):
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        head: nn.Module,
+        *,
+        embed_dim: int = 512,
+        hidden_dim: int = 512,
+        layers: int = 2,
+        dropout: float = 0.4,
+        combine_feed: bool = False,
+        feed_dropout: float = 0.0,
+        high_dropout: float = 0.0,
+        combine_activation: str = "none",
+    ):
         super().__init__()
         self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=self.pad)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=self.pad)
@@ -125,8 +139,15 @@ class LSTMSeq2Seq(Autoregressive):
         keys = F.linear(memory, self.attn_proj.weight.t())  # W^T e_j: scores are <keys_j, h_t>
         attn_bias = torch.zeros_like(pad_mask, dtype=memory.dtype).masked_fill_(pad_mask, float("-inf"))
         # states are batch-first (one tensor per layer) so that map_state can reorder them along dim 0
-        return {"src": src, "src_pad": pad_mask, "memory": memory, "keys": keys, "attn_bias": attn_bias,
-                "h": list(h.unbind(0)), "c": list(c.unbind(0))}
+        return {
+            "src": src,
+            "src_pad": pad_mask,
+            "memory": memory,
+            "keys": keys,
+            "attn_bias": attn_bias,
+            "h": list(h.unbind(0)),
+            "c": list(c.unbind(0)),
+        }
 
     def init_state(self, enc: State) -> State:
         B = enc["memory"].shape[0]
@@ -156,8 +177,14 @@ class LSTMSeq2Seq(Autoregressive):
             bias = None if k == 0 else getattr(lstm, f"bias_ih_l{k}") + getattr(lstm, f"bias_hh_l{k}")
             layers.append((TapedLinear(torch.cat([w_ih[:, E:] if k == 0 else w_ih, w_hh], 1)), bias))
         w_c = self.combine.weight
-        return _Weights(lstm.weight_ih_l0[:, :E], lstm.bias_ih_l0 + lstm.bias_hh_l0, layers,
-                        w_c[:, :E], TapedLinear(w_c[:, E:]), self.combine.bias)
+        return _Weights(
+            lstm.weight_ih_l0[:, :E],
+            lstm.bias_ih_l0 + lstm.bias_hh_l0,
+            layers,
+            w_c[:, :E],
+            TapedLinear(w_c[:, E:]),
+            self.combine.bias,
+        )
 
     def _noise(self, like: Tensor, B: int) -> _Noise | None:
         """One step's dropout noise, drawn in the per-step formulation's order (embedding, nn.LSTM between its
@@ -169,11 +196,13 @@ class LSTMSeq2Seq(Autoregressive):
         between = [_bernoulli_noise(like, (B, H), self.decoder.dropout) for _ in range(self.decoder.num_layers - 1)]
         comb = _dropout_noise(like, (B, H), self.dropout)
         high = _dropout_noise(like, (B, H), self.high_dropout)
-        return _Noise(emb, [n for n in between if n is not None], comb, high,
-                      _dropout_noise(like, (B, H), self.feed_dropout))
+        return _Noise(
+            emb, [n for n in between if n is not None], comb, high, _dropout_noise(like, (B, H), self.feed_dropout)
+        )
 
-    def _core(self, gates0: Tensor, comb0: Tensor, state: State, w: _Weights, attention: TapedAttention,
-              noise: _Noise | None) -> tuple[Tensor, Tensor, State]:
+    def _core(
+        self, gates0: Tensor, comb0: Tensor, state: State, w: _Weights, attention: TapedAttention, noise: _Noise | None
+    ) -> tuple[Tensor, Tensor, State]:
         """One decoder step given the embedding's parts of layer 1's gates (B, 4H) and of the combined vector
         (B, H): (combined vector (B, H), attention (B, S), new state)."""
         feed, hs, cs = state["feed"], [], []
@@ -239,8 +268,13 @@ class LSTMSeq2Seq(Autoregressive):
             if noise[t] is not None:
                 pick = lambda x: x.index_select(0, order[:n])  # noqa: E731
                 opt = lambda x: None if x is None else pick(x)  # noqa: E731
-                step_noise = _Noise(None, [pick(b) for b in noise[t].between], opt(noise[t].comb),
-                                    opt(noise[t].high), opt(noise[t].feed))
+                step_noise = _Noise(
+                    None,
+                    [pick(b) for b in noise[t].between],
+                    opt(noise[t].comb),
+                    opt(noise[t].high),
+                    opt(noise[t].feed),
+                )
             comb, alpha, state = self._core(gates0[t][:n], comb0[t][:n], state, w, attention, step_noise)
             combs.append(F.pad(comb, (0, 0, 0, B - n)))
             alphas.append(F.pad(alpha, (0, 0, 0, B - n)))
@@ -251,6 +285,7 @@ class LSTMSeq2Seq(Autoregressive):
 
 # ---------------------------------------------------------------- schema and builder (`arch: lstm`)
 
+
 @dataclass
 class LSTMConfig:
     arch: str = option("lstm", "model family")
@@ -258,17 +293,30 @@ class LSTMConfig:
     hidden_dim: int = option(512, "LSTM width", ge=1)
     layers: int = option(2, "LSTM depth (encoder and decoder)", ge=1)
     dropout: float = option(0.4, "dropout on embeddings, between layers and on the combined vector", ge=0, lt=1)
-    combine_feed: bool = option(False, "combined vector from [embedding; previous combined vector; h; context] "
-                                   "(the reference code of Akyürek & Andreas 2021) instead of [embedding; h; context]")
-    feed_dropout: bool = option(False, "drop the fed-back combined vector as the reference code does: the next step's "
-                                   "input [embedding; feed] with p = dropout, and the head's dropout mask on the "
-                                   "combined vector, shared by the head and the feed (its --highdrop)")
-    combine_activation: str = option("none", "nonlinearity on the combined vector: none (the reference code of "
-                                         "Akyürek & Andreas 2021: with combine_feed a linear feedback) or tanh "
-                                         "(Luong et al. 2015's attentional vector, which bounds the feedback)",
-                                 choices=("none", "tanh"))
-    max_length: int = option(MAX_LENGTH, "longest source or target (tokens) the model takes: longer input is "
-                                         "refused naming its line (training: skipped, see data.too_long)", ge=1)
+    combine_feed: bool = option(
+        False,
+        "combined vector from [embedding; previous combined vector; h; context] "
+        "(the reference code of Akyürek & Andreas 2021) instead of [embedding; h; context]",
+    )
+    feed_dropout: bool = option(
+        False,
+        "drop the fed-back combined vector as the reference code does: the next step's "
+        "input [embedding; feed] with p = dropout, and the head's dropout mask on the "
+        "combined vector, shared by the head and the feed (its --highdrop)",
+    )
+    combine_activation: str = option(
+        "none",
+        "nonlinearity on the combined vector: none (the reference code of "
+        "Akyürek & Andreas 2021: with combine_feed a linear feedback) or tanh "
+        "(Luong et al. 2015's attentional vector, which bounds the feedback)",
+        choices=("none", "tanh"),
+    )
+    max_length: int = option(
+        MAX_LENGTH,
+        "longest source or target (tokens) the model takes: longer input is "
+        "refused naming its line (training: skipped, see data.too_long)",
+        ge=1,
+    )
     head: Any = head_option()
 
 
@@ -279,7 +327,19 @@ def build_lstm(cfg: LSTMConfig, vocabs: Vocabs, train_examples: Sequence | None 
     if cfg.feed_dropout:  # the head's dropout becomes the model's mask on the combined vector, shared with the feed
         head_cfg, high = dataclasses.replace(cfg.head, dropout=0.0), cfg.head.dropout
     head = build_head(head_cfg, cfg.hidden_dim, src_vocab, tgt_vocab, train_examples)
-    return with_width(LSTMSeq2Seq(len(src_vocab), len(tgt_vocab), head, embed_dim=cfg.embed_dim,
-                                  hidden_dim=cfg.hidden_dim, layers=cfg.layers, dropout=cfg.dropout,
-                                  combine_feed=cfg.combine_feed, feed_dropout=cfg.dropout if cfg.feed_dropout else 0.0,
-                                  high_dropout=high, combine_activation=cfg.combine_activation), cfg.hidden_dim)
+    return with_width(
+        LSTMSeq2Seq(
+            len(src_vocab),
+            len(tgt_vocab),
+            head,
+            embed_dim=cfg.embed_dim,
+            hidden_dim=cfg.hidden_dim,
+            layers=cfg.layers,
+            dropout=cfg.dropout,
+            combine_feed=cfg.combine_feed,
+            feed_dropout=cfg.dropout if cfg.feed_dropout else 0.0,
+            high_dropout=high,
+            combine_activation=cfg.combine_activation,
+        ),
+        cfg.hidden_dim,
+    )

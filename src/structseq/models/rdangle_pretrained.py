@@ -79,12 +79,24 @@ class RDanglePretrained(PretrainedSeq2Seq):
     sentence_state = frozenset({"src", "src_mask", "src_len", "src_x"})  # H and the cache follow the prefix
     AUTO_CHUNK_STEPS = 8
 
-    def __init__(self, hf, ids: SpecialIds, fusion_layers: int, interval: int = 1, chunk_points: int = 0,
-                 recompute_chunks: bool = False, lr_scale: float = 1.0):
+    def __init__(
+        self,
+        hf,
+        ids: SpecialIds,
+        fusion_layers: int,
+        interval: int = 1,
+        chunk_points: int = 0,
+        recompute_chunks: bool = False,
+        lr_scale: float = 1.0,
+    ):
         super().__init__(hf, ids, lr_scale)
         d = model_width(hf.config)
-        self.k1, self.interval, self.chunk_points, self.recompute_chunks = fusion_layers, interval, chunk_points, \
-            recompute_chunks
+        self.k1, self.interval, self.chunk_points, self.recompute_chunks = (
+            fusion_layers,
+            interval,
+            chunk_points,
+            recompute_chunks,
+        )
         self.type_src = nn.Parameter(torch.zeros(d))
         self.type_tgt = nn.Parameter(torch.zeros(d))
         with torch.no_grad():
@@ -115,15 +127,16 @@ class RDanglePretrained(PretrainedSeq2Seq):
         src_x = self._embed(self.encoder.embed_tokens(src) + self.type_src, pos)
         return {"src": src, "src_mask": mask, "src_len": mask.sum(1), "src_x": src_x}
 
-    def prefix_segment(self, tgt_in: Tensor, points: Tensor, src_len: Tensor, sents: Tensor | None = None
-                       ) -> tuple[Tensor, Tensor]:
+    def prefix_segment(
+        self, tgt_in: Tensor, points: Tensor, src_len: Tensor, sents: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Fused-input rows after the source, row r being point points[r] of sentence sents[r] (default: one
         row per sentence): y_0..y_p, the end marker, then padding. Returns (R, L, D) and a keep-mask (R, L)."""
         if sents is None:
             sents = torch.arange(tgt_in.shape[0], device=tgt_in.device)
             points = points.expand(sents.shape[0])
         L = int(points.max()) + 2
-        emb = self.decoder.embed_tokens(tgt_in[:, :L - 1]) + self.type_tgt
+        emb = self.decoder.embed_tokens(tgt_in[:, : L - 1]) + self.type_tgt
         emb = F.pad(emb, (0, 0, 0, 1)).index_select(0, sents)  # (R, L, D)
         steps = torch.arange(L, device=tgt_in.device)
         in_prefix, at_end = steps[None, :] <= points[:, None], steps[None, :] == points[:, None] + 1
@@ -131,8 +144,10 @@ class RDanglePretrained(PretrainedSeq2Seq):
         positions = src_len.index_select(0, sents)[:, None] + steps[None, :]
         most = self.encoder.embed_positions.weight.shape[0] - getattr(self.encoder.embed_positions, "offset", 0)
         if int(positions.max()) >= most:
-            raise ValueError(f"the fused input (source + target prefix + end marker) needs {int(positions.max()) + 1}"
-                             f" positions, more than the backbone's {most}; shorten the examples (data.max_length)")
+            raise ValueError(
+                f"the fused input (source + target prefix + end marker) needs {int(positions.max()) + 1}"
+                f" positions, more than the backbone's {most}; shorten the examples (data.max_length)"
+            )
         return self._embed(seg, positions), in_prefix | at_end
 
     def fuse(self, src_x: Tensor, src_mask: Tensor, seg: Tensor, seg_keep: Tensor) -> Tensor:
@@ -141,18 +156,23 @@ class RDanglePretrained(PretrainedSeq2Seq):
         x = torch.cat([src_x, seg], 1)
         layers = self.encoder.layers
         mask = additive_mask(torch.cat([src_mask, seg_keep], 1), x.dtype)
-        for layer in layers[:self.k1]:
+        for layer in layers[: self.k1]:
             x = run_layer(layer, x, mask)
         h, mask = x[:, :S], additive_mask(src_mask, x.dtype)
-        for layer in layers[self.k1:]:
+        for layer in layers[self.k1 :]:
             h = run_layer(layer, h, mask)
         norm = getattr(self.encoder, "layer_norm", None)  # mBART: a final encoder norm
         return norm(h) if norm is not None else h
 
     # ------------------------------------------------------------------ decoder and output layer
     def _decode(self, tokens: Tensor, keys: Tensor, src_mask: Tensor, cache=None, use_cache: bool = False):
-        out = self.decoder(input_ids=tokens, encoder_hidden_states=keys, encoder_attention_mask=src_mask.long(),
-                           use_cache=use_cache, **{self._cache_key: cache})
+        out = self.decoder(
+            input_ids=tokens,
+            encoder_hidden_states=keys,
+            encoder_attention_mask=src_mask.long(),
+            use_cache=use_cache,
+            **{self._cache_key: cache},
+        )
         return out.last_hidden_state, output_cache(out)
 
     def log_probs(self, h: Tensor) -> Tensor:
@@ -205,11 +225,17 @@ class RDanglePretrained(PretrainedSeq2Seq):
         else:
             keys = state["keys"]
             h, cache = self._decode(prev[:, None], keys, state["src_mask"], state["cache"].cache, use_cache=True)
-        return self.log_probs(h[:, -1]), {**state, "prefix": prefix, "step": t + 1, "keys": keys,
-                                          "cache": RowCache(cache)}
+        return self.log_probs(h[:, -1]), {
+            **state,
+            "prefix": prefix,
+            "step": t + 1,
+            "keys": keys,
+            "cache": RowCache(cache),
+        }
 
 
 # ---------------------------------------------------------------- schema and builder
+
 
 @dataclass
 class RDanglePretrainedConfig(HFSeq2SeqConfig):
@@ -217,35 +243,62 @@ class RDanglePretrainedConfig(HFSeq2SeqConfig):
     target prefix, its top k2 layers re-encode the source, its decoder cross-attends to the result."""
 
     arch: str = option("rdangle-pretrained", "R-Dangle_shr on a local BART-family checkpoint")
-    interval: int = option(1, "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1; the "
-                              "paper: 6 on SMCalFlow-CS)", ge=0, le=100_000)
-    fusion_layers: int = option(2, "k1: the encoder's bottom layers, over [source; target prefix; end marker], "
-                                   "bidirectional (the paper: 2)", ge=1, le=1000)
-    post_fusion_layers: int = option(10, "k2: the encoder's remaining layers, over the source positions; k1 + k2 = "
-                                         "the encoder's layers (the paper, BART-large: 10)", ge=0, le=1000)
-    chunk_points: int = option(0, "training: re-encoding points computed together in one batched pass (0 = auto, "
-                                  "points covering about 8 target steps)", ge=0, le=100_000)
-    recompute_chunks: bool = option(False, "training: recompute each chunk's activations in the backward pass "
-                                           "(peak memory of one chunk, about a third more compute)")
+    interval: int = option(
+        1,
+        "re-encoding interval o: points at steps 1, 1+o, 1+2o, ... (0 = only at step 1; the paper: 6 on SMCalFlow-CS)",
+        ge=0,
+        le=100_000,
+    )
+    fusion_layers: int = option(
+        2,
+        "k1: the encoder's bottom layers, over [source; target prefix; end marker], bidirectional (the paper: 2)",
+        ge=1,
+        le=1000,
+    )
+    post_fusion_layers: int = option(
+        10,
+        "k2: the encoder's remaining layers, over the source positions; k1 + k2 = "
+        "the encoder's layers (the paper, BART-large: 10)",
+        ge=0,
+        le=1000,
+    )
+    chunk_points: int = option(
+        0,
+        "training: re-encoding points computed together in one batched pass (0 = auto, "
+        "points covering about 8 target steps)",
+        ge=0,
+        le=100_000,
+    )
+    recompute_chunks: bool = option(
+        False,
+        "training: recompute each chunk's activations in the backward pass "
+        "(peak memory of one chunk, about a third more compute)",
+    )
 
 
 def check_backbone(cfg: RDanglePretrainedConfig, config) -> None:
     """A BART-family encoder-decoder whose encoder has k1 + k2 layers, or a ConfigError naming the keys."""
     if config.model_type not in FAMILY:
-        raise ConfigError(f"'model.pretrained': rdangle-pretrained runs on the BART family ({', '.join(FAMILY)}); "
-                          f"{cfg.pretrained!r} holds a {config.model_type} model (use arch hf-seq2seq for it)")
+        raise ConfigError(
+            f"'model.pretrained': rdangle-pretrained runs on the BART family ({', '.join(FAMILY)}); "
+            f"{cfg.pretrained!r} holds a {config.model_type} model (use arch hf-seq2seq for it)"
+        )
     n = config.encoder_layers
     if cfg.fusion_layers + cfg.post_fusion_layers != n:
-        raise ConfigError(f"'model.fusion_layers' ({cfg.fusion_layers}) + 'model.post_fusion_layers' "
-                          f"({cfg.post_fusion_layers}) must equal the encoder's {n} layers in {cfg.pretrained!r}")
+        raise ConfigError(
+            f"'model.fusion_layers' ({cfg.fusion_layers}) + 'model.post_fusion_layers' "
+            f"({cfg.post_fusion_layers}) must equal the encoder's {n} layers in {cfg.pretrained!r}"
+        )
 
 
 @register_arch("rdangle-pretrained", config=RDanglePretrainedConfig, tasks=("hf-seq2seq",))
-def build_rdangle_pretrained(cfg: RDanglePretrainedConfig, vocabs: Vocabs, train_examples: Sequence | None = None
-                             ) -> RDanglePretrained:
+def build_rdangle_pretrained(
+    cfg: RDanglePretrainedConfig, vocabs: Vocabs, train_examples: Sequence | None = None
+) -> RDanglePretrained:
     check_backbone(cfg, load_config(cfg.pretrained))
     ids = special_ids(cfg.pretrained)
     hf = load_seq2seq(cfg.pretrained)
-    model = RDanglePretrained(hf, ids, cfg.fusion_layers, cfg.interval, cfg.chunk_points, cfg.recompute_chunks,
-                              cfg.lr_scale)
+    model = RDanglePretrained(
+        hf, ids, cfg.fusion_layers, cfg.interval, cfg.chunk_points, cfg.recompute_chunks, cfg.lr_scale
+    )
     return with_width(model, model_width(hf.config))

@@ -29,32 +29,42 @@ _KEY = "model.encoder.pretrained"
 
 @dataclass
 class SupertagEncoderConfig:
-    pretrained: str | None = option(None, "a local Hugging Face encoder directory (model + tokenizer; nothing is "
-                                          "downloaded); null: train the word + character BiLSTM encoder from scratch")
-    lr_scale: float = option(0.1, "learning-rate factor of the pretrained encoder's parameters (paper: 1e-5 / 1e-4; "
-                                  "0 freezes it)", ge=0.0)
-    pooling: str = option("attention", "pooling of a word's subword pieces: attention | first | mean",
-                          choices=POOLINGS)
+    pretrained: str | None = option(
+        None,
+        "a local Hugging Face encoder directory (model + tokenizer; nothing is "
+        "downloaded); null: train the word + character BiLSTM encoder from scratch",
+    )
+    lr_scale: float = option(
+        0.1, "learning-rate factor of the pretrained encoder's parameters (paper: 1e-5 / 1e-4; 0 freezes it)", ge=0.0
+    )
+    pooling: str = option("attention", "pooling of a word's subword pieces: attention | first | mean", choices=POOLINGS)
     word_dim: int = option(128, "word embedding width (from-scratch encoder)", ge=1)
     char_dim: int = option(32, "character embedding width (0: no character component)", ge=0)
     char_filters: int = option(64, "character CNN filters (width-3 convolution, max over the word)", ge=1)
     max_chars: int = option(24, "characters of a word the CNN reads (the first ones)", ge=1)
     hidden: int = option(128, "BiLSTM width per direction", ge=1)
     layers: int = option(2, "BiLSTM layers", ge=1)
-    word_dropout: float = option(0.1, "training: a word id replaced by <unk> with this probability (teaches the "
-                                      "unknown-word path)", ge=0.0, lt=1.0)
+    word_dropout: float = option(
+        0.1,
+        "training: a word id replaced by <unk> with this probability (teaches the unknown-word path)",
+        ge=0.0,
+        lt=1.0,
+    )
 
 
 # ---------------------------------------------------------------- local Hugging Face checkpoints
+
 
 def pretrained_folder(path: str) -> Path:
     """The folder of a pretrained encoder, or a ConfigError saying that it is missing (nothing is downloaded)."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist (moved or deleted?)"
-        raise ConfigError(f"'{_KEY}': the encoder folder {str(path)!r} {what}; give a local folder holding the "
-                          "model and its tokenizer (as save_pretrained writes them): nothing is downloaded (a hub "
-                          "name such as camembert-base is not fetched)")
+        raise ConfigError(
+            f"'{_KEY}': the encoder folder {str(path)!r} {what}; give a local folder holding the "
+            "model and its tokenizer (as save_pretrained writes them): nothing is downloaded (a hub "
+            "name such as camembert-base is not fetched)"
+        )
     return folder
 
 
@@ -65,16 +75,21 @@ def load_pretrained(path: str, what: str = "model"):
         import transformers
     except ImportError:
         raise ConfigError(f"'{_KEY}' needs the transformers package: pip install 'structseq[hf]'") from None
-    loader = {"model": transformers.AutoModel, "tokenizer": transformers.AutoTokenizer,
-              "config": transformers.AutoConfig}[what]
+    loader = {
+        "model": transformers.AutoModel,
+        "tokenizer": transformers.AutoTokenizer,
+        "config": transformers.AutoConfig,
+    }[what]
     try:
         return loader.from_pretrained(str(folder), local_files_only=True)
     except StructseqError:
         raise
     except Exception as e:  # a broken folder: transformers raises OSError, ValueError, safetensors errors...
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ConfigError(f"'{_KEY}': cannot load the encoder's {what} from {str(folder)!r} ({type(e).__name__}: "
-                          f"{first}); nothing is downloaded") from None
+        raise ConfigError(
+            f"'{_KEY}': cannot load the encoder's {what} from {str(folder)!r} ({type(e).__name__}: "
+            f"{first}); nothing is downloaded"
+        ) from None
 
 
 def max_pieces(path: str, tokenizer) -> int:
@@ -82,16 +97,21 @@ def max_pieces(path: str, tokenizer) -> int:
     `model_max_length` and the model's position table (`max_position_embeddings`, less the offset of
     RoBERTa-style positions, which start after the padding id)."""
     config = load_pretrained(path, "config")
-    limit = int(min(getattr(tokenizer, "model_max_length", None) or 10 ** 9, 10 ** 9))
+    limit = int(min(getattr(tokenizer, "model_max_length", None) or 10**9, 10**9))
     positions = getattr(config, "max_position_embeddings", None)
     if positions:
-        offset = config.pad_token_id + 1 if getattr(config, "position_embedding_type", "absolute") == "absolute" \
-            and config.model_type in ("roberta", "camembert", "xlm-roberta", "xlm-roberta-xl") else 0
+        offset = (
+            config.pad_token_id + 1
+            if getattr(config, "position_embedding_type", "absolute") == "absolute"
+            and config.model_type in ("roberta", "camembert", "xlm-roberta", "xlm-roberta-xl")
+            else 0
+        )
         limit = min(limit, positions - offset)
     return limit
 
 
 # ---------------------------------------------------------------- encoders
+
 
 class WordEncoder(nn.Module):
     """Words + character CNN -> BiLSTM -> d_model. Reads batch["words"] (B, W) and batch["chars"] (B, W, C)."""
@@ -105,8 +125,14 @@ class WordEncoder(nn.Module):
             self.chars = nn.Embedding(n_chars, cfg.char_dim, padding_idx=Vocab.pad)
             self.conv = nn.Conv1d(cfg.char_dim, cfg.char_filters, 3, padding=1)
             width += cfg.char_filters
-        self.lstm = nn.LSTM(width, cfg.hidden, cfg.layers, batch_first=True, bidirectional=True,
-                            dropout=dropout if cfg.layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            width,
+            cfg.hidden,
+            cfg.layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if cfg.layers > 1 else 0.0,
+        )
         self.out = nn.Linear(2 * cfg.hidden, d_model)
         self.drop = Dropout(dropout)
 

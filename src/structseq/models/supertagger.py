@@ -50,6 +50,7 @@ NEG = -1e9  # a forbidden symbol's logit (finite, so that sums of forbidden scor
 
 # ---------------------------------------------------------------- configs
 
+
 def _encoder():
     return field(default_factory=SupertagEncoderConfig, metadata={"help": "the sentence encoder"})
 
@@ -68,13 +69,17 @@ class SupertagTreeConfig(SupertagClassifierConfig):
     node_dim: int = option(128, "node (symbol and path) embedding width d_n", ge=1)
     node_heads: int = option(4, "heads of node feedback (they divide d_model)", ge=1)
     state_heads: int = option(8, "heads of state feedback (they divide d_model)", ge=1)
-    max_distance: int = option(6, "state feedback: words farther apart than this do not attend to each other",
-                               ge=0)
+    max_distance: int = option(6, "state feedback: words farther apart than this do not attend to each other", ge=0)
     node_feedback: bool = option(True, "node feedback (false: the paper's -nf ablation)")
     state_feedback: bool = option(True, "state feedback (false: the paper's -sf ablation)")
     edge_dropout: float = option(0.2, "training: dropout on node-feedback attention coefficients", ge=0.0, lt=1.0)
-    max_depth: int = option(8, "decoding: deepest tree level (the root is depth 0); deeper nodes are forced to be "
-                               f"leaves (at most {MAX_DEPTH}, the deepest category read)", ge=0, le=MAX_DEPTH)
+    max_depth: int = option(
+        8,
+        "decoding: deepest tree level (the root is depth 0); deeper nodes are forced to be "
+        f"leaves (at most {MAX_DEPTH}, the deepest category read)",
+        ge=0,
+        le=MAX_DEPTH,
+    )
 
     def __post_init__(self):
         for name, on in (("node_heads", self.node_feedback), ("state_heads", self.state_feedback)):
@@ -96,6 +101,7 @@ class _Tagger(Model):
 
 
 # ---------------------------------------------------------------- the token classifier
+
 
 class SupertagClassifier(_Tagger):
     def __init__(self, cfg: SupertagClassifierConfig, vocabs):
@@ -120,6 +126,7 @@ class SupertagClassifier(_Tagger):
 
 
 # ---------------------------------------------------------------- the constructive tree tagger
+
 
 class PathEmbedding(nn.Module):
     """p(k) = W_{b1} W_{b2} ... W_{bn} rho0 for the path b1..bn from the root to position k; W_0, W_1 are
@@ -219,7 +226,7 @@ class TreeSupertagger(_Tagger):
         d, dn = cfg.d_model, cfg.node_dim
         self.paths = PathEmbedding(dn)
         self.symbols = nn.Embedding(len(sym), dn)
-        nn.init.normal_(self.symbols.weight, std=dn ** -0.5)  # logits of unit scale at initialisation
+        nn.init.normal_(self.symbols.weight, std=dn**-0.5)  # logits of unit scale at initialisation
         self.node_fb = NodeFeedback(d, dn, cfg.node_heads, cfg.edge_dropout) if cfg.node_feedback else None
         self.state_fb = StateFeedback(d, cfg.state_heads, cfg.max_distance, cfg.dropout) if cfg.state_feedback else None
         self.ffn, self.ffn_norm = SwiGLU(d, cfg.dropout), RMSNorm(d)
@@ -270,7 +277,7 @@ class TreeSupertagger(_Tagger):
         table = self.paths.table(depths)
         out, prev, start = [], None, 0
         for t, n in enumerate(counts.tolist()[: depths + 1]):
-            w, p, s = word[start: start + n], table[pos[start: start + n]], sym[start: start + n]
+            w, p, s = word[start : start + n], table[pos[start : start + n]], sym[start : start + n]
             h = self.step(h, mask, prev)
             out.append(self.node_logits(h, w, p).log_softmax(-1))
             prev, start = (w, self.node_embedding(p, s)), start + n
@@ -278,6 +285,7 @@ class TreeSupertagger(_Tagger):
 
 
 # ---------------------------------------------------------------- builders
+
 
 def _named(vocabs) -> dict[str, Vocab]:
     """The supertagging vocabularies (words, chars, cat, sym); one that is absent (a generic build, e.g. the

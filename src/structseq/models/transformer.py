@@ -28,14 +28,26 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         self.embed, self.layers, self.final_norm = embed, nn.ModuleList(layers), final_norm
 
-    def forward(self, src: Tensor, pad_mask: Tensor, *, attn_bias: Tensor | None = None,
-                logit_scale: float | None = None, between=None) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        pad_mask: Tensor,
+        *,
+        attn_bias: Tensor | None = None,
+        logit_scale: float | None = None,
+        between=None,
+    ) -> Tensor:
         """`attn_bias` / `logit_scale`: call-time focus of every self-attention layer (a context pass);
         `between`: per layer, a function applied between its self-attention and FFN (`EncoderLayer`)."""
         x = self.embed(src)  # (B, S, D)
         for i, layer in enumerate(self.layers):
-            x = layer(x, pad_mask, attn_bias=attn_bias, logit_scale=logit_scale,
-                      between=None if between is None else between[i])
+            x = layer(
+                x,
+                pad_mask,
+                attn_bias=attn_bias,
+                logit_scale=logit_scale,
+                between=None if between is None else between[i],
+            )
         return self.final_norm(x) if self.final_norm is not None else x
 
 
@@ -48,11 +60,22 @@ class TransformerDecoder(nn.Module):
 
     def project_memory(self, name: str, keys: Tensor, values: Tensor) -> list[dict[str, tuple[Tensor, Tensor]]]:
         """Per layer, {name: projected (k, v)} of a memory for the layers that attend to it (a cache)."""
-        return [{name: layer.cross_attn[name].project_kv(keys, values)} if name in layer.cross_attn else {}
-                for layer in self.layers]
+        return [
+            {name: layer.cross_attn[name].project_kv(keys, values)} if name in layer.cross_attn else {}
+            for layer in self.layers
+        ]
 
-    def forward(self, tokens, *, memories: Mapping[str, Mapping], cross_kv: list[Mapping] | None = None,
-                past_kv=None, offset: int = 0, need_weights: bool = False, keep_last: int | None = None):
+    def forward(
+        self,
+        tokens,
+        *,
+        memories: Mapping[str, Mapping],
+        cross_kv: list[Mapping] | None = None,
+        past_kv=None,
+        offset: int = 0,
+        need_weights: bool = False,
+        keep_last: int | None = None,
+    ):
         """`memories`: name -> {"pad": (B, S) mask, "keys"/"values": (B, S, D)}; `cross_kv`: per layer, name ->
         cached projected (k, v) (then only "pad" is needed). Returns features (B, T, D), new self-attention
         caches and, per memory, the head-averaged cross-attention {memory: (B, T, S)} of the topmost layer that
@@ -63,10 +86,14 @@ class TransformerDecoder(nn.Module):
         last = len(self.layers) - 1
         top = {name: i for i, layer in enumerate(self.layers) for name in layer.memories}  # memory -> its top layer
         for i, layer in enumerate(self.layers):
-            x, kv, w = layer(x, memories=memories, cross_kv=None if cross_kv is None else cross_kv[i],
-                             past_kv=None if past_kv is None else past_kv[i],
-                             need_weights=need_weights and i in top.values(),
-                             keep_last=keep_last if i == last else None)
+            x, kv, w = layer(
+                x,
+                memories=memories,
+                cross_kv=None if cross_kv is None else cross_kv[i],
+                past_kv=None if past_kv is None else past_kv[i],
+                need_weights=need_weights and i in top.values(),
+                keep_last=keep_last if i == last else None,
+            )
             new_kv.append(kv)
             if w is not None:
                 weights = weights or {}
@@ -104,14 +131,20 @@ class TransformerSeq2Seq(Autoregressive):
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         past = state["self_kv"]
         offset = 0 if past is None else past[0].size
-        x, new_kv, attn = self.decoder(prev[:, None], memories={"source": {"pad": state["src_pad"]}},
-                                       cross_kv=state["cross_kv"], past_kv=past, offset=offset,
-                                       need_weights=self.head.needs_attention)
+        x, new_kv, attn = self.decoder(
+            prev[:, None],
+            memories={"source": {"pad": state["src_pad"]}},
+            cross_kv=state["cross_kv"],
+            past_kv=past,
+            offset=offset,
+            need_weights=self.head.needs_attention,
+        )
         log_probs = self.head(x, attn and attn["source"], state["src"])[:, 0]
         return log_probs, {**state, "self_kv": new_kv}
 
 
 # ---------------------------------------------------------------- schema and builder (`arch: transformer`)
+
 
 @dataclass
 class TransformerBlocksConfig:
@@ -126,14 +159,21 @@ class TransformerBlocksConfig:
     attention_dropout: float = option(0.0, "dropout on attention weights", ge=0, lt=1)
     activation_dropout: float = option(0.0, "dropout after the FFN activation", ge=0, lt=1)
     norm_first: bool = option(False, "pre-norm (true) or post-norm (false)")
-    positions: str = option("sinusoidal", "sinusoidal (absolute) | relative (Huang et al. 2020 key+query form)",
-                         choices=("sinusoidal", "relative"))
+    positions: str = option(
+        "sinusoidal",
+        "sinusoidal (absolute) | relative (Huang et al. 2020 key+query form)",
+        choices=("sinusoidal", "relative"),
+    )
     max_relative: int = option(16, "relative positions are clipped to +-(max_relative - 1)", ge=1)
     share_decoder_embeddings: bool = option(False, "tie the target embedding and the output projection")
     share_all_embeddings: bool = option(False, "also tie source and target embeddings (needs data.share_vocab)")
-    max_length: int = option(MAX_LENGTH, "longest source or target (tokens) the model takes: longer input is "
-                                         "refused naming its line (training: skipped, see data.too_long); "
-                                         "attention needs memory growing with the square of this length", ge=1)
+    max_length: int = option(
+        MAX_LENGTH,
+        "longest source or target (tokens) the model takes: longer input is "
+        "refused naming its line (training: skipped, see data.too_long); "
+        "attention needs memory growing with the square of this length",
+        ge=1,
+    )
     head: Any = head_option()
 
 
@@ -144,12 +184,21 @@ class TransformerConfig(TransformerBlocksConfig):
 
 def layer_args(cfg: TransformerBlocksConfig) -> dict:
     """The keyword arguments of an EncoderLayer / DecoderLayer for a Transformer-blocks schema."""
-    return dict(d_model=cfg.d_model, n_heads=cfg.n_heads, ffn_dim=cfg.ffn_dim, dropout=cfg.dropout,
-                attention_dropout=cfg.attention_dropout, activation_dropout=cfg.activation_dropout,
-                norm_first=cfg.norm_first, max_relative=cfg.max_relative if cfg.positions == "relative" else None)
+    return dict(
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        ffn_dim=cfg.ffn_dim,
+        dropout=cfg.dropout,
+        attention_dropout=cfg.attention_dropout,
+        activation_dropout=cfg.activation_dropout,
+        norm_first=cfg.norm_first,
+        max_relative=cfg.max_relative if cfg.positions == "relative" else None,
+    )
 
 
-def embeddings(cfg: TransformerBlocksConfig, src_vocab: Vocab, tgt_vocab: Vocab) -> tuple[TokenEmbedding, TokenEmbedding]:
+def embeddings(
+    cfg: TransformerBlocksConfig, src_vocab: Vocab, tgt_vocab: Vocab
+) -> tuple[TokenEmbedding, TokenEmbedding]:
     absolute = cfg.positions == "sinusoidal"
     src_embed = TokenEmbedding(len(src_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
     tgt_embed = TokenEmbedding(len(tgt_vocab), cfg.d_model, positions=absolute, dropout=cfg.dropout)
@@ -164,12 +213,19 @@ def final_norm(cfg: TransformerBlocksConfig) -> nn.Module | None:
     return nn.LayerNorm(cfg.d_model) if cfg.norm_first else None
 
 
-def decoder_and_head(cfg: TransformerBlocksConfig, tgt_embed: TokenEmbedding, src_vocab: Vocab, tgt_vocab: Vocab,
-                      train_examples: Sequence | None, memories: Sequence[Sequence[str]] | None = None
-                      ) -> tuple[TransformerDecoder, nn.Module]:
+def decoder_and_head(
+    cfg: TransformerBlocksConfig,
+    tgt_embed: TokenEmbedding,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    train_examples: Sequence | None,
+    memories: Sequence[Sequence[str]] | None = None,
+) -> tuple[TransformerDecoder, nn.Module]:
     """`memories`: per decoder layer, the named memories it cross-attends to (default: the source)."""
-    layers = [DecoderLayer(**layer_args(cfg), **({} if memories is None else {"memories": memories[i]}))
-              for i in range(cfg.decoder_layers)]
+    layers = [
+        DecoderLayer(**layer_args(cfg), **({} if memories is None else {"memories": memories[i]}))
+        for i in range(cfg.decoder_layers)
+    ]
     decoder = TransformerDecoder(tgt_embed, layers, final_norm(cfg))
     head = build_head(cfg.head, cfg.d_model, src_vocab, tgt_vocab, train_examples)
     if cfg.share_decoder_embeddings or cfg.share_all_embeddings:
@@ -180,11 +236,13 @@ def decoder_and_head(cfg: TransformerBlocksConfig, tgt_embed: TokenEmbedding, sr
 
 
 @register_arch("transformer", config=TransformerConfig, attention=True)
-def build_transformer(cfg: TransformerConfig, vocabs: Vocabs, train_examples: Sequence | None = None
-                      ) -> TransformerSeq2Seq:
+def build_transformer(
+    cfg: TransformerConfig, vocabs: Vocabs, train_examples: Sequence | None = None
+) -> TransformerSeq2Seq:
     src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
     src_embed, tgt_embed = embeddings(cfg, src_vocab, tgt_vocab)
-    encoder = TransformerEncoder(src_embed, [EncoderLayer(**layer_args(cfg)) for _ in range(cfg.encoder_layers)],
-                                 final_norm(cfg))
+    encoder = TransformerEncoder(
+        src_embed, [EncoderLayer(**layer_args(cfg)) for _ in range(cfg.encoder_layers)], final_norm(cfg)
+    )
     decoder, head = decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
     return with_width(TransformerSeq2Seq(encoder, decoder, head), cfg.d_model)

@@ -109,6 +109,7 @@ class KVCache(NamedTuple):
     never reads a state again after reordering it): the gather then writes into the buffer an earlier gather
     left behind (`pool`, shared along one cache's lineage) and leaves its own old buffer there in turn. Fresh
     buffers of tens of MB cost page faults on every first write, which made them most of beam search's time."""
+
     k: Tensor
     v: Tensor
     rows: Tensor | None = None  # None: the identity
@@ -121,7 +122,7 @@ class KVCache(NamedTuple):
     def size(self) -> int:
         return self.k.shape[2] if self.length is None else self.length
 
-    def map_rows(self, fn, owned: bool = False) -> "KVCache":
+    def map_rows(self, fn, owned: bool = False) -> KVCache:
         current = self.rows if self.rows is not None else torch.arange(self.k.shape[0], device=self.k.device)
         rows = fn(current)
         if self.rows is None and rows.shape == current.shape and torch.equal(rows, current):
@@ -134,23 +135,32 @@ class KVCache(NamedTuple):
             return None
         k, v = self.pool[0]
         N, H, _, dh = like.shape
-        if k.shape[0] < N or k.shape[1] != H or k.shape[2] < capacity or k.shape[3] != dh or \
-                k.dtype != like.dtype or k.device != like.device:
+        if (
+            k.shape[0] < N
+            or k.shape[1] != H
+            or k.shape[2] < capacity
+            or k.shape[3] != dh
+            or k.dtype != like.dtype
+            or k.device != like.device
+        ):
             return None
         self.pool[0] = None
         return k[:N], v[:N]
 
-    def extend(self, k: Tensor, v: Tensor) -> "KVCache":
+    def extend(self, k: Tensor, v: Tensor) -> KVCache:
         """The cache with `k`, `v` (N, H, T', dh) appended along time; read it with `keys()` / `values()`."""
         t, n = self.size, k.shape[2]
         if torch.is_grad_enabled() and (self.k.requires_grad or k.requires_grad):
-            old_k, old_v = (self.k[:, :, :t], self.v[:, :, :t]) if self.rows is None else (
-                self.k[:, :, :t].index_select(0, self.rows), self.v[:, :, :t].index_select(0, self.rows))
+            old_k, old_v = (
+                (self.k[:, :, :t], self.v[:, :, :t])
+                if self.rows is None
+                else (self.k[:, :, :t].index_select(0, self.rows), self.v[:, :, :t].index_select(0, self.rows))
+            )
             return KVCache(torch.cat([old_k, k], 2), torch.cat([old_v, v], 2))
         filled = self.filled[0] if self.filled is not None else self.k.shape[2]
         if self.rows is None and filled == t and t + n <= self.k.shape[2]:  # spare capacity: write in place
-            self.k[:, :, t:t + n] = k
-            self.v[:, :, t:t + n] = v
+            self.k[:, :, t : t + n] = k
+            self.v[:, :, t : t + n] = v
             self.filled[0] = t + n
             return KVCache(self.k, self.v, None, t + n, self.filled, self.pool)
         bufs = self._spare(k, t + n)
@@ -162,17 +172,17 @@ class KVCache(NamedTuple):
                 x[:, :, :t] = old[:, :, :t]
             else:
                 torch.index_select(old if old.shape[2] == t else old[:, :, :t], 0, self.rows, out=x[:, :, :t])
-            x[:, :, t:t + n] = new
+            x[:, :, t : t + n] = new
         pool = self.pool if self.pool is not None else [None]
         if self.owned and self.pool is not None:  # our own buffer, and nobody reads this cache again
             pool[0] = tuple(b if b._base is None else b._base for b in (self.k, self.v))
         return KVCache(bufs[0], bufs[1], None, t + n, [t + n], pool)
 
     def keys(self) -> Tensor:
-        return self.k if self.length is None or self.length == self.k.shape[2] else self.k[:, :, :self.length]
+        return self.k if self.length is None or self.length == self.k.shape[2] else self.k[:, :, : self.length]
 
     def values(self) -> Tensor:
-        return self.v if self.length is None or self.length == self.v.shape[2] else self.v[:, :, :self.length]
+        return self.v if self.length is None or self.length == self.v.shape[2] else self.v[:, :, : self.length]
 
 
 class MultiheadAttention(nn.Module):
@@ -185,8 +195,14 @@ class MultiheadAttention(nn.Module):
     docstring) is added to the logits; `logit_scale` multiplies them (1 / temperature: > 1 is peakier).
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, score_bias: nn.Module | None = None,
-                 logit_scale: float = 1.0):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        score_bias: nn.Module | None = None,
+        logit_scale: float = 1.0,
+    ):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
@@ -223,8 +239,14 @@ class MultiheadAttention(nn.Module):
     def _fused_qkv(self) -> tuple[Tensor, Tensor]:
         """The (3D, D) weight and (3D,) bias of q, k, v; without autograd cached until a parameter changes (an
         incremental step would otherwise copy them once per layer and token)."""
-        params = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight,
-                  self.q_proj.bias, self.k_proj.bias, self.v_proj.bias)
+        params = (
+            self.q_proj.weight,
+            self.k_proj.weight,
+            self.v_proj.weight,
+            self.q_proj.bias,
+            self.k_proj.bias,
+            self.v_proj.bias,
+        )
         if torch.is_grad_enabled() and any(p.requires_grad for p in params):
             return torch.cat(params[:3]), torch.cat(params[3:])
         key = tuple((p.data_ptr(), p._version, p.device, p.dtype) for p in params)
@@ -283,8 +305,14 @@ class MultiheadAttention(nn.Module):
             offset = Tk - Tq if past_kv is not None else 0
 
         mask = None  # additive float mask (B or 1, 1 or H, Tq, Tk)
-        plain_causal = (causal and self.score_bias is None and key_padding_mask is None and attn_bias is None
-                        and offset == 0 and Tq == Tk)
+        plain_causal = (
+            causal
+            and self.score_bias is None
+            and key_padding_mask is None
+            and attn_bias is None
+            and offset == 0
+            and Tq == Tk
+        )
         if plain_causal and not need_weights:
             causal = False  # handled by SDPA's is_causal fast path below
         if self.score_bias is not None or causal or key_padding_mask is not None or attn_bias is not None:
@@ -310,7 +338,8 @@ class MultiheadAttention(nn.Module):
             out = dropout(weights, p, self.training) @ v
         else:
             weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
-                                                 is_causal=plain_causal and mask is None, scale=scale)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=plain_causal and mask is None, scale=scale
+            )
         out = out.transpose(1, 2).reshape(B, Tq, D)
         return self.out_proj(out), weights, (k, v) if cache is None else cache

@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-
 _TORCH_MASKS = False
 
 

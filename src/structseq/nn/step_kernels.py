@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+
 class Tape:
     """Operands that the steps of one forward pass stash (`fwd[i]` in forward, `bwd[i]` in backward) so that
     the gradient of a tensor every step uses is formed once, by `grads`, after the last step's backward.
@@ -152,10 +153,10 @@ def cell_forward(gates: Tensor, c0: Tensor) -> tuple[Tensor, Tensor, tuple[Tenso
     """torch's LSTM cell on precomputed gates (B, 4H) in torch's order i, f, g, o: h, c and what backward needs."""
     H = c0.shape[1]
     s = gates.sigmoid()
-    g = gates[:, 2 * H:3 * H].tanh()
-    c = torch.addcmul(s[:, H:2 * H] * c0, s[:, :H], g)
+    g = gates[:, 2 * H : 3 * H].tanh()
+    c = torch.addcmul(s[:, H : 2 * H] * c0, s[:, :H], g)
     tc = c.tanh()
-    return s[:, 3 * H:] * tc, c, (s, g, c0, tc)
+    return s[:, 3 * H :] * tc, c, (s, g, c0, tc)
 
 
 class LSTMCellFunction(torch.autograd.Function):
@@ -172,8 +173,9 @@ class LSTMCellFunction(torch.autograd.Function):
         s, g, c0, tc = ctx.saved_tensors
         i, f, _, o = s.chunk(4, 1)
         dc = dc + dh * o * (1 - tc * tc)
-        d_gates = torch.cat([dc * g * i * (1 - i), dc * c0 * f * (1 - f), dc * i * (1 - g * g), dh * tc * o * (1 - o)],
-                            1)
+        d_gates = torch.cat(
+            [dc * g * i * (1 - i), dc * c0 * f * (1 - f), dc * i * (1 - g * g), dh * tc * o * (1 - o)], 1
+        )
         return d_gates, dc * f
 
 

@@ -19,11 +19,12 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from structseq.config import TaskOptions
 from structseq.data.batching import Batch
 from structseq.data.example import Example
-from structseq.config import TaskOptions
 from structseq.data.vocab import Vocab, Vocabs
 from structseq.metrics.base import MetricInputs
+
 #: One example's ids, computed once: named lists of ints (e.g. {"src": [...], "tgt": [...]}).
 Encoded = dict[str, Any]
 
@@ -90,8 +91,15 @@ class Task(abc.ABC):
 
     # ------------------------------------------------------------------ prediction and evaluation
     @abc.abstractmethod
-    def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
-                show_progress: bool = False) -> list[Any]:
+    def predict(
+        self,
+        model: nn.Module,
+        examples: Sequence[Example],
+        vocabs: Vocabs,
+        *,
+        beam: int | None = None,
+        show_progress: bool = False,
+    ) -> list[Any]:
         """One prediction per example (decoding settings from the config's `decode` section)."""
 
     def parse_input(self, line: str) -> Example:
@@ -102,8 +110,9 @@ class Task(abc.ABC):
         """One output line of `structseq predict`."""
         return " ".join(prediction)
 
-    def evaluate(self, examples: Sequence[Example], predictions: Sequence[Any], *, dataset: str, split: str,
-                 data_root=None) -> dict:
+    def evaluate(
+        self, examples: Sequence[Example], predictions: Sequence[Any], *, dataset: str, split: str, data_root=None
+    ) -> dict:
         """Every metric this task and the dataset name (`metric_names`), each with its signature stating its
         scale, after the task's non-score entries (`report_facts`); JSON-able."""
         from structseq.metrics.report import compute_metrics
@@ -132,8 +141,9 @@ class Task(abc.ABC):
         """Outputs are the data's own whitespace tokens, like its references (sacrebleu need not warn)."""
         return False
 
-    def metric_inputs(self, examples: Sequence[Example], predictions: Sequence[Any], *, dataset: str, split: str,
-                      data_root=None) -> MetricInputs:
+    def metric_inputs(
+        self, examples: Sequence[Example], predictions: Sequence[Any], *, dataset: str, split: str, data_root=None
+    ) -> MetricInputs:
         """What the metrics read: by default the formatted predictions against the targets' text, the sources,
         the categories (when any example has one), the meta fields every example carries, and the dataset."""
         from structseq.data.registry import datasets, load_dataset
@@ -141,23 +151,32 @@ class Task(abc.ABC):
         spec = datasets().get(dataset)
         shared = set.intersection(*(set(e.meta) for e in examples)) if examples else set()
         return MetricInputs(
-            [self.format_prediction(p) for p in predictions], [e.target_text for e in examples],
+            [self.format_prediction(p) for p in predictions],
+            [e.target_text for e in examples],
             sources=[e.source for e in examples],
             categories=[e.category for e in examples] if any(e.category for e in examples) else None,
-            meta={k: [e.meta[k] for e in examples] for k in sorted(shared)}, dataset=dataset, split=split,
-            data_root=data_root, dataset_spec=spec,
+            meta={k: [e.meta[k] for e in examples] for k in sorted(shared)},
+            dataset=dataset,
+            split=split,
+            data_root=data_root,
+            dataset_spec=spec,
             load_split=(lambda name: load_dataset(dataset, name, data_root)) if spec is not None else None,
-            bleu_tokenize=self.bleu_tokenize(dataset), tokenized=self.tokenized_output)
+            bleu_tokenize=self.bleu_tokenize(dataset),
+            tokenized=self.tokenized_output,
+        )
 
     def report_facts(self, inputs: MetricInputs) -> dict:
         """What a report holds besides its metrics (default: the number of examples `n`)."""
         return {"n": inputs.n}
 
-    def prediction_rows(self, examples: Sequence[Example], predictions: Sequence[Any]
-                        ) -> tuple[list[str], list[list[str]]]:
+    def prediction_rows(
+        self, examples: Sequence[Example], predictions: Sequence[Any]
+    ) -> tuple[list[str], list[list[str]]]:
         """Header and rows of the predictions TSV that `evaluate` writes."""
-        return (["source", "reference", "hypothesis"],
-                [[e.source_text, e.target_text, self.format_prediction(p)] for e, p in zip(examples, predictions)])
+        return (
+            ["source", "reference", "hypothesis"],
+            [[e.source_text, e.target_text, self.format_prediction(p)] for e, p in zip(examples, predictions)],
+        )
 
     # ------------------------------------------------------------------ devices
     def to_device(self, batch: Batch, device: torch.device) -> Batch:

@@ -37,14 +37,23 @@ RESERVED = (SEP, BRK)
 @dataclass
 class ContextTaskOptions(Seq2SeqTaskOptions):  # subword, subword_vocab_size, tokenizer_path: the seq2seq task's
     type: str = option("context-seq2seq", "context-aware sequence to sequence (source, context, target)")
-    context_sentences: int | None = option(None, "keep the last N '<brk>'-separated context sentences (null: all read; "
-                                                 "0: none, a sentence-level model)", ge=0)
-    max_context_tokens: int | None = option(None, "keep the last N context tokens, after subwords (null: all; 0: none)",
-                                            ge=0)
-    p_drop_context: float = option(0.0, "augmentation p1: probability that a training example loses its context",
-                                   ge=0, le=1)
-    p_predict_context: float = option(0.0, "augmentation p2: probability that a training example becomes S -> C "
-                                           "(predict the context from the source)", ge=0, le=1)
+    context_sentences: int | None = option(
+        None,
+        "keep the last N '<brk>'-separated context sentences (null: all read; 0: none, a sentence-level model)",
+        ge=0,
+    )
+    max_context_tokens: int | None = option(
+        None, "keep the last N context tokens, after subwords (null: all; 0: none)", ge=0
+    )
+    p_drop_context: float = option(
+        0.0, "augmentation p1: probability that a training example loses its context", ge=0, le=1
+    )
+    p_predict_context: float = option(
+        0.0,
+        "augmentation p2: probability that a training example becomes S -> C (predict the context from the source)",
+        ge=0,
+        le=1,
+    )
     reverse: bool = option(False, "train the reverse model T -> S without context (for backward perplexity)")
 
 
@@ -58,8 +67,10 @@ class ContextSeq2SeqTask(Seq2SeqTask):
         super().__init__(cfg)
         o = self.options  # each value's range is its field's (ContextTaskOptions); here what involves two
         if o.p_drop_context + o.p_predict_context > 1:
-            raise ConfigError(f"'task.p_drop_context' ({o.p_drop_context}) + 'task.p_predict_context' "
-                              f"({o.p_predict_context}) must not exceed 1: they are probabilities of one draw")
+            raise ConfigError(
+                f"'task.p_drop_context' ({o.p_drop_context}) + 'task.p_predict_context' "
+                f"({o.p_predict_context}) must not exceed 1: they are probabilities of one draw"
+            )
 
     # ------------------------------------------------------------------ data
     def prepare(self, e: Example) -> Example:
@@ -77,12 +88,12 @@ class ContextSeq2SeqTask(Seq2SeqTask):
                 else:
                     cur.append(t)
             sentences.append(cur)
-            kept = sentences[-o.context_sentences:] if o.context_sentences > 0 else []
+            kept = sentences[-o.context_sentences :] if o.context_sentences > 0 else []
             ctx = tuple(t for i, s in enumerate(kept) for t in ([BRK] if i else []) + s) or None
         e = self.to_pieces(replace(e, context=ctx))
         ctx = e.context
         if ctx and o.max_context_tokens is not None:
-            ctx = ctx[-o.max_context_tokens:] if o.max_context_tokens > 0 else None
+            ctx = ctx[-o.max_context_tokens :] if o.max_context_tokens > 0 else None
         e = replace(e, context=ctx or None)
         self.check_pieces(e)
         return e
@@ -96,17 +107,21 @@ class ContextSeq2SeqTask(Seq2SeqTask):
         without = o.reverse or o.context_sentences == 0 or o.max_context_tokens == 0 or o.p_drop_context == 1
         held_out = where.endswith("(held out)")  # a sample of a training split that has contexts
         if examples and not (without or held_out) and not any(e.context for e in examples):
-            raise DataError("no example has a context: a context-aware task needs a 'context' column (a TSV header "
-                            "or data.columns naming it) or document files; to go without on purpose, set "
-                            "task.context_sentences: 0", where)
+            raise DataError(
+                "no example has a context: a context-aware task needs a 'context' column (a TSV header "
+                "or data.columns naming it) or document files; to go without on purpose, set "
+                "task.context_sentences: 0",
+                where,
+            )
 
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
         o, d = self.options, self.cfg.data
         self.learn_subword(train)
         prepared = [self.prepare(e) for e in train]
         inputs = [e.source for e in prepared] + [e.context for e in prepared if e.context]
-        outputs = [e.target for e in prepared] + ([e.context for e in prepared if e.context]
-                                                  if o.p_predict_context > 0 else [])
+        outputs = [e.target for e in prepared] + (
+            [e.context for e in prepared if e.context] if o.p_predict_context > 0 else []
+        )
         if d.share_vocab:
             shared = _with_reserved(Vocab.build(inputs + outputs, d.min_freq))
             return {"src": shared, "tgt": shared}
@@ -114,20 +129,25 @@ class ContextSeq2SeqTask(Seq2SeqTask):
 
     def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
         e = self.prepare(example)
-        out = {"src": encode_source(vocabs["src"], e.source), "tgt": vocabs["tgt"].encode(e.target),
-               "ctx": encode_source(vocabs["src"], e.context) if e.context else []}
+        out = {
+            "src": encode_source(vocabs["src"], e.source),
+            "tgt": vocabs["tgt"].encode(e.target),
+            "ctx": encode_source(vocabs["src"], e.context) if e.context else [],
+        }
         if self.options.p_predict_context > 0:
             out["ctx_tgt"] = vocabs["tgt"].encode(e.context or ())
         return out
 
     def length(self, encoded: Encoded) -> int:
-        return max(len(encoded["src"]) + len(encoded["ctx"]) - 1, len(encoded["tgt"]),
-                   len(encoded.get("ctx_tgt", ())))
+        return max(len(encoded["src"]) + len(encoded["ctx"]) - 1, len(encoded["tgt"]), len(encoded.get("ctx_tgt", ())))
 
     def collate(self, items: Sequence[Encoded], index: Sequence[int]) -> Batch:
         tgt = [it["tgt"] for it in items]
-        tensors = {"src": pad_sequences([it["src"] for it in items]), "ctx": _pad([it["ctx"] for it in items]),
-                   **target_batch(tgt)}
+        tensors = {
+            "src": pad_sequences([it["src"] for it in items]),
+            "ctx": _pad([it["ctx"] for it in items]),
+            **target_batch(tgt),
+        }
         return Batch(tensors, index, sum(len(t) + 1 for t in tgt))
 
     def augmentation_draws(self, index: Sequence[int], step: int) -> list[str]:
@@ -137,8 +157,9 @@ class ContextSeq2SeqTask(Seq2SeqTask):
         out = []
         for i in index:
             u = np.random.default_rng([self.cfg.train.seed, step, int(i), 0x5EED]).random()
-            out.append("drop" if u < o.p_drop_context else
-                       "predict" if u < o.p_drop_context + o.p_predict_context else "keep")
+            out.append(
+                "drop" if u < o.p_drop_context else "predict" if u < o.p_drop_context + o.p_predict_context else "keep"
+            )
         return out
 
     def training_batch(self, items: Sequence[Encoded], index: Sequence[int], step: int) -> Batch:
@@ -157,8 +178,12 @@ class ContextSeq2SeqTask(Seq2SeqTask):
     # ------------------------------------------------------------------ prediction
     def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         prepared = [self.prepare(e) for e in examples]
-        return Batch({"src": pad_sequences([encode_source(vocabs["src"], e.source) for e in prepared]),
-                      "ctx": _pad([encode_source(vocabs["src"], e.context) if e.context else [] for e in prepared])})
+        return Batch(
+            {
+                "src": pad_sequences([encode_source(vocabs["src"], e.source) for e in prepared]),
+                "ctx": _pad([encode_source(vocabs["src"], e.context) if e.context else [] for e in prepared]),
+            }
+        )
 
     @torch.no_grad()
     def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:

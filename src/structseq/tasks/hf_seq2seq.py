@@ -57,8 +57,10 @@ class HFSeq2SeqTask(Seq2SeqTask):
     def folder(self) -> str:
         path = getattr(self.cfg.model, "pretrained", None)
         if not path:
-            raise ConfigError("'model.pretrained' is required: task hf-seq2seq tokenizes with a local Hugging Face "
-                              "checkpoint's tokenizer (arch hf-seq2seq or rdangle-pretrained)")
+            raise ConfigError(
+                "'model.pretrained' is required: task hf-seq2seq tokenizes with a local Hugging Face "
+                "checkpoint's tokenizer (arch hf-seq2seq or rdangle-pretrained)"
+            )
         return path
 
     @property
@@ -89,9 +91,11 @@ class HFSeq2SeqTask(Seq2SeqTask):
             return
         now = base_digest(checkpoint_folder(self.folder))
         if now != saved:
-            raise StructseqError(f"the base checkpoint folder {self.folder} changed since this run was trained: its "
-                                 f"content hash is now {now}, the run was trained on {saved}; restore the folder "
-                                 "the run was trained on (or train again)")
+            raise StructseqError(
+                f"the base checkpoint folder {self.folder} changed since this run was trained: its "
+                f"content hash is now {now}, the run was trained on {saved}; restore the folder "
+                "the run was trained on (or train again)"
+            )
         self._digest = saved
 
     # ------------------------------------------------------------------ data
@@ -107,8 +111,10 @@ class HFSeq2SeqTask(Seq2SeqTask):
             self._limit = getattr(load_config(self.folder), "max_position_embeddings", None) or 0
         if self._limit and len(ids) > self._limit:
             side = "target" if target else "source"
-            raise DataError(f"{side} {text[:60]!r}... has {len(ids)} tokenizer pieces, more than the model's "
-                            f"{self._limit} positions; lower data.max_length")
+            raise DataError(
+                f"{side} {text[:60]!r}... has {len(ids)} tokenizer pieces, more than the model's "
+                f"{self._limit} positions; lower data.max_length"
+            )
         return ids
 
     def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
@@ -120,9 +126,15 @@ class HFSeq2SeqTask(Seq2SeqTask):
     def collate(self, items: Sequence[Encoded], index: Sequence[int]) -> Batch:
         pad, start = self.ids.pad, self.ids.start
         tgt = [it["tgt"] for it in items]
-        return Batch({"src": pad_sequences([it["src"] for it in items], pad),
-                      "tgt_in": pad_sequences([[start, *t[:-1]] for t in tgt], pad),
-                      "tgt_out": pad_sequences(tgt, pad)}, index, sum(len(t) for t in tgt))
+        return Batch(
+            {
+                "src": pad_sequences([it["src"] for it in items], pad),
+                "tgt_in": pad_sequences([[start, *t[:-1]] for t in tgt], pad),
+                "tgt_out": pad_sequences(tgt, pad),
+            },
+            index,
+            sum(len(t) for t in tgt),
+        )
 
     # ------------------------------------------------------------------ training
     def loss(self, model: nn.Module, batch: Batch, label_smoothing: float):
@@ -138,8 +150,15 @@ class HFSeq2SeqTask(Seq2SeqTask):
         return self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False).split()
 
     @torch.no_grad()
-    def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
-                show_progress: bool = False) -> list[list[str]]:
+    def predict(
+        self,
+        model: nn.Module,
+        examples: Sequence[Example],
+        vocabs: Vocabs,
+        *,
+        beam: int | None = None,
+        show_progress: bool = False,
+    ) -> list[list[str]]:
         """Greedy (beam 1) or beam search (structseq's search with the checkpoint's ids), detokenized."""
         from structseq.decode.search import beam_search, max_lengths
 
@@ -148,13 +167,21 @@ class HFSeq2SeqTask(Seq2SeqTask):
         device = next(model.parameters()).device
         order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
         out: list[list[str] | None] = [None] * len(examples)
-        chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
+        chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
         for chunk in progress(chunks, "decode", show_progress):
             inputs = self.to_device(self.decode_inputs([examples[i] for i in chunk], vocabs), device)
             max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=ids.pad)
             # bos=pad: search bans only padding; the model's first step reads the decoder start itself
-            hyp = beam_search(model, inputs, max(beam, 1), max_len, d.len_penalty if beam > 1 else 0.0,
-                              eos=ids.eos, bos=ids.pad, pad=ids.pad)
+            hyp = beam_search(
+                model,
+                inputs,
+                max(beam, 1),
+                max_len,
+                d.len_penalty if beam > 1 else 0.0,
+                eos=ids.eos,
+                bos=ids.pad,
+                pad=ids.pad,
+            )
             for i, toks in zip(chunk, hyp.tokens):
                 out[i] = self.detokenize(toks)
         return out  # type: ignore[return-value]

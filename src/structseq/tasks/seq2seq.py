@@ -33,15 +33,22 @@ from structseq.tasks.base import Encoded, Task, Vocabs
 
 @dataclass
 class Seq2SeqTaskOptions(TaskOptions):
-    subword: str = option("none", "subword units for raw text: none (the data's whitespace tokens) | bpe (learned "
-                                  "on the training split with Hugging Face tokenizers) | tokenizer (a given one, "
-                                  "task.tokenizer_path); saved in every checkpoint, undone before every metric",
-                          choices=KINDS)
-    subword_vocab_size: int = option(8000, "BPE vocabulary size (pieces), one model for every side (source, "
-                                           "context, target)", ge=1)
-    tokenizer_path: str | None = option(None, "with subword: tokenizer, a tokenizers JSON file or a Hugging Face "
-                                              "tokenizer folder (its tokenizer.json, else its fast tokenizer; read "
-                                              "locally only); SentencePiece .model files are not read")
+    subword: str = option(
+        "none",
+        "subword units for raw text: none (the data's whitespace tokens) | bpe (learned "
+        "on the training split with Hugging Face tokenizers) | tokenizer (a given one, "
+        "task.tokenizer_path); saved in every checkpoint, undone before every metric",
+        choices=KINDS,
+    )
+    subword_vocab_size: int = option(
+        8000, "BPE vocabulary size (pieces), one model for every side (source, context, target)", ge=1
+    )
+    tokenizer_path: str | None = option(
+        None,
+        "with subword: tokenizer, a tokenizers JSON file or a Hugging Face "
+        "tokenizer folder (its tokenizer.json, else its fast tokenizer; read "
+        "locally only); SentencePiece .model files are not read",
+    )
 
 
 @register_task("seq2seq")
@@ -57,8 +64,10 @@ class Seq2SeqTask(Task):
         o = self.options
         kind, path = getattr(o, "subword", "none"), getattr(o, "tokenizer_path", None)
         if (kind == "tokenizer") != (path is not None):
-            raise ConfigError("'task.subword: tokenizer' and 'task.tokenizer_path' go together: set both (a given "
-                              "tokenizer) or neither" + (f"; task.subword is {kind!r}" if path is not None else ""))
+            raise ConfigError(
+                "'task.subword: tokenizer' and 'task.tokenizer_path' go together: set both (a given "
+                "tokenizer) or neither" + (f"; task.subword is {kind!r}" if path is not None else "")
+            )
         self.subword = None  # a Subword / GivenTokenizer once learned or loaded (build_vocabs, load_state_dict)
         self.limit = LengthLimit(**input_limits(cfg))  # what the model takes (subword pieces are checked here)
 
@@ -93,24 +102,32 @@ class Seq2SeqTask(Task):
             self.subword = GivenTokenizer(load_tokenizer(self.options.tokenizer_path), self.keep_tokens)
             return
         sides = ((e.source, e.target, e.context or ()) for e in train)
-        self.subword = Subword.learn((s for triple in sides for s in triple), self.options.subword_vocab_size,
-                                     keep=self.keep_tokens)
+        self.subword = Subword.learn(
+            (s for triple in sides for s in triple), self.options.subword_vocab_size, keep=self.keep_tokens
+        )
 
     def to_pieces(self, e: Example) -> Example:
         """`e` in subword pieces (every side), or `e` itself without subwords."""
         sw = self.subword
         if sw is None:
             return e
-        return Example(sw.encode(e.source), sw.encode(e.target), e.category,
-                       None if e.context is None else sw.encode(e.context), e.meta)
+        return Example(
+            sw.encode(e.source),
+            sw.encode(e.target),
+            e.category,
+            None if e.context is None else sw.encode(e.context),
+            e.meta,
+        )
 
     def check_pieces(self, e: Example) -> None:
         """A DataError when a side in pieces is longer than the model takes (words were checked when read)."""
         over = over_limit(e, self.limit) if self.subword is not None else None
         if over is not None:
             side, n, most, key = over
-            raise DataError(f"an example's {side} has {n} subword pieces, more than {key} {most} (it starts: "
-                            f"{' '.join(self.finish(getattr(e, side)[:12]))} ...)")
+            raise DataError(
+                f"an example's {side} has {n} subword pieces, more than {key} {most} (it starts: "
+                f"{' '.join(self.finish(getattr(e, side)[:12]))} ...)"
+            )
 
     def prepare(self, e: Example) -> Example:
         """The example the model sees: subword pieces, checked against the model's limits."""
@@ -130,8 +147,10 @@ class Seq2SeqTask(Task):
         if d.share_vocab:
             shared = Vocab.build([e.source for e in train] + [e.target for e in train], d.min_freq)
             return {"src": shared, "tgt": shared}
-        return {"src": Vocab.build((e.source for e in train), d.min_freq),
-                "tgt": Vocab.build((e.target for e in train), d.min_freq)}
+        return {
+            "src": Vocab.build((e.source for e in train), d.min_freq),
+            "tgt": Vocab.build((e.target for e in train), d.min_freq),
+        }
 
     def check_examples(self, examples: Sequence[Example], where: str) -> None:
         for i, e in enumerate(examples):
@@ -147,8 +166,11 @@ class Seq2SeqTask(Task):
 
     def collate(self, items: Sequence[Encoded], index: Sequence[int]) -> Batch:
         tgt = [it["tgt"] for it in items]
-        return Batch({"src": pad_sequences([it["src"] for it in items]), **target_batch(tgt)}, index,
-                     sum(len(t) + 1 for t in tgt))
+        return Batch(
+            {"src": pad_sequences([it["src"] for it in items]), **target_batch(tgt)},
+            index,
+            sum(len(t) + 1 for t in tgt),
+        )
 
     # ------------------------------------------------------------------ training
     def loss(self, model: nn.Module, batch: Batch, label_smoothing: float):
@@ -165,7 +187,7 @@ class Seq2SeqTask(Task):
         total_nll, total_tok = 0.0, 0
         device = next(model.parameters()).device
         for start in range(0, len(examples), d.batch_size):
-            b = self.to_device(self.batch(examples[start: start + d.batch_size], vocabs), device)
+            b = self.to_device(self.batch(examples[start : start + d.batch_size], vocabs), device)
             _, nll, n = self.loss(model, b, 0.0)
             total_nll, total_tok = total_nll + float(nll), total_tok + n
         out = {"valid_loss": total_nll / max(total_tok, 1)}
@@ -191,8 +213,15 @@ class Seq2SeqTask(Task):
         return Batch({"src": pad_sequences([encode_source(vocabs["src"], self.prepare(e).source) for e in examples])})
 
     @torch.no_grad()
-    def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
-                show_progress: bool = False) -> list[list[str]]:
+    def predict(
+        self,
+        model: nn.Module,
+        examples: Sequence[Example],
+        vocabs: Vocabs,
+        *,
+        beam: int | None = None,
+        show_progress: bool = False,
+    ) -> list[list[str]]:
         from structseq.decode.search import decode, max_lengths
 
         d = self.cfg.decode
@@ -200,7 +229,7 @@ class Seq2SeqTask(Task):
         device = next(model.parameters()).device
         order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))  # fewer pad tokens
         out: list[list[str] | None] = [None] * len(examples)
-        chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
+        chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
         for chunk in progress(chunks, "decode", show_progress):
             inputs = self.to_device(self.decode_inputs([examples[i] for i in chunk], vocabs), device)
             max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b)

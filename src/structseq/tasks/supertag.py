@@ -53,11 +53,20 @@ from structseq.tasks.supertag_formats import FORMATS
 @dataclass
 class SupertagOptions(TaskOptions):
     type: str = option("supertag", "task")
-    beta: float = option(0.0, "predict output: every category within a factor beta of the best, written "
-                              "word|cat1|p1|cat2|p2... (0: the single best, word|cat); needs decode.beam > 1 for "
-                              "more than one category", ge=0.0, le=1.0)
-    betas: list[float] = option([1.0, 0.1, 0.01, 0.001, 0.0001], "evaluate: the multi-tagger curve's betas (with "
-                                "beam > 1), each in (0, 1]", gt=0.0, le=1.0)
+    beta: float = option(
+        0.0,
+        "predict output: every category within a factor beta of the best, written "
+        "word|cat1|p1|cat2|p2... (0: the single best, word|cat); needs decode.beam > 1 for "
+        "more than one category",
+        ge=0.0,
+        le=1.0,
+    )
+    betas: list[float] = option(
+        [1.0, 0.1, 0.01, 0.001, 0.0001],
+        "evaluate: the multi-tagger curve's betas (with beam > 1), each in (0, 1]",
+        gt=0.0,
+        le=1.0,
+    )
     max_tags: int = option(50, "multi-tagging: at most this many categories per word", ge=1)
 
 
@@ -86,8 +95,15 @@ def _canonical(cat: str) -> str:
 class SupertagTask(Task):
     options_class = SupertagOptions
     valid_metrics = {"loss": "min", "accuracy": "max"}
-    metrics = ("accuracy", "sentence_accuracy", "accuracy_frequent", "accuracy_uncommon", "accuracy_rare",
-               "accuracy_unseen", "oracle_accuracy")
+    metrics = (
+        "accuracy",
+        "sentence_accuracy",
+        "accuracy_frequent",
+        "accuracy_uncommon",
+        "accuracy_rare",
+        "accuracy_unseen",
+        "oracle_accuracy",
+    )
     output_formats = FORMATS  # `structseq predict --format` (structseq.tasks.supertag_formats)
 
     def __init__(self, cfg):
@@ -106,10 +122,12 @@ class SupertagTask(Task):
         trees = [parse_category(c) for e in train for c in e.target]
         syms = {s for t in trees for _, s in nodes(t)}
         sym = list(Vocab.build([]).itos) + sorted(syms, key=lambda s: (is_binary(s), s))  # binary ids last
-        return {"words": Vocab.build((e.source for e in train), d.min_freq),
-                "chars": Vocab.build(list(w) for e in train for w in e.source),
-                "cat": Vocab.build(tuple(_canonical(c) for c in e.target) for e in train),
-                "sym": Vocab(sym)}
+        return {
+            "words": Vocab.build((e.source for e in train), d.min_freq),
+            "chars": Vocab.build(list(w) for e in train for w in e.source),
+            "cat": Vocab.build(tuple(_canonical(c) for c in e.target) for e in train),
+            "sym": Vocab(sym),
+        }
 
     def check_examples(self, examples: Sequence[Example], where: str) -> None:
         """Every example has one category per word, each a category (at most `MAX_DEPTH` deep)."""
@@ -140,9 +158,11 @@ class SupertagTask(Task):
             tok = self.tokenizer(list(example.source), is_split_into_words=True, truncation=False)
             if len(tok["input_ids"]) > self._max_pieces:
                 start = " ".join(example.source[:6])
-                raise DataError(f"the sentence '{start} ...' of {len(example.source)} words is "
-                                f"{len(tok['input_ids'])} subword pieces, more than the {self._max_pieces} positions "
-                                f"of the encoder {enc.pretrained}: split it (nothing is truncated)")
+                raise DataError(
+                    f"the sentence '{start} ...' of {len(example.source)} words is "
+                    f"{len(tok['input_ids'])} subword pieces, more than the {self._max_pieces} positions "
+                    f"of the encoder {enc.pretrained}: split it (nothing is truncated)"
+                )
             out["pieces"] = tok["input_ids"]
             out["piece_word"] = [-1 if w is None else w for w in tok.word_ids()]
         else:
@@ -151,8 +171,11 @@ class SupertagTask(Task):
         if example.target:
             out["cat"] = vocabs["cat"].encode([_canonical(c) for c in example.target])
             sym = vocabs["sym"]
-            out["nodes"] = [(w, k, sym.stoi.get(s, Vocab.pad))  # an unseen symbol is not scored
-                            for w, c in enumerate(example.target) for k, s in nodes(parse_category(c))]
+            out["nodes"] = [
+                (w, k, sym.stoi.get(s, Vocab.pad))  # an unseen symbol is not scored
+                for w, c in enumerate(example.target)
+                for k, s in nodes(parse_category(c))
+            ]
         return out
 
     def batch(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
@@ -190,8 +213,10 @@ class SupertagTask(Task):
         if "cat" in items[0]:
             cat = pad_sequences([it["cat"] for it in items])
             t["cat"] = cat.masked_fill(cat.eq(Vocab.unk), Vocab.pad)
-            rows = np.array([(k.bit_length() - 1, b * W + w, k, s) for b, it in enumerate(items)
-                             for w, k, s in it["nodes"]], dtype=np.int64)
+            rows = np.array(
+                [(k.bit_length() - 1, b * W + w, k, s) for b, it in enumerate(items) for w, k, s in it["nodes"]],
+                dtype=np.int64,
+            )
             rows = rows[np.lexsort((rows[:, 2], rows[:, 1], rows[:, 0]))]  # by depth, then word, then position
             t["node_word"], t["node_pos"], t["node_sym"] = (torch.from_numpy(rows[:, i].copy()) for i in (1, 2, 3))
             t["depth_counts"] = torch.from_numpy(np.bincount(rows[:, 0]))
@@ -211,7 +236,7 @@ class SupertagTask(Task):
         device = next(model.parameters()).device
         bs = self.cfg.decode.batch_size
         for start in range(0, len(examples), bs):
-            chunk = examples[start: start + bs]
+            chunk = examples[start : start + bs]
             b = self.to_device(self.batch(chunk, vocabs, range(start, start + len(chunk))), device)
             _, nll, n = self.loss(model, b, 0.0)
             total, words = total + float(nll), words + n
@@ -221,8 +246,15 @@ class SupertagTask(Task):
 
     # ------------------------------------------------------------------ prediction
     @torch.no_grad()
-    def predict(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs, *, beam: int | None = None,
-                show_progress: bool = False) -> list[Tagged]:
+    def predict(
+        self,
+        model: nn.Module,
+        examples: Sequence[Example],
+        vocabs: Vocabs,
+        *,
+        beam: int | None = None,
+        show_progress: bool = False,
+    ) -> list[Tagged]:
         d = self.cfg.decode
         k = max(1, d.beam if beam is None else beam)
         device = next(model.parameters()).device
@@ -230,7 +262,7 @@ class SupertagTask(Task):
         model.eval()
         order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
         out: list[Tagged | None] = [None] * len(examples)
-        chunks = [order[i: i + d.batch_size] for i in range(0, len(order), d.batch_size)]
+        chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
         for chunk in progress(chunks, "tag", show_progress):
             exs = [Example(examples[i].source) for i in chunk]
             batch = self.to_device(self.batch(exs, vocabs, chunk), device)
@@ -245,8 +277,10 @@ class SupertagTask(Task):
         lens = batch["word_mask"].sum(1).tolist()
         cats = vocabs["cat"].itos
         s, i = scores.cpu().tolist(), ids.cpu().tolist()
-        return [([[(cats[c], v) for c, v in zip(i[b][w], s[b][w])] for w in range(n)], [False] * n)
-                for b, n in enumerate(lens)]
+        return [
+            ([[(cats[c], v) for c, v in zip(i[b][w], s[b][w])] for w in range(n)], [False] * n)
+            for b, n in enumerate(lens)
+        ]
 
     def _tree_kbest(self, model, batch, k, vocabs):
         h, mask = model.encoder(batch)
@@ -262,10 +296,14 @@ class SupertagTask(Task):
                 if len(g) == 0:
                     continue
                 tree = from_nodes({int(p): itos[s] for p, s in zip(r["pos"][g], r["sym"][g])})
-                per_word[int(r["word"][g[0]])] = ([(print_category(tree), float(r["score"][g].sum()))]
-                                                  if tree is not None else [], bool(r["repaired"][g].any()))
-            return [([per_word[b * W + w][0] for w in range(n)], [per_word[b * W + w][1] for w in range(n)])
-                    for b, n in enumerate(lens)]
+                per_word[int(r["word"][g[0]])] = (
+                    [(print_category(tree), float(r["score"][g].sum()))] if tree is not None else [],
+                    bool(r["repaired"][g].any()),
+                )
+            return [
+                ([per_word[b * W + w][0] for w in range(n)], [per_word[b * W + w][1] for w in range(n)])
+                for b, n in enumerate(lens)
+            ]
         r = {name: v.cpu().numpy() for name, v in kbest_trees(model, h, mask, k).items()}
         out = []
         for b, n in enumerate(lens):
@@ -310,13 +348,22 @@ class SupertagTask(Task):
         """Gold categories against the best ones, with the k-best lists and the training counts as `extras`."""
         d = self.cfg.data
         return MetricInputs(
-            [p.best for p in predictions], [[_canonical(c) for c in e.target] for e in examples],
-            sources=[e.source for e in examples], dataset=dataset, split=split, data_root=data_root,
-            extras={"kbest": [p.kbest for p in predictions], "train_counts": self.train_counts(data_root),
-                    "betas": self.options.betas, "max_tags": self.options.max_tags,
-                    "beam": max((len(kb) for p in predictions for kb in p.kbest), default=1),
-                    "repaired": [p.repaired for p in predictions] if self.is_tree else None,
-                    "train_name": f"{d.dataset}/{d.train}"})
+            [p.best for p in predictions],
+            [[_canonical(c) for c in e.target] for e in examples],
+            sources=[e.source for e in examples],
+            dataset=dataset,
+            split=split,
+            data_root=data_root,
+            extras={
+                "kbest": [p.kbest for p in predictions],
+                "train_counts": self.train_counts(data_root),
+                "betas": self.options.betas,
+                "max_tags": self.options.max_tags,
+                "beam": max((len(kb) for p in predictions for kb in p.kbest), default=1),
+                "repaired": [p.repaired for p in predictions] if self.is_tree else None,
+                "train_name": f"{d.dataset}/{d.train}",
+            },
+        )
 
     def report_facts(self, inputs: MetricInputs) -> dict:
         """Unseen categories predicted (and right), ill-formed choices repaired, the multi-tagger curve and the
@@ -329,6 +376,7 @@ class SupertagTask(Task):
         rows = []
         for e, p in zip(examples, predictions):
             gold = [_canonical(c) for c in e.target]
-            rows.append([e.source_text, " ".join(gold), " ".join(p.best),
-                         str(sum(a == b for a, b in zip(gold, p.best)))])
+            rows.append(
+                [e.source_text, " ".join(gold), " ".join(p.best), str(sum(a == b for a, b in zip(gold, p.best)))]
+            )
         return ["source", "reference", "hypothesis", "correct_words"], rows

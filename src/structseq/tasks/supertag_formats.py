@@ -59,12 +59,17 @@ def format_multi(words: Sequence[str], kbest, beta: float, max_tags: int) -> str
     return " ".join(toks)
 
 
-def json_record(line_no: int, words: Sequence[str], kbest, pos: Sequence[str | None] | None,
-                repaired: Sequence[bool] = ()) -> dict:
+def json_record(
+    line_no: int, words: Sequence[str], kbest, pos: Sequence[str | None] | None, repaired: Sequence[bool] = ()
+) -> dict:
     """The `json` format's object for one sentence."""
-    record = {"line": line_no, "words": list(words), "pos": None if pos is None else list(pos),
-              "tags": [k[0][0] if k else UNBUILT for k in kbest],
-              "kbest": [[{"category": c, "log_prob": s, "prob": math.exp(s)} for c, s in k] for k in kbest]}
+    record = {
+        "line": line_no,
+        "words": list(words),
+        "pos": None if pos is None else list(pos),
+        "tags": [k[0][0] if k else UNBUILT for k in kbest],
+        "kbest": [[{"category": c, "log_prob": s, "prob": math.exp(s)} for c, s in k] for k in kbest],
+    }
     if repaired:
         record["repaired"] = list(repaired)
     return record

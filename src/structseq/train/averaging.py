@@ -74,16 +74,22 @@ def last_step_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
     found = step_checkpoints(run_dir)
     if len(found) < n:
         names = ", ".join(p.name for _, p in found) or "none"
-        raise StructseqError(f"{run_dir}: {n} step checkpoints asked for, {len(found)} kept ({names}); train with "
-                             f"train.keep_last >= {n} to keep them")
+        raise StructseqError(
+            f"{run_dir}: {n} step checkpoints asked for, {len(found)} kept ({names}); train with "
+            f"train.keep_last >= {n} to keep them"
+        )
     return [p for _, p in found[-n:]]
 
 
 def _identity(ckpt: dict) -> dict:
     """What checkpoints averaged together must share: vocabularies, task state, model config and the names,
     shapes and dtypes of the parameters."""
-    return {"vocabularies": ckpt["vocab"], "task state": ckpt.get("task"), "model config": ckpt["config"].get("model"),
-            "parameters": {k: (str(v.dtype), tuple(v.shape)) for k, v in ckpt["model"].items()}}
+    return {
+        "vocabularies": ckpt["vocab"],
+        "task state": ckpt.get("task"),
+        "model config": ckpt["config"].get("model"),
+        "parameters": {k: (str(v.dtype), tuple(v.shape)) for k, v in ckpt["model"].items()},
+    }
 
 
 def _check_same(path: Path, ident: dict, first_path: Path, first: dict) -> None:
@@ -94,8 +100,9 @@ def _check_same(path: Path, ident: dict, first_path: Path, first: dict) -> None:
         if what == "parameters":
             diff = sorted(set(value.items()) ^ set(first[what].items()))
             detail = f" (first difference: {diff[0][0]})"
-        raise StructseqError(f"{path}: its {what} differ from {first_path}'s{detail}; only checkpoints of one "
-                             "model can be averaged")
+        raise StructseqError(
+            f"{path}: its {what} differ from {first_path}'s{detail}; only checkpoints of one model can be averaged"
+        )
 
 
 def average_states(states: Sequence[dict]) -> dict:

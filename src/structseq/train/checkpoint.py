@@ -82,12 +82,15 @@ def load_checkpoint(path: str | Path, required: Mapping[str, type] | None = None
     if not isinstance(obj, dict):
         raise StructseqError(f"{path}: not a structseq checkpoint (holds a {type(obj).__name__}, not a mapping)")
     if "format" not in obj:
-        raise StructseqError(f"{path}: not a structseq checkpoint (no 'format' field; keys: "
-                             f"{', '.join(map(str, list(obj)[:8]))})")
+        raise StructseqError(
+            f"{path}: not a structseq checkpoint (no 'format' field; keys: {', '.join(map(str, list(obj)[:8]))})"
+        )
     fmt = obj["format"]
     if fmt not in READABLE_FORMATS or isinstance(fmt, bool):
-        raise StructseqError(f"{path}: checkpoint format {fmt!r}; this version of structseq reads formats "
-                             f"{', '.join(map(str, READABLE_FORMATS))} (written by another version?)")
+        raise StructseqError(
+            f"{path}: checkpoint format {fmt!r}; this version of structseq reads formats "
+            f"{', '.join(map(str, READABLE_FORMATS))} (written by another version?)"
+        )
     if fmt >= 2:
         saved = obj.pop("checksum", None)
         if saved != content_digest(obj):
@@ -96,12 +99,14 @@ def load_checkpoint(path: str | Path, required: Mapping[str, type] | None = None
         if key not in obj:
             raise StructseqError(f"{path}: checkpoint lacks '{key}' (keys: {', '.join(map(str, obj))})")
         if not isinstance(obj[key], kind):
-            raise StructseqError(f"{path}: checkpoint field '{key}' is a {type(obj[key]).__name__}, "
-                                 f"expected a {kind.__name__}")
+            raise StructseqError(
+                f"{path}: checkpoint field '{key}' is a {type(obj[key]).__name__}, expected a {kind.__name__}"
+            )
     if "vocab" in (required or {}):
         v = obj["vocab"]
-        if not v or not all(isinstance(k, str) and isinstance(t, list) and all(isinstance(x, str) for x in t)
-                            for k, t in v.items()):
+        if not v or not all(
+            isinstance(k, str) and isinstance(t, list) and all(isinstance(x, str) for x in t) for k, t in v.items()
+        ):
             raise StructseqError(f"{path}: checkpoint field 'vocab' must map names to token lists (e.g. 'src', 'tgt')")
     return obj
 
@@ -113,8 +118,9 @@ def load_model_state(model: torch.nn.Module, state: Mapping, path: str | Path) -
         model.load_state_dict(state)
     except (RuntimeError, KeyError, TypeError, AttributeError) as e:
         detail = " ".join(str(e).split())
-        raise StructseqError(f"{path}: the parameters do not fit the model its config builds "
-                             f"({detail[:400]})") from None
+        raise StructseqError(
+            f"{path}: the parameters do not fit the model its config builds ({detail[:400]})"
+        ) from None
 
 
 def resolve_checkpoint(run_dir: str | Path, name: str = "best") -> tuple[str, Path]:

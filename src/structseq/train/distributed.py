@@ -31,7 +31,7 @@ class DistContext:
         return self.rank == 0
 
     def shard(self, index: list[int]) -> list[int]:
-        return index[self.rank::self.world_size] if self.world_size > 1 else index
+        return index[self.rank :: self.world_size] if self.world_size > 1 else index
 
     def _reduce(self, value: float, op=None) -> float:
         if self.world_size == 1:

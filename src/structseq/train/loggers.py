@@ -39,7 +39,7 @@ def tag(key: str) -> str:
     """The TensorBoard / W&B tag of a record key: `valid_bleu` -> `valid/bleu`, `best` -> `valid/best`,
     anything else (`loss`, `lr`, `tokens_per_s`, `grad_norm`, `epoch`) -> `train/<key>`."""
     if key.startswith("valid_"):
-        return "valid/" + key[len("valid_"):]
+        return "valid/" + key[len("valid_") :]
     if key == "best":
         return "valid/best"
     return "train/" + key
@@ -47,8 +47,11 @@ def tag(key: str) -> str:
 
 def numbers(scalars: Mapping[str, Any]) -> dict[str, float]:
     """The entries of a record that a curve can show: finite ints and floats (not bools), by their tags."""
-    return {tag(k): float(v) for k, v in scalars.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+    return {
+        tag(k): float(v)
+        for k, v in scalars.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 class JsonlLogger:
@@ -95,8 +98,12 @@ class WandbLogger:
         import wandb
 
         run_dir = Path(run_dir)
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "structseq"), dir=str(run_dir),
-                              name=run_dir.resolve().name, config=dict(config))
+        self.run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "structseq"),
+            dir=str(run_dir),
+            name=run_dir.resolve().name,
+            config=dict(config),
+        )
 
     def log(self, step: int, scalars: Mapping[str, Any]) -> None:
         self.run.log(numbers(scalars), step=step)
@@ -138,11 +145,15 @@ def _installed(module: str) -> bool:
 def check_loggers(train_cfg) -> None:
     """A ConfigError naming the key when the config asks for a logger whose package is not installed."""
     if train_cfg.tensorboard and not _installed("tensorboard"):
-        raise ConfigError("'train.tensorboard': the `tensorboard` package is not installed (torch's "
-                          "SummaryWriter needs it): pip install tensorboard, or pip install 'structseq[logging]'")
+        raise ConfigError(
+            "'train.tensorboard': the `tensorboard` package is not installed (torch's "
+            "SummaryWriter needs it): pip install tensorboard, or pip install 'structseq[logging]'"
+        )
     if train_cfg.wandb and not _installed("wandb"):
-        raise ConfigError("'train.wandb': the `wandb` package is not installed: pip install wandb (set "
-                          "WANDB_MODE=offline to log without network), or set train.wandb to false")
+        raise ConfigError(
+            "'train.wandb': the `wandb` package is not installed: pip install wandb (set "
+            "WANDB_MODE=offline to log without network), or set train.wandb to false"
+        )
 
 
 def open_loggers(run_dir: str | Path, config: Mapping[str, Any], start_step: int = 0) -> Loggers:

@@ -67,9 +67,17 @@ class Trainer:
     """One training run: the task, its data, the model and optimiser, built (or restored for `--resume`)
     from a config; `run()` trains."""
 
-    def __init__(self, cfg: Config, out_dir: str | Path, *, data_root=None, resume: bool = False,
-                 show_progress: bool = True, on_update: Callable[[int], None] | None = None,
-                 config_changes: Mapping[str, tuple] | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        out_dir: str | Path,
+        *,
+        data_root=None,
+        resume: bool = False,
+        show_progress: bool = True,
+        on_update: Callable[[int], None] | None = None,
+        config_changes: Mapping[str, tuple] | None = None,
+    ):
         """`config_changes` (`{key: (old, new)}`, see `structseq.train.resume.resume_changes`): what a resumed
         run changed in its config, recorded in the run's config history when the run starts."""
         self.cfg, self.out = cfg, Path(out_dir)
@@ -82,12 +90,15 @@ class Trainer:
             torch.set_num_threads(cfg.train.threads)
         self.device = self.dist.device if self.dist.world_size > 1 else resolve_device(cfg.train.device)
         if cfg.train.bf16 and not (self.device.type == "cuda" and torch.cuda.is_bf16_supported()):
-            raise ConfigError("'train.bf16' needs a CUDA device that supports bfloat16; set it to false on "
-                              f"{self.device}")
+            raise ConfigError(
+                f"'train.bf16' needs a CUDA device that supports bfloat16; set it to false on {self.device}"
+            )
         self.task = get_task(cfg)
         if cfg.train.valid_metric not in self.task.valid_metrics:
-            raise ConfigError(f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
-                              f"'{self.task.name}'; choices: {', '.join(self.task.valid_metrics)}")
+            raise ConfigError(
+                f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
+                f"'{self.task.name}'; choices: {', '.join(self.task.valid_metrics)}"
+            )
         check_loggers(cfg.train)
         self.data = load_training_data(cfg, self.task, data_root)
         self._last = self.out / "checkpoints" / "last.pt"
@@ -136,8 +147,11 @@ class Trainer:
         state, filled = self.model.pretrained_state(init["model"])
         load_model_state(self.model, state, path)  # strict: same keys and shapes
         if filled:
-            print(f"init_from {path}: {len(filled)} tensors the checkpoint lacks start as their source "
-                  f"twins ({', '.join(sorted({n.rsplit('.', 2)[0] for n in filled})[:4])}, ...)", file=sys.stderr)
+            print(
+                f"init_from {path}: {len(filled)} tensors the checkpoint lacks start as their source "
+                f"twins ({', '.join(sorted({n.rsplit('.', 2)[0] for n in filled})[:4])}, ...)",
+                file=sys.stderr,
+            )
 
     def _restore(self, ckpt: dict) -> None:
         """A resumed run's parameters, optimiser state, progress and RNG state."""
@@ -148,15 +162,23 @@ class Trainer:
             self.progress = Progress(**{k: v for k, v in ckpt["progress"].items() if k in known})
             set_rng_state(ckpt["rng"])
         except (ValueError, KeyError, TypeError, RuntimeError) as e:
-            raise StructseqError(f"{self._last}: the optimiser, progress or RNG state does not fit this run "
-                                 f"({type(e).__name__}: {' '.join(str(e).split())[:300]})") from None
+            raise StructseqError(
+                f"{self._last}: the optimiser, progress or RNG state does not fit this run "
+                f"({type(e).__name__}: {' '.join(str(e).split())[:300]})"
+            ) from None
 
     # ------------------------------------------------------------ data
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
         if self._epoch_cache is None or self._epoch_cache[0] != epoch:
             o = self.cfg.optim
-            batches = make_batches(self._lengths, self._lengths, max_tokens=o.max_tokens, batch_size=o.batch_size,
-                                   shuffle=True, seed=self.cfg.train.seed * 100003 + epoch)
+            batches = make_batches(
+                self._lengths,
+                self._lengths,
+                max_tokens=o.max_tokens,
+                batch_size=o.batch_size,
+                shuffle=True,
+                seed=self.cfg.train.seed * 100003 + epoch,
+            )
             self._epoch_cache = (epoch, batches)
         return self._epoch_cache[1]
 
@@ -175,8 +197,9 @@ class Trainer:
         (a batch smaller than the world) computes on a stand-in example whose loss counts zero."""
         index = self._next_indices()
         idx = self.dist.shard(index)
-        batch = self.task.training_batch([self._encoded[i] for i in idx or index[:1]], idx or index[:1],
-                                         self.progress.step + 1)
+        batch = self.task.training_batch(
+            [self._encoded[i] for i in idx or index[:1]], idx or index[:1], self.progress.step + 1
+        )
         if not idx:
             batch.num_tokens = 0
         return self.task.to_device(batch, self.device)
@@ -184,24 +207,35 @@ class Trainer:
     # ------------------------------------------------------------ checkpoints
     def _snapshot(self) -> dict:
         p = self.progress
-        return {"step": p.step, "epoch": p.epoch, "batch_in_epoch": p.batch_in_epoch, "best": p.best,
-                "bad_validations": p.bad_validations, "history": list(p.history), "stopped": p.stopped,
-                "train_seconds": round(p.train_seconds, 3), "rng": rng_state()}
+        return {
+            "step": p.step,
+            "epoch": p.epoch,
+            "batch_in_epoch": p.batch_in_epoch,
+            "best": p.best,
+            "bad_validations": p.bad_validations,
+            "history": list(p.history),
+            "stopped": p.stopped,
+            "train_seconds": round(p.train_seconds, 3),
+            "rng": rng_state(),
+        }
 
     def _save(self, name: str, snap: dict) -> None:
         if not self.dist.is_main:
             return
         progress = {k: v for k, v in snap.items() if k != "rng"}
-        save_checkpoint({
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": {"schedule": self.cfg.optim.schedule, "step": snap["step"]},
-            "rng": snap["rng"],
-            "vocab": {k: v.to_list() for k, v in self.data.vocabs.items()},
-            "task": self.task.state_dict(),
-            "config": self.cfg.to_dict(),
-            "progress": progress,
-        }, self.out / "checkpoints" / f"{name}.pt")
+        save_checkpoint(
+            {
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": {"schedule": self.cfg.optim.schedule, "step": snap["step"]},
+                "rng": snap["rng"],
+                "vocab": {k: v.to_list() for k, v in self.data.vocabs.items()},
+                "task": self.task.state_dict(),
+                "config": self.cfg.to_dict(),
+                "progress": progress,
+            },
+            self.out / "checkpoints" / f"{name}.pt",
+        )
 
     def _save_periodic(self, snap: dict) -> None:
         """The last checkpoint of a validation or `train.save_every` save, also kept as step{K}.pt when
@@ -292,8 +326,10 @@ class Trainer:
                     rundir.write_data_files(self.out, self.data.files)
                 else:
                     if not self._last.exists() or file_identity(self._last) != self._loaded:
-                        raise rundir.RunDirError(f"{self._last} changed after this run loaded it (another run "
-                                                 "resumed it meanwhile?); start --resume again")
+                        raise rundir.RunDirError(
+                            f"{self._last} changed after this run loaded it (another run "
+                            "resumed it meanwhile?); start --resume again"
+                        )
                     if finished(vars(self.progress), self.cfg.train.max_steps) is None:
                         rundir.check_data_files(self.out, self.data.files)
                         rundir.clean_temporaries(self.out)
@@ -337,8 +373,13 @@ class Trainer:
                     watch.check()  # a non-finite loss never reaches a log line or a checkpoint
                 if p.step % cfg.train.log_every == 0 or p.step == cfg.train.max_steps:
                     dt = time.perf_counter() - t_log
-                    rec = {"step": p.step, "loss": float(loss_log) / n_log, "lr": self.optimizer.param_groups[0]["lr"],
-                           "tokens_per_s": tok_log / dt if dt > 0 else 0.0, "epoch": p.epoch}
+                    rec = {
+                        "step": p.step,
+                        "loss": float(loss_log) / n_log,
+                        "lr": self.optimizer.param_groups[0]["lr"],
+                        "tokens_per_s": tok_log / dt if dt > 0 else 0.0,
+                        "epoch": p.epoch,
+                    }
                     if cfg.optim.clip_norm > 0:
                         rec["grad_norm"] = float(norm_log) / n_log  # mean gradient norm (before clipping)
                     self._write(log, rec)
@@ -383,8 +424,12 @@ class Trainer:
             if self._stop:
                 raise KeyboardInterrupt
             name = signal.Signals(signum).name
-            print(f"\n{name}: finishing this update and saving checkpoints/last.pt "
-                  f"({'Ctrl-C' if signum == signal.SIGINT else name} again aborts)", file=sys.stderr, flush=True)
+            print(
+                f"\n{name}: finishing this update and saving checkpoints/last.pt "
+                f"({'Ctrl-C' if signum == signal.SIGINT else name} again aborts)",
+                file=sys.stderr,
+                flush=True,
+            )
             self._signal = signum
             self._stop = True
 

@@ -26,7 +26,7 @@ def lr_multiplier(cfg: OptimConfig, model_dim: int, max_steps: int):
     if cfg.schedule == "constant":
         return lambda step: 1.0
     if cfg.schedule == "noam":  # lr * d^-0.5 * min(step^-0.5, step * warmup^-1.5)
-        return lambda step: model_dim ** -0.5 * min(max(step, 1) ** -0.5, max(step, 1) * w ** -1.5)
+        return lambda step: model_dim**-0.5 * min(max(step, 1) ** -0.5, max(step, 1) * w**-1.5)
     if cfg.schedule == "inverse_sqrt":  # fairseq: linear warm-up from 0, then lr * sqrt(warmup / step)
         return lambda step: (step / w) if step < w else math.sqrt(w / step)
     if cfg.schedule == "cosine":
@@ -39,5 +39,6 @@ def lr_multiplier(cfg: OptimConfig, model_dim: int, max_steps: int):
             return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
         return cosine
-    raise ConfigError(f"'optim.schedule': unknown schedule '{cfg.schedule}'; "
-                      "choices: constant, noam, inverse_sqrt, cosine")
+    raise ConfigError(
+        f"'optim.schedule': unknown schedule '{cfg.schedule}'; choices: constant, noam, inverse_sqrt, cosine"
+    )

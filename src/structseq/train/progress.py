@@ -21,8 +21,14 @@ class ProgressBar:
         if enabled and sys.stderr.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                TextColumn("{task.fields[info]}"), transient=False)
+            self.bar = Progress(
+                TextColumn("train"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+                transient=False,
+            )
             self.task = self.bar.add_task("train", total=total, completed=done, info="")
             self.bar.start()
         elif enabled:

@@ -33,8 +33,13 @@ def finished(progress: Mapping, max_steps: int) -> str | None:
 
 def finished_summary(progress: Mapping, reason: str) -> dict:
     """The summary of resuming a finished run: nothing changed, `reason` says why."""
-    return {"steps": progress.get("step"), "stopped": "already_finished", "reason": reason,
-            "best": progress.get("best"), "history": progress.get("history", [])}
+    return {
+        "steps": progress.get("step"),
+        "stopped": "already_finished",
+        "reason": reason,
+        "best": progress.get("best"),
+        "history": progress.get("history", []),
+    }
 
 
 def resume_changes(cfg: Config, overrides: Sequence[str]) -> dict[str, tuple]:
@@ -52,9 +57,11 @@ def resume_changes(cfg: Config, overrides: Sequence[str]) -> dict[str, tuple]:
     walk(apply_overrides({}, list(overrides)), "")
     for key in flat:
         if key not in RESUME_OVERRIDES + RUNTIME_SETTINGS:
-            raise ConfigError(f"--resume continues a run with its saved config, so '{key}' cannot be changed; "
-                              "it accepts a larger budget (--set train.max_steps=N) and the runtime settings "
-                              f"{', '.join(RUNTIME_SETTINGS)}")
+            raise ConfigError(
+                f"--resume continues a run with its saved config, so '{key}' cannot be changed; "
+                "it accepts a larger budget (--set train.max_steps=N) and the runtime settings "
+                f"{', '.join(RUNTIME_SETTINGS)}"
+            )
     if not flat:
         return {}
     new_cfg = config_from_dict(apply_overrides(cfg.to_dict(), list(overrides)), saved=True)
@@ -83,8 +90,10 @@ def plan_resume(out_dir: str | Path, overrides: Sequence[str] = ()) -> tuple[Con
     for key, (old, new) in changes.items():  # recorded in config-history.jsonl when the run starts
         setattr(cfg.train, key.split(".")[1], new)
         if key in RUNTIME_SETTINGS:
-            print(f"--resume: {key} {old} -> {new} (a runtime setting, recorded in the run's config history)",
-                  file=sys.stderr)
+            print(
+                f"--resume: {key} {old} -> {new} (a runtime setting, recorded in the run's config history)",
+                file=sys.stderr,
+            )
     reason = finished(ckpt["progress"], cfg.train.max_steps)
     return cfg, changes, None if reason is None else finished_summary(ckpt["progress"], reason)
 
@@ -101,9 +110,11 @@ def _describe_mismatch(name: str, saved: Vocab, built: Vocab) -> str:
     name = {"src": "source", "tgt": "target"}.get(name, name)
     missing = [t for t in built.itos if t not in saved][:5]
     extra = [t for t in saved.itos if t not in built][:5]
-    return (f"the checkpoint's {name} vocabulary ({len(saved)} tokens) does not match the data "
-            f"({len(built)} tokens; new in data: {missing}, only in checkpoint: {extra}). "
-            "Was the run trained on another dataset or config?")
+    return (
+        f"the checkpoint's {name} vocabulary ({len(saved)} tokens) does not match the data "
+        f"({len(built)} tokens; new in data: {missing}, only in checkpoint: {extra}). "
+        "Was the run trained on another dataset or config?"
+    )
 
 
 def file_identity(path: Path) -> tuple:

@@ -12,9 +12,16 @@ import torch
 def rng_state() -> dict:
     """Every RNG a run may draw from, as plain types and tensors (weights-only loadable)."""
     np_state = np.random.get_state()
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                       "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])}}
+    state = {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": {
+            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+    }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -28,8 +35,9 @@ def set_rng_state(state: dict) -> None:
         random.setstate((version, tuple(internal), gauss))
     if "numpy" in state:
         n = state["numpy"]
-        np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
-                             n["cached_gaussian"]))
+        np.random.set_state(
+            ("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"])
+        )
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 

@@ -37,7 +37,15 @@ LOCK = ".lock"
 MARKER = ".structseq-run"
 #: the names a run writes; a new run refuses a directory holding any of them that no run created
 DATA_FILES = "data-files.json"
-OWNED = ("config.yaml", "metrics.jsonl", "config-history.jsonl", DATA_FILES, "checkpoints", "predictions", "tensorboard")
+OWNED = (
+    "config.yaml",
+    "metrics.jsonl",
+    "config-history.jsonl",
+    DATA_FILES,
+    "checkpoints",
+    "predictions",
+    "tensorboard",
+)
 
 
 class RunDirError(StructseqError):
@@ -52,7 +60,7 @@ class RunLock:
         self.path = self.run_dir / LOCK
         self._file = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         if fcntl is None:  # pragma: no cover
             return self
         check_directory(self.run_dir)
@@ -65,8 +73,10 @@ class RunLock:
                 f.seek(0)
                 owner = _owner(f.read())
                 f.close()
-                raise RunDirError(f"{self.run_dir} is in use by another run ({owner}; lock file {self.path}); "
-                                  "wait for it to end or choose another --out") from None
+                raise RunDirError(
+                    f"{self.run_dir} is in use by another run ({owner}; lock file {self.path}); "
+                    "wait for it to end or choose another --out"
+                ) from None
             try:  # the file we locked may have been unlinked by an owner releasing it meanwhile
                 same = os.stat(self.path).st_ino == os.fstat(f.fileno()).st_ino
             except FileNotFoundError:
@@ -76,8 +86,12 @@ class RunLock:
             f.close()
         f.seek(0)
         f.truncate()
-        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+        f.write(
+            json.dumps(
+                {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            )
+            + "\n"
+        )
         f.flush()
         self._file = f
         return self
@@ -95,7 +109,7 @@ class RunLock:
     def held(self) -> bool:
         return self._file is not None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
@@ -129,8 +143,10 @@ def prepare_new(run_dir: str | Path) -> None:
     if not (run_dir / MARKER).exists():
         foreign = [name for name in OWNED if (run_dir / name).exists()]
         if foreign:
-            raise RunDirError(f"{run_dir} holds {', '.join(foreign)}, which no run created; a run never "
-                              "overwrites files it did not create: choose another --out")
+            raise RunDirError(
+                f"{run_dir} holds {', '.join(foreign)}, which no run created; a run never "
+                "overwrites files it did not create: choose another --out"
+            )
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / MARKER).write_text("a structseq run directory; its files are written by `structseq train`\n")
     for name in ("metrics.jsonl", "config-history.jsonl"):  # left by a run that died before checkpointing
@@ -158,8 +174,11 @@ def truncate_metrics(run_dir: str | Path, step: int) -> int:
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True):
         try:
             rec = json.loads(line)
-            ok = line.endswith("\n") and isinstance(rec, dict) and not (isinstance(rec.get("step"), int)
-                                                                       and rec["step"] > step)
+            ok = (
+                line.endswith("\n")
+                and isinstance(rec, dict)
+                and not (isinstance(rec.get("step"), int) and rec["step"] > step)
+            )
         except ValueError:
             ok = False
         if ok:
@@ -178,8 +197,11 @@ def write_config(run_dir: str | Path, config: dict) -> None:
 
 def record_config_change(run_dir: str | Path, step: int, changes: dict[str, tuple]) -> None:
     """Append `{"step", "time", "changes": {key: [old, new]}}` to config-history.jsonl."""
-    rec = {"step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-           "changes": {k: list(v) for k, v in changes.items()}}
+    rec = {
+        "step": step,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "changes": {k: list(v) for k, v in changes.items()},
+    }
     append_lines(Path(run_dir) / "config-history.jsonl", [json.dumps(rec)])
 
 
@@ -188,15 +210,16 @@ def read_run_config(run_dir: str | Path) -> dict:
     twice is an error); missing, not UTF-8, not YAML or not a mapping is an error naming the file."""
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
-        raise RunDirError(f"{path}: missing; is {run_dir} a training run directory? (pass --checkpoint "
-                          "best|last to load its checkpoint anyway)")
+        raise RunDirError(
+            f"{path}: missing; is {run_dir} a training run directory? (pass --checkpoint "
+            "best|last to load its checkpoint anyway)"
+        )
     try:
         raw = load_yaml(read_text(path), path)
     except (DataError, ConfigError) as e:
         raise RunDirError(str(e)) from None
     if not isinstance(raw, dict):
-        raise RunDirError(f"{path}: not a run's config (expected a mapping of sections, found "
-                          f"{type(raw).__name__})")
+        raise RunDirError(f"{path}: not a run's config (expected a mapping of sections, found {type(raw).__name__})")
     return raw
 
 
@@ -221,12 +244,16 @@ def check_data_files(run_dir: str | Path, files: list[Path]) -> None:
         raise RunDirError(f"{path}: not a record of data files ({type(e).__name__}: {e})") from None
     now = [(str(p), file_digest(p)) for p in files]
     if len(now) != len(recorded):
-        raise RunDirError(f"the run read {len(recorded)} data file(s) when it started "
-                          f"({', '.join(p for p, _ in recorded) or 'none'}) but reads {len(now)} now "
-                          f"({', '.join(p for p, _ in now) or 'none'}); --resume continues on the same data only")
+        raise RunDirError(
+            f"the run read {len(recorded)} data file(s) when it started "
+            f"({', '.join(p for p, _ in recorded) or 'none'}) but reads {len(now)} now "
+            f"({', '.join(p for p, _ in now) or 'none'}); --resume continues on the same data only"
+        )
     for (old_path, old), (new_path, new) in zip(recorded, now):
         if old != new:
             was = "" if old_path == new_path else f" (read from {old_path} then)"
-            raise RunDirError(f"{new_path}: the data changed since the run started{was}: sha256 {old} at the start, "
-                              f"{new} now; --resume continues on the same data only: restore the file, or start "
-                              "a new run (another --out)")
+            raise RunDirError(
+                f"{new_path}: the data changed since the run started{was}: sha256 {old} at the start, "
+                f"{new} now; --resume continues on the same data only: restore the file, or start "
+                "a new run (another --out)"
+            )
