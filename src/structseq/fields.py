@@ -69,8 +69,8 @@ def _check_union(value: Any, hint: Any, key: str) -> Any:
 
 
 def _check_float(value: Any, key: str) -> float:
-    if isinstance(value, str) and _is_float(value):  # PyYAML reads `5e-4` (no dot) as a string
-        return float(value)
+    if isinstance(value, str) and _is_float(value):  # PyYAML reads `5e-4` (no dot), `inf`, `1e999` as strings
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"'{key}' must be a number, got {type(value).__name__} {value!r}")
     try:

@@ -13,6 +13,7 @@ decorators have run. A name registered twice is an error naming both definitions
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -34,6 +35,7 @@ PLUGINS_ENV = "STRUCTSEQ_PLUGINS"
 PLUGIN_HINT = f" (plugin modules are loaded from ${PLUGINS_ENV})"
 
 _discovered = False
+_failure: Exception | None = None
 
 
 class RegistryError(StructseqError):
@@ -208,7 +210,7 @@ def register_learner(name: str):
 def _import_plugin(spec: str) -> None:
     if spec.endswith(".py"):
         path = Path(spec).resolve()
-        name = f"structseq_plugin_{path.stem}_{abs(hash(str(path)))}"
+        name = f"structseq_plugin_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
         if name in sys.modules:
             return
         if not path.is_file():
@@ -218,22 +220,27 @@ def _import_plugin(spec: str) -> None:
         sys.modules[name] = module
         try:
             module_spec.loader.exec_module(module)
-        except BaseException:
+        except Exception as e:
             del sys.modules[name]
-            raise
+            raise ConfigError(f"${PLUGINS_ENV}: plugin {spec} failed to load: {type(e).__name__}: {e}") from e
         return
     try:
         importlib.import_module(spec)
     except ModuleNotFoundError as e:
         raise ConfigError(f"${PLUGINS_ENV}: cannot import plugin module '{spec}' ({e})") from None
+    except (ImportError, SyntaxError, RegistryError) as e:
+        raise ConfigError(f"${PLUGINS_ENV}: plugin {spec} failed to load: {type(e).__name__}: {e}") from e
 
 
 def discover() -> None:
-    """Import every module of the built-in packages and the plugins, once, so that their registrations run."""
-    global _discovered
+    """Import every module of the built-in packages and the plugins, once, so that their registrations run.
+    A failure is raised again on every later lookup (a retry would re-register what ran before it)."""
+    global _discovered, _failure
+    if _failure is not None:
+        raise _failure
     if _discovered:
         return
-    _discovered = True
+    _discovered = True  # a module's own lookups during discovery see what is registered so far
     try:
         for package in BUILTIN:
             pkg = importlib.import_module(package)
@@ -241,6 +248,6 @@ def discover() -> None:
                 importlib.import_module(info.name)
         for spec in filter(None, (s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(","))):
             _import_plugin(spec)
-    except BaseException:
-        _discovered = False
+    except Exception as e:
+        _failure = e
         raise

@@ -74,6 +74,14 @@ def _build() -> dict[str, Dataset]:
     from structseq.data.context import context_datasets  # ctx-commands, Maruf documents, DiscEvalMT
 
     table.update(context_datasets())
+    table.update(_file_datasets())
+    return table
+
+
+def _file_datasets() -> dict[str, Dataset]:
+    """The benchmarks read from files under the data root (COGS, Tatoeba, CoGnition, ReaCT, TLGbank) and the
+    generated AB grammar."""
+    table: dict[str, Dataset] = {}
     table["cogs"] = Dataset(
         "cogs",
         "COGS semantic parsing (Kim & Linzen 2020); category column kept",

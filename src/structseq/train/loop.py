@@ -32,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -394,6 +395,7 @@ class Trainer:
                 if self.on_update is not None:
                     self.on_update(p.step)
                 if self.dist.any(self._stop) and p.step < cfg.train.max_steps:
+                    watch.check()  # every rank (the loss is the same on all): a diverged update is never saved
                     p.stopped = stopped = "interrupted"
                     self._save("last", self._snapshot())
                     break
@@ -402,7 +404,7 @@ class Trainer:
                 signal.signal(signum, previous)
             bar.close()
             if log is not None:
-                log.close()
+                _close_quietly_on_error(log)
         summary = {"steps": p.step, "stopped": stopped, "best": p.best, "history": p.history}
         if stopped == "interrupted":
             summary["signal"] = signal.Signals(self._signal or signal.SIGINT).name
@@ -477,3 +479,15 @@ def resume(out_dir: str | Path, *, overrides: Sequence[str] = (), **kwargs) -> d
     if done is not None:
         return done
     return Trainer(cfg, Path(out_dir), resume=True, config_changes=changes, **kwargs).run()
+
+
+def _close_quietly_on_error(log) -> None:
+    """Close the loggers; while an error is on its way out (a diverged loss, Ctrl-C), a logger that fails to
+    close (e.g. `wandb.finish`) only warns, so that it cannot hide that error."""
+    if sys.exc_info()[1] is None:
+        log.close()
+        return
+    try:
+        log.close()
+    except Exception as e:  # noqa: BLE001 - reported, the error in flight wins
+        warnings.warn(f"closing the training loggers failed: {type(e).__name__}: {e}", stacklevel=2)
