@@ -728,3 +728,30 @@ def test_train_only_trains_then_finds_the_run_final_and_writes_no_record(tmp_pat
     monkeypatch.setattr(api, "train", None)  # final already: neither trained nor resumed again
     monkeypatch.setattr(api, "resume", None)
     assert mod.train_only("configs/scan-jump/lstm-256.yaml", 1, str(tmp_path), over).endswith(": trained")
+
+
+def test_seed_errors_counts_per_example_the_seeds_of_each_config_that_lose_it(tmp_path, capsys):
+    examples = [("dax fep", "RED RED RED"), ("zup kiki dax", "RED YELLOW"), ("wif", "GREEN")]
+    lost = {  # run -> the hypotheses it writes
+        "colors-a-s1": ["RED RED RED", "RED YELLOW RED", "GREEN"],
+        "colors-a-s2": ["RED", "RED YELLOW RED", "GREEN"],
+        "colors-a-feed-s1": ["RED RED RED", "RED YELLOW", "GREEN"],
+        "colors-a-feed-s2": ["RED RED RED", "", "GREEN"],
+    }
+    for run, hyps in lost.items():
+        (tmp_path / run / "predictions").mkdir(parents=True)
+        rows = ["source\treference\thypothesis\tcorrect"]
+        rows += [f"{s}\t{r}\t{h}\t{int(h == r)}" for (s, r), h in zip(examples, hyps, strict=True)]
+        (tmp_path / run / "predictions" / "test.tsv").write_text("\n".join(rows) + "\n")
+    _load("seed_errors").main([str(tmp_path / r) for r in lost])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| source | reference | wrong in `colors-a` | wrong in `colors-a-feed` | wrong outputs (seeds) |"
+    assert out[2] == "| `zup kiki dax` | `RED YELLOW` | 2 / 2 | 1 / 2 | `RED YELLOW RED` (2); `(empty)` (1) |"
+    assert out[3] == "| `dax fep` | `RED RED RED` | 1 / 2 | 0 / 2 | `RED` (1) |"
+    assert out[4] == "| `wif` | `GREEN` | 0 / 2 | 0 / 2 | - |"
+    assert "| `colors-a-s2` | 2 | 1 / 3 | `dax fep`, `zup kiki dax` |" in out
+    assert "| `colors-a-feed-s1` | 1 | 3 / 3 |  |" in out
+    (tmp_path / "colors-b-s1" / "predictions").mkdir(parents=True)
+    (tmp_path / "colors-b-s1" / "predictions" / "test.tsv").write_text("source\treference\thypothesis\tcorrect\n")
+    with pytest.raises(SystemExit, match="differ"):  # another test set cannot be counted beside these
+        _load("seed_errors").main([str(tmp_path / "colors-a-s1"), str(tmp_path / "colors-b-s1")])
