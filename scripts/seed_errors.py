@@ -77,9 +77,7 @@ def run_table(groups: dict, examples: list) -> list[str]:
         for seed, run, rows in runs:
             lost = [examples[i][0] for i, r in enumerate(rows) if r["correct"] != "1"]
             right = len(rows) - len(lost)
-            out.append(
-                f"| `{run.name}` | {seed} | {right} / {len(rows)} | " + ", ".join(f"`{s}`" for s in lost) + " |"
-            )
+            out.append(f"| `{run.name}` | {seed} | {right} / {len(rows)} | " + ", ".join(f"`{s}`" for s in lost) + " |")
     return out
 
 
