@@ -142,3 +142,17 @@ def test_collate_adds_markers():
     assert b.tgt_in.tolist() == [[v.bos, v.stoi["b"], v.pad], [v.bos, v.stoi["a"], v.stoi["b"]]]
     assert b.tgt_out.tolist() == [[v.stoi["b"], v.eos, v.pad], [v.stoi["a"], v.stoi["b"], v.eos]]
     assert b.num_target_tokens == 5
+
+
+def test_batches_without_length_grouping_are_a_fresh_permutation_cut_in_order():
+    """optim.group_by_length false: a DataLoader with shuffle=True (reference: a plain permutation in chunks)."""
+    import numpy as np
+
+    lens = [3, 10, 5, 7, 2, 9, 4, 4, 12, 1] * 3
+    batches = make_batches(lens, lens, batch_size=4, max_tokens=None, seed=5, group_by_length=False)
+    perm = np.random.default_rng(5).permutation(30).tolist()
+    assert batches == [perm[i : i + 4] for i in range(0, 30, 4)]  # the short last batch kept
+    assert make_batches(lens, lens, batch_size=4, max_tokens=None, seed=6, group_by_length=False) != batches
+    capped = make_batches(lens, lens, batch_size=8, max_tokens=40, seed=5, group_by_length=False)
+    assert [i for b in capped for i in b] == perm  # still in the permutation's order
+    assert all(len(b) * max(lens[i] + 1 for i in b) <= 40 or len(b) == 1 for b in capped)

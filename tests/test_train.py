@@ -312,3 +312,33 @@ def test_inference_caches_never_outlive_an_update(arch):
             m.__dict__.pop("_qkv_cache", None)
         want = fresh(batch)
     assert not torch.allclose(before, after) and torch.allclose(after, want)
+
+
+def test_sentence_avg_divides_the_update_by_its_sentences_not_its_tokens(tmp_path):
+    """fairseq's --sentence-avg (the lexicon paper's reference divides by the batch's sentences): the same first
+    update's gradient, scaled by tokens / sentences (dropout off, same seed, so the same batch and weights)."""
+    data = toy_tsv(tmp_path)
+    norms = {}
+    for avg in (False, True):
+        cfg = toy_config(data)
+        cfg.model.dropout, cfg.optim.label_smoothing, cfg.optim.clip_norm = 0.0, 0.0, 1e6
+        cfg.optim.sentence_avg = avg
+        t = Trainer(cfg, tmp_path / f"avg{avg}", show_progress=False)
+        first = t._epoch_batches(0)[: cfg.optim.accumulate]
+        _, ntok = t._update()
+        norms[avg] = float(t._grad_norm)
+    sentences = sum(len(b) for b in first)
+    assert ntok > sentences
+    assert norms[True] == pytest.approx(norms[False] * ntok / sentences, rel=1e-5)
+
+
+def test_data_extra_target_tokens_enter_the_target_vocabulary_only(tmp_path):
+    data = toy_tsv(tmp_path)
+    cfg = toy_config(data)
+    cfg.data.extra_target_tokens = ["PURPLE", "A", "PINK"]  # "A" is a training target token already
+    t = Trainer(cfg, tmp_path / "run", show_progress=False)
+    tgt, src = t.data.vocabs["tgt"].itos, t.data.vocabs["src"].itos
+    assert tgt[-2:] == ["PURPLE", "PINK"] and tgt.count("A") == 1 and "PURPLE" not in src
+    for bad in (["<s>"], ["two words"], [""]):
+        with pytest.raises(ConfigError, match="extra_target_tokens"):
+            config_from_dict({"data": {"extra_target_tokens": bad}})

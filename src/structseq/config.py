@@ -78,9 +78,21 @@ class DataConfig:
     )
     min_freq: int = option(1, "minimum token count to enter a vocabulary", ge=1)
     share_vocab: bool = option(False, "one vocabulary for source and target (needed to tie all embeddings)")
+    extra_target_tokens: list[str] = option(
+        [],
+        "tokens the target vocabulary holds even if no training example has them (after the "
+        "training tokens), e.g. the lexicon paper's Colors outputs PURPLE and PINK, which give "
+        "mutual exclusivity its unmapped targets",
+    )
 
     def __post_init__(self):
-        """`fields`: identifiers to JSON keys, `source` among them, no key read twice."""
+        """`fields`: identifiers to JSON keys, `source` among them, no key read twice; `extra_target_tokens`: tokens."""
+        for t in self.extra_target_tokens:
+            if not isinstance(t, str) or not t or t != "".join(t.split()) or (t[0] == "<" and t[-1] == ">"):
+                raise ConfigError(
+                    f"'data.extra_target_tokens': {t!r} is not a token (a non-empty string without spaces, "
+                    "not in angle brackets as the reserved tokens)"
+                )
         f = self.fields
         if f is None:
             return
@@ -121,6 +133,17 @@ class OptimConfig:
     max_tokens: int | None = option(4096, "token budget per batch (padded, fairseq's rule)", ge=1)
     batch_size: int | None = option(None, "sentences per batch (with or without max_tokens)", ge=1)
     accumulate: int = option(1, "batches per update (gradient accumulation)", ge=1)
+    group_by_length: bool = option(
+        True,
+        "batches of similar lengths (sorted, random tie-breaks, batch order shuffled); false: "
+        "each epoch a fresh random permutation cut into batches in order (a DataLoader's "
+        "shuffle=True, as the lexicon paper's reference code)",
+    )
+    sentence_avg: bool = option(
+        False,
+        "normalise each update's loss by its sentences instead of its target tokens "
+        "(fairseq's --sentence-avg; the lexicon paper's reference code)",
+    )
 
 
 @dataclass

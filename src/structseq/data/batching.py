@@ -32,6 +32,11 @@ class Batch(dict):
     def num_target_tokens(self) -> int:
         return self.num_tokens
 
+    @property
+    def num_sentences(self) -> int:
+        """Examples whose loss counts (`optim.sentence_avg`): none in a stand-in batch of no units."""
+        return len(self.index) if self.num_tokens else 0
+
     def to(self, device) -> Batch:
         """The same batch with every tensor on `device` (nested lists/dicts of tensors too)."""
         from structseq.state import map_state
@@ -73,19 +78,26 @@ def make_batches(
     batch_size: int | None = None,
     shuffle: bool = True,
     seed: int = 0,
+    group_by_length: bool = True,
 ) -> list[list[int]]:
     """Group example indices into batches.
 
     Examples are sorted by length (random tie-breaks when shuffling) so each batch holds similar
     lengths; a batch grows while `n * max(len) <= max_tokens` (padded tokens, fairseq's rule, with
     len = max(source, target) + 1) and `n <= batch_size`. The batch order is shuffled with `seed`.
+    Without `group_by_length` the examples are taken in a random order (`seed`; in order unless shuffling) and
+    cut by the same rule: batches of mixed lengths, as a DataLoader with shuffle=True.
     """
     if max_tokens is None and batch_size is None:
         raise ValueError("set max_tokens, batch_size or both")
     lens = np.maximum(np.asarray(src_lens), np.asarray(tgt_lens)) + 1
     rng = np.random.default_rng(seed)
-    tie = rng.random(len(lens)) if shuffle else np.arange(len(lens))
-    order = np.lexsort((tie, lens))
+    if not group_by_length:
+        order = rng.permutation(len(lens)) if shuffle else np.arange(len(lens))
+        shuffle = False  # the batches are already in a random order
+    else:
+        tie = rng.random(len(lens)) if shuffle else np.arange(len(lens))
+        order = np.lexsort((tie, lens))
     batches, cur, cur_max = [], [], 0
     for i in order.tolist():
         new_max = max(cur_max, int(lens[i]))

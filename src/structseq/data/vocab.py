@@ -23,13 +23,14 @@ class Vocab:
             raise ValueError("duplicate tokens in vocabulary")
 
     @classmethod
-    def build(cls, sequences: Iterable[Sequence[str]], min_freq: int = 1) -> Vocab:
-        """Tokens sorted by descending frequency, ties broken alphabetically (deterministic)."""
+    def build(cls, sequences: Iterable[Sequence[str]], min_freq: int = 1, extra: Sequence[str] = ()) -> Vocab:
+        """Tokens sorted by descending frequency, ties broken alphabetically (deterministic); then the `extra`
+        tokens not already in, in their order (tokens known to exist though no training example has them)."""
         counts = Counter(tok for seq in sequences for tok in seq)
         for s in SPECIALS:
             counts.pop(s, None)
         kept = sorted((t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t))
-        return cls(list(SPECIALS) + kept)
+        return cls(list(SPECIALS) + kept + [t for t in dict.fromkeys(extra) if t not in kept and t not in SPECIALS])
 
     def __len__(self) -> int:
         return len(self.itos)

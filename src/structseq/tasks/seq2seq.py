@@ -144,12 +144,13 @@ class Seq2SeqTask(Task):
         d = self.cfg.data
         self.learn_subword(train)
         train = [self.prepare(e) for e in train] if self.subword is not None else train
+        extra = d.extra_target_tokens
         if d.share_vocab:
-            shared = Vocab.build([e.source for e in train] + [e.target for e in train], d.min_freq)
+            shared = Vocab.build([e.source for e in train] + [e.target for e in train], d.min_freq, extra)
             return {"src": shared, "tgt": shared}
         return {
             "src": Vocab.build((e.source for e in train), d.min_freq),
-            "tgt": Vocab.build((e.target for e in train), d.min_freq),
+            "tgt": Vocab.build((e.target for e in train), d.min_freq, extra),
         }
 
     def check_examples(self, examples: Sequence[Example], where: str) -> None:

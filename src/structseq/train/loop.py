@@ -179,6 +179,7 @@ class Trainer:
                 batch_size=o.batch_size,
                 shuffle=True,
                 seed=self.cfg.train.seed * 100003 + epoch,
+                group_by_length=o.group_by_length,
             )
             self._epoch_cache = (epoch, batches)
         return self._epoch_cache[1]
@@ -265,7 +266,9 @@ class Trainer:
         cfg = self.cfg
         batches = [self._next_batch() for _ in range(cfg.optim.accumulate)]
         ntok = self.dist.sum_int(sum(b.num_tokens for b in batches))  # the whole update's units, every rank
-        scale = self.dist.world_size / max(ntok, 1)  # DDP averages gradients over ranks: undo, then normalise
+        # the loss is divided by the update's target tokens, or with optim.sentence_avg by its sentences
+        units = self.dist.sum_int(sum(b.num_sentences for b in batches)) if cfg.optim.sentence_avg else ntok
+        scale = self.dist.world_size / max(units, 1)  # DDP averages gradients over ranks: undo, then normalise
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), dtype=torch.float64, device=self.device)  # on the device: no sync per update
         for i, b in enumerate(batches):
@@ -277,7 +280,7 @@ class Trainer:
                 if self.dist.world_size > 1:
                     (loss * scale).backward()
                 else:
-                    (loss / ntok).backward()  # the exact arithmetic of one process
+                    (loss / units).backward()  # the exact arithmetic of one process
             total += nll.detach().double()
         if cfg.optim.clip_norm > 0:  # the norm before clipping, logged as grad_norm (a tensor: read when logged)
             self._grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm)
