@@ -755,3 +755,33 @@ def test_seed_errors_counts_per_example_the_seeds_of_each_config_that_lose_it(tm
     (tmp_path / "colors-b-s1" / "predictions" / "test.tsv").write_text("source\treference\thypothesis\tcorrect\n")
     with pytest.raises(SystemExit, match="differ"):  # another test set cannot be counted beside these
         _load("seed_errors").main([str(tmp_path / "colors-a-s1"), str(tmp_path / "colors-b-s1")])
+
+
+def test_seed_errors_lexicon_shows_each_configs_rows_and_whether_its_seeds_agree(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+
+    from structseq import api
+    from structseq.data.vocab import SPECIALS, Vocab
+    from structseq.lexicon.lexicon import Lexicon
+    from structseq.models.heads import LexicalHead
+    from structseq.models.lexical import lexicon_rows
+
+    src, tgt = Vocab([*SPECIALS, "dax", "fep"]), Vocab([*SPECIALS, "RED", "PURPLE"])
+    rows = lexicon_rows(Lexicon({"dax": {"RED": 2.0}}, "t"), src, tgt)  # fep: mutual exclusivity -> PURPLE
+    heads = {"c-s1": LexicalHead(8, len(tgt), rows), "c-s2": LexicalHead(8, len(tgt), rows, learn=True)}
+    with torch.no_grad():
+        heads["c-s2"].log_table[src.stoi["fep"]] = torch.tensor([0.0] * 4 + [5.0, 0.0, 0.0]).log_softmax(0)
+
+    def fake_run(run, device):
+        fake = SimpleNamespace(model=SimpleNamespace(head=heads[run.name]), src_vocab=src, tgt_vocab=tgt, run_dir=run)
+        fake.lexicon = lambda *a, **k: api.Run.lexicon(fake, *a, **k)
+        return fake
+
+    monkeypatch.setattr(api, "load_run", fake_run)
+    runs = [(1, tmp_path / "c-s1", []), (2, tmp_path / "c-s2", [])]
+    table = _load("seed_errors").lexicon_table({"c": runs[:1]}, 0.5)
+    assert table[-1] == "| `c` | `dax`: `RED` (1.00), `fep`: `PURPLE` (1.00) | yes |"
+    table = _load("seed_errors").lexicon_table({"c": runs}, 0.5)  # seed 2 learned fep -> RED
+    assert table[-1].endswith("| no |")
