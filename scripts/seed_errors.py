@@ -5,7 +5,9 @@ question of which examples each seed loses, and what it writes instead.
         runs/colors-spread/colors-lstm-lex-simple-threads1-feed_dropouttrue-s* --lexicon
 
 Runs are grouped by their directory name without the `-s<seed>` suffix (one group per config), and each run's
-`predictions/<split>.tsv` (written by `structseq evaluate` and by reproduce.py) is read. Prints, in Markdown:
+`predictions/<split>.tsv` (written by `structseq evaluate` and by reproduce.py) is read; a directory that holds
+run directories stands for them all. `--keep DIR` copies those files to DIR/RUN/predictions/, which is all
+this script reads without --lexicon: a small record that regenerates the tables without the run directories. Prints, in Markdown:
 per example, how many seeds of each group got it wrong and the wrong outputs they wrote; per run, its score
 and the examples it lost. `--lexicon` adds each group's learned lexicon L (the rows of source words whose best
 output has at least --min-prob), and says whether the rows are the same in every seed of the group.
@@ -33,6 +35,24 @@ def read_predictions(run: Path, split: str) -> list[dict[str, str]]:
         raise SystemExit(f"{path}: no predictions (run `structseq evaluate {run} --split {split}` first)")
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE, escapechar="\\"))
+
+
+def expand(paths: list[Path], split: str) -> list[Path]:
+    """Run directories: each path, or the runs a directory of runs holds."""
+    runs = []
+    for p in paths:
+        inner = sorted(d for d in p.iterdir() if (d / "predictions" / f"{split}.tsv").is_file()) if p.is_dir() else []
+        runs += inner if inner and not (p / "predictions").is_dir() else [p]
+    return runs
+
+
+def keep(runs: list[Path], split: str, out: Path) -> None:
+    from structseq.outputs import atomic_write
+
+    for run in runs:
+        dest = out / run.name / "predictions" / f"{split}.tsv"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(dest, (run / "predictions" / f"{split}.tsv").read_text(encoding="utf-8"))
 
 
 def collect(runs: list[Path], split: str) -> tuple[dict[str, list[tuple[int | None, Path, list[dict]]]], list]:
@@ -107,10 +127,14 @@ def main(argv=None) -> None:
     p.add_argument("--split", default="test", help="the predictions file to read (default: test)")
     p.add_argument("--lexicon", action="store_true", help="add each group's learned lexicon rows")
     p.add_argument("--min-prob", type=float, default=0.5, help="with --lexicon: lowest probability shown")
+    p.add_argument("--keep", type=Path, metavar="DIR", help="copy each run's predictions file under DIR/RUN/")
     a = p.parse_args(argv)
     if not 0.0 < a.min_prob <= 1.0:
         p.error(f"--min-prob must be in (0, 1], got {a.min_prob}")
-    groups, examples = collect(a.runs, a.split)
+    runs = expand(a.runs, a.split)
+    groups, examples = collect(runs, a.split)
+    if a.keep:
+        keep(runs, a.split, a.keep)
     print("\n".join(example_table(groups, examples)))
     print()
     print("\n".join(run_table(groups, examples)))

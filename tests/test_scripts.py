@@ -751,6 +751,11 @@ def test_seed_errors_counts_per_example_the_seeds_of_each_config_that_lose_it(tm
     assert out[4] == "| `wif` | `GREEN` | 0 / 2 | 0 / 2 | - |"
     assert "| `colors-a-s2` | 2 | 1 / 3 | `dax fep`, `zup kiki dax` |" in out
     assert "| `colors-a-feed-s1` | 1 | 3 / 3 |  |" in out
+    # --keep: the predictions alone regenerate the same tables, from a directory of runs
+    _load("seed_errors").main([str(tmp_path / r) for r in lost] + ["--keep", str(tmp_path / "kept")])
+    capsys.readouterr()
+    _load("seed_errors").main([str(tmp_path / "kept")])
+    assert capsys.readouterr().out.splitlines() == out
     (tmp_path / "colors-b-s1" / "predictions").mkdir(parents=True)
     (tmp_path / "colors-b-s1" / "predictions" / "test.tsv").write_text("source\treference\thypothesis\tcorrect\n")
     with pytest.raises(SystemExit, match="differ"):  # another test set cannot be counted beside these
