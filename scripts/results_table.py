@@ -30,6 +30,9 @@ PAPER = {
     ("cogs", "lstm-copy"): "0.66 (+ copy, A&A 2021)",
     ("scan-jump", "lstm-copy"): "- (+ copy: no SCAN row in A&A 2021; input and output share no token)",
     ("scan-around-right", "lstm-copy"): "- (+ copy: no SCAN row in A&A 2021; input and output share no token)",
+    ("colors", "lstm"): "0.00 (LSTM, A&A 2021)",
+    ("colors", "lstm-lex-simple"): "0.79 ± 0.02 (+ Simple, A&A 2021, 16 seeds)",
+    ("colors", "lstm-lex-simple-reference"): "0.79 ± 0.02 (+ Simple, A&A 2021, 16 seeds)",
     # Wang et al. (2019) Table 5: BLEU on IWSLT fr-en (another language pair, ~25x the 9k sentences of maruf-ted:dev)
     ("ctx-maruf-ted", "sequential"): "BLEU 36.85 with context, 36.47 without (Wang et al. 2019, IWSLT fr-en)",
     ("ctx-maruf-ted", "interleave"): "BLEU 37.30 (Wang et al. 2019, IWSLT fr-en)",
@@ -192,7 +195,7 @@ def headline(groups: dict[tuple, list[dict]]) -> None:
             + [
                 f"`{o}`"
                 for o in overrides
-                if o.split("=")[0].split(".")[-1] not in ("max_steps", "valid_every", "warmup")
+                if o.split("=")[0].split(".")[-1] not in ("valid_every", "warmup", "threads")
             ]
         )
         if rs and all("pooled_bleu" in r["metrics"] for r in rs):
