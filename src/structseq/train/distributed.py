@@ -10,6 +10,7 @@ batch, so the global batches, and the data order, are those of one process.
 
 from __future__ import annotations
 
+import atexit
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -66,6 +67,14 @@ class DistContext:
 _CONTEXT: DistContext | None = None
 
 
+def _shutdown() -> None:
+    """Destroy the process group before the interpreter exits: left to the interpreter's teardown, gloo's
+    threads can be destroyed while joinable, and the process aborts ("terminate called without an active
+    exception") after a finished run, so torchrun reports a failure (pytorch/pytorch#190489)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def context() -> DistContext:
     """The process group of this run, initialised on first use when launched by torchrun."""
     global _CONTEXT
@@ -79,6 +88,7 @@ def context() -> DistContext:
     cuda = torch.cuda.is_available() and os.environ.get("STRUCTSEQ_DDP_BACKEND", "") != "gloo"
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if cuda else "gloo")
+        atexit.register(_shutdown)
     device = torch.device(f"cuda:{local}") if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
