@@ -26,6 +26,13 @@ VARIANTS = {
         "feed_dropout": True,
         "head": {"type": "copy", "dropout": 0.5},
     },
+    "reference-attention-bias": {
+        **LSTM,
+        "combine_feed": True,
+        "feed_dropout": True,
+        "attention_bias": True,
+        "head": {"type": "copy", "dropout": 0.5},
+    },
     "tanh-combine-feed": {
         **LSTM,
         "combine_feed": True,

@@ -112,6 +112,7 @@ class LSTMSeq2Seq(Autoregressive):
         feed_dropout: float = 0.0,
         high_dropout: float = 0.0,
         combine_activation: str = "none",
+        attention_bias: bool = False,
     ):
         super().__init__()
         self.src_embed = nn.Embedding(src_vocab_size, embed_dim, padding_idx=self.pad)
@@ -119,7 +120,7 @@ class LSTMSeq2Seq(Autoregressive):
         lstm_dropout = dropout if layers > 1 else 0.0
         self.encoder = nn.LSTM(embed_dim, hidden_dim, layers, batch_first=True, dropout=lstm_dropout)
         self.decoder = nn.LSTM(embed_dim + hidden_dim, hidden_dim, layers, batch_first=True, dropout=lstm_dropout)
-        self.attn_proj = nn.Linear(hidden_dim, hidden_dim, bias=False)  # W in <e_j, W h_t>
+        self.attn_proj = nn.Linear(hidden_dim, hidden_dim, bias=attention_bias)  # W, b in <e_j, W h_t + b>
         self.combine = nn.Linear(embed_dim + (3 if combine_feed else 2) * hidden_dim, hidden_dim)
         self.head, self.dropout, self.hidden_dim, self.combine_feed = head, dropout, hidden_dim, combine_feed
         self.feed_dropout, self.high_dropout = feed_dropout, high_dropout
@@ -137,7 +138,10 @@ class LSTMSeq2Seq(Autoregressive):
         out, (h, c) = self.encoder(packed)
         memory, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
         keys = F.linear(memory, self.attn_proj.weight.t())  # W^T e_j: scores are <keys_j, h_t>
-        attn_bias = torch.zeros_like(pad_mask, dtype=memory.dtype).masked_fill_(pad_mask, float("-inf"))
+        if self.attn_proj.bias is None:
+            attn_bias = torch.zeros_like(pad_mask, dtype=memory.dtype).masked_fill_(pad_mask, float("-inf"))
+        else:  # the query bias's part of the scores, <e_j, b>, is the same at every step
+            attn_bias = (memory @ self.attn_proj.bias).masked_fill(pad_mask, float("-inf"))
         # states are batch-first (one tensor per layer) so that map_state can reorder them along dim 0
         return {
             "src": src,
@@ -311,6 +315,11 @@ class LSTMConfig:
         "(Luong et al. 2015's attentional vector, which bounds the feedback)",
         choices=("none", "tanh"),
     )
+    attention_bias: bool = option(
+        False,
+        "a bias on the attention query, score_j = <e_j, W h_t + b> (the reference code of "
+        "Akyürek & Andreas 2021 projects the query with a biased linear layer)",
+    )
     max_length: int = option(
         MAX_LENGTH,
         "longest source or target (tokens) the model takes: longer input is "
@@ -340,6 +349,7 @@ def build_lstm(cfg: LSTMConfig, vocabs: Vocabs, train_examples: Sequence | None 
             feed_dropout=cfg.dropout if cfg.feed_dropout else 0.0,
             high_dropout=high,
             combine_activation=cfg.combine_activation,
+            attention_bias=cfg.attention_bias,
         ),
         cfg.hidden_dim,
     )

@@ -91,11 +91,12 @@ class TapedLinear:
         return StepLinear.apply(pre, x, self.detached, self.anchor, self.tape)
 
 
-def attention_grads(tape: Tape) -> tuple[Tensor | None, Tensor | None]:
-    """d keys = sum_t d score_t (x) h_t, d memory = sum_t alpha_t (x) d context_t, as two batched products."""
+def attention_grads(tape: Tape) -> tuple[Tensor | None, ...]:
+    """d keys = sum_t d score_t (x) h_t, d memory = sum_t alpha_t (x) d context_t, as two batched products; and
+    where the score bias is trained (the query's bias, `<e_j, b>`), d bias = sum_t d score_t."""
     pairs = tape.pairs()
     if not pairs:
-        return None, None
+        return (None,) * (3 if tape.bias_grad else 2)
     B = tape.batch
 
     def stacked(ts: list[Tensor]) -> Tensor:  # steps (n_t, D) -> (B, steps, D), zero rows past n_t
@@ -103,7 +104,8 @@ def attention_grads(tape: Tape) -> tuple[Tensor | None, Tensor | None]:
 
     h, alpha = stacked([f[0] for f, _ in pairs]), stacked([f[1] for f, _ in pairs])
     d_score, d_context = stacked([b[0] for _, b in pairs]), stacked([b[1] for _, b in pairs])
-    return d_score.transpose(1, 2) @ h, alpha.transpose(1, 2) @ d_context
+    grads = d_score.transpose(1, 2) @ h, alpha.transpose(1, 2) @ d_context
+    return (*grads, d_score.sum(1)) if tape.bias_grad else grads
 
 
 class StepAttention(torch.autograd.Function):
@@ -129,16 +131,17 @@ class StepAttention(torch.autograd.Function):
 
 
 class TapedAttention:
-    """Luong attention of one batch (keys, memory (B, S, H), additive mask bias (B, S)); a step may run on
-    the first n rows."""
+    """Luong attention of one batch (keys, memory (B, S, H), additive score bias (B, S): the padding mask, plus
+    the query bias's term where the model has one); a step may run on the first n rows."""
 
     def __init__(self, keys: Tensor, memory: Tensor, bias: Tensor):
         self.keys, self.memory, self.bias, self.tape = keys, memory, bias, None
-        if torch.is_grad_enabled() and (keys.requires_grad or memory.requires_grad):
+        if torch.is_grad_enabled() and (keys.requires_grad or memory.requires_grad or bias.requires_grad):
             self.tape = Tape(attention_grads)
-            self.tape.batch = keys.shape[0]
-            self.anchor = self.tape.anchor(keys, memory)
-            self.keys, self.memory = keys.detach(), memory.detach()
+            self.tape.batch, self.tape.bias_grad = keys.shape[0], bias.requires_grad
+            shared = (keys, memory, bias) if bias.requires_grad else (keys, memory)
+            self.anchor = self.tape.anchor(*shared)
+            self.keys, self.memory, self.bias = keys.detach(), memory.detach(), bias.detach()
 
     def __call__(self, h: Tensor) -> tuple[Tensor, Tensor]:
         n = h.shape[0]
