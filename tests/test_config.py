@@ -109,6 +109,7 @@ def test_task_section_shorthand_and_unknown_task():
         "subword": "none",
         "subword_vocab_size": 8000,
         "tokenizer_path": None,
+        "source_bos": False,
     }  # the seq2seq task's own keys
     with pytest.raises(ConfigError, match="'task.type': unknown task 'nosuch'"):
         config_from_dict({"task": "nosuch"})

@@ -167,6 +167,46 @@ def test_copy_token_gate_is_the_reference_formula():
     assert torch.allclose(head(features, attn, src).exp(), want, atol=1e-6)
 
 
+@torch.no_grad()
+@pytest.mark.parametrize(
+    "head_cfg",
+    [
+        {"type": "softmax"},
+        {"type": "copy"},
+        {"type": "lexical", "lexicon": "simple", "gate": "copy_token"},
+        {"type": "lexical", "lexicon": "pmi", "init": "learned", "tau": 0.5},
+    ],
+)
+def test_mask_special_renormalises_the_outputs_without_pad_bos_and_unk(head_cfg):
+    """The reference code's step: the same head's probabilities with <pad>, <s> and <unk> set to zero and the
+    rest divided by their sum (</s> kept)."""
+    cfgs = [
+        config_from_dict({"model": {**LSTM, "head": {**head_cfg, "mask_special": m}}}).model.head for m in (False, True)
+    ]
+    torch.manual_seed(0)
+    plain, masked = (build_head(c, 8, SRC, TGT, EXAMPLES).eval() for c in cfgs)
+    masked.load_state_dict(plain.state_dict())
+    features, attn, src = random_inputs()
+    src[1, 0] = SRC.unk  # attention on a source <unk> or </s> maps to the same target (the lexicon's specials)
+    p = plain(features, attn, src).exp()
+    specials = [TGT.pad, TGT.bos, TGT.unk]
+    assert (p[..., specials].sum(-1) > 1e-4).all()  # there is mass to take out
+    want = p.clone()
+    want[..., specials] = 0.0
+    want = want / want.sum(-1, keepdim=True)
+    got = masked(features, attn, src)
+    assert torch.allclose(got.exp(), want, atol=1e-6)
+    assert (got[..., specials] < -1e4).all() and torch.isfinite(got).all()
+
+
+def test_mask_special_is_refused_when_a_training_target_is_unk():
+    cfg = config_from_dict({"model": {**LSTM, "head": {"type": "softmax", "mask_special": True}}}).model.head
+    unknown = [*EXAMPLES, Example(("a",), ("A", "NEW"))]
+    with pytest.raises(ConfigError, match=r"mask_special.*example 6.*'NEW'"):
+        build_head(cfg, 8, SRC, TGT, unknown)
+    build_head(cfg, 8, SRC, TGT, EXAMPLES)  # every target token known: accepted
+
+
 @pytest.mark.parametrize("gate", ["learned", "copy_token"])
 @pytest.mark.parametrize("init", ["frozen", "soft", "learned", "uniform"])
 def test_outputs_are_distributions_and_gradients_reach_L_only_when_learned(gate, init):
@@ -241,6 +281,12 @@ HEAD_VARIANTS = {
     "simple-copy-token": {"type": "lexical", "lexicon": "simple", "gate": "copy_token"},
     "pmi-soft-learned-gate": {"type": "lexical", "lexicon": "pmi", "init": "soft", "tau": 0.5},
     "learned": {"type": "lexical", "lexicon": "simple", "init": "learned", "tau": 0.1},
+    "simple-copy-token-mask-special": {
+        "type": "lexical",
+        "lexicon": "simple",
+        "gate": "copy_token",
+        "mask_special": True,
+    },
 }
 
 

@@ -227,3 +227,26 @@ def test_evaluate_table_shows_nested_scores_like_pooled_bleu(capsys, monkeypatch
     cli.print_metrics(m)
     out = capsys.readouterr().out
     assert "pooled_bleu.full" in out and "0.2500" in out and "pooled_bleu.1-shot" in out
+
+
+@pytest.mark.parametrize("kind", ["seq2seq", "context-seq2seq"])
+def test_source_bos_starts_every_source_the_model_reads_with_bos(kind):
+    """`task.source_bos` (the lexicon paper's reference code): <s> x </s> in training and in decoding, and the
+    context, a second input, unchanged."""
+    example = Example(("a", "b"), ("x",), context=("c",) if kind == "context-seq2seq" else None)
+    src = {}
+    for bos in (False, True):
+        model = TINY if kind == "seq2seq" else {**TINY, "arch": "context-transformer", "decoder": "sequential"}
+        cfg = config_from_dict({"task": {"type": kind, "source_bos": bos}, "model": model})
+        task = get_task(cfg)
+        vocabs = task.build_vocabs([example])
+        ids = vocabs["src"].encode(["a", "b"])
+        encoded, inputs = task.encode(example, vocabs), task.decode_inputs([example], vocabs)
+        want = [Vocab.bos, *ids, Vocab.eos] if bos else [*ids, Vocab.eos]
+        assert encoded["src"] == want and inputs["src"][0].tolist() == want
+        if kind == "context-seq2seq":
+            assert encoded["ctx"] == [*vocabs["src"].encode(["c"]), Vocab.eos]
+        src[bos] = task.collate([encoded], [0])["src"]
+        model = build_model(cfg.model, vocabs, task=kind)
+        assert task.predict(model, [example], vocabs)  # the model reads it
+    assert src[True].shape[1] == src[False].shape[1] + 1

@@ -25,21 +25,35 @@ from structseq.nn.dropout import dropout
 from structseq.registry import HEADS, LEARNERS, register_head
 
 TINY = 1e-30  # floor for probabilities before log: keeps log(0) out of mixtures
+MASKED = -1e5  # what `mask_special` adds to a special token's log-probability (the reference code's -99999)
+SPECIAL_OUTPUTS = (Vocab.pad, Vocab.bos, Vocab.unk)  # what `mask_special` takes out (</s> stays)
+
+
+def without_specials(log_probs: Tensor) -> Tensor:
+    """Log-probs renormalised over the outputs other than <pad>, <s> and <unk>, which keep ~0 probability.
+    The reference code of Akyürek & Andreas 2021 does this at every step, in training too, so no probability
+    is spent on tokens no target holds; a finite penalty (as there) keeps a target <unk> finite."""
+    penalty = torch.zeros(log_probs.shape[-1], dtype=log_probs.dtype, device=log_probs.device)
+    penalty[list(SPECIAL_OUTPUTS)] = MASKED
+    return (log_probs + penalty).log_softmax(-1)
 
 
 class SoftmaxHead(nn.Module):
     needs_attention = False
 
-    def __init__(self, d_model: int, vocab_size: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self, d_model: int, vocab_size: int, dropout: float = 0.0, bias: bool = True, mask_special: bool = False
+    ):
         super().__init__()
         self.proj = nn.Linear(d_model, vocab_size, bias=bias)
-        self.dropout = dropout
+        self.dropout, self.mask_special = dropout, mask_special
 
     def logits(self, features: Tensor) -> Tensor:
         return self.proj(dropout(features, self.dropout, self.training))
 
     def forward(self, features: Tensor, attn: Tensor | None = None, src: Tensor | None = None) -> Tensor:
-        return self.logits(features).log_softmax(-1)
+        log_probs = self.logits(features).log_softmax(-1)
+        return without_specials(log_probs) if self.mask_special else log_probs
 
 
 def mix_log_probs(log_write: Tensor, source_dist: Tensor, gate_logit: Tensor) -> Tensor:
@@ -88,13 +102,14 @@ class LexicalHead(nn.Module):
         gate: str = "learned",
         learn: bool = False,
         dropout: float = 0.0,
+        mask_special: bool = False,
     ):
         super().__init__()
         if gate not in GATES:
             raise ValueError(f"gate must be one of {', '.join(GATES)}, not {gate!r}")
         self.write = SoftmaxHead(d_model, vocab_size, dropout)
         self.gate = nn.Linear(d_model, 1)
-        self.gate_type, self.vocab_size = gate, vocab_size
+        self.gate_type, self.vocab_size, self.mask_special = gate, vocab_size, mask_special
         if learn:
             self.log_table = nn.Parameter(rows.dense().clamp_min(EPS).log())
         else:
@@ -138,7 +153,7 @@ class LexicalHead(nn.Module):
         # drop the untranslatable mass g * L[., none] and renormalise: divide by (1 - g) + g * sum(lex)
         translated = lex.sum(-1, keepdim=True).clamp_min(TINY).log()
         kept = torch.logaddexp(F.logsigmoid(-gate_logit), F.logsigmoid(gate_logit) + translated)
-        return mixed - kept
+        return without_specials(mixed - kept) if self.mask_special else mixed - kept
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # K (targets per row) depends on the lexicon, which a model built only to load a checkpoint lacks.
@@ -153,8 +168,9 @@ class CopyHead(LexicalHead):
     """Pointer-generator: the lexical head with L = I over the tokens both vocabularies share (an empty
     lexicon without mutual exclusivity); attention on other source tokens defers to p_write."""
 
-    def __init__(self, d_model: int, vocab_size: int, src_to_tgt: Tensor, dropout: float = 0.0, gate: str = "learned"):
-        super().__init__(d_model, vocab_size, LexiconRows.from_map(src_to_tgt, vocab_size), gate=gate, dropout=dropout)
+    def __init__(self, d_model: int, vocab_size: int, src_to_tgt: Tensor, **options):
+        """`options`: the lexical head's `gate`, `dropout` and `mask_special`."""
+        super().__init__(d_model, vocab_size, LexiconRows.from_map(src_to_tgt, vocab_size), **options)
 
 
 # ---------------------------------------------------------------- schemas and builders (`model.head.type`)
@@ -168,6 +184,12 @@ class SoftmaxHeadConfig:
         "Andreas 2021), or a registered plugin head",
     )
     dropout: float = option(0.0, "dropout on the features entering the output layer", ge=0, lt=1)
+    mask_special: bool = option(
+        False,
+        "renormalise every step's output distribution without <pad>, <s> and <unk>, in training as in "
+        "decoding (the reference code of Akyürek & Andreas 2021); refused when a training target holds "
+        "<unk> (data.min_freq)",
+    )
 
 
 @dataclass
@@ -222,14 +244,31 @@ def build_head(
     return HEADS.get(cfg.type).build(cfg, d_model, src_vocab, tgt_vocab, train_examples)
 
 
+def check_mask_special(cfg, tgt_vocab: Vocab, train_examples: Sequence | None) -> None:
+    """`mask_special` takes <unk> out of the outputs, so no training target may need it."""
+    if not cfg.mask_special or train_examples is None:
+        return
+    for i, e in enumerate(train_examples):
+        unknown = next((t for t in e.target if t not in tgt_vocab), None)
+        if unknown is not None:
+            raise ConfigError(
+                f"'model.head.mask_special' takes <unk> out of the outputs, but training example {i + 1}'s target "
+                f"token {unknown!r} is <unk> (not in the target vocabulary: data.min_freq?)"
+            )
+
+
 @register_head("softmax", config=SoftmaxHeadConfig)
 def build_softmax_head(cfg, d_model, src_vocab, tgt_vocab, train_examples=None) -> SoftmaxHead:
-    return SoftmaxHead(d_model, len(tgt_vocab), cfg.dropout)
+    check_mask_special(cfg, tgt_vocab, train_examples)
+    return SoftmaxHead(d_model, len(tgt_vocab), cfg.dropout, mask_special=cfg.mask_special)
 
 
 @register_head("copy", config=CopyHeadConfig, needs_attention=True)
 def build_copy_head(cfg, d_model, src_vocab, tgt_vocab, train_examples=None) -> CopyHead:
-    return CopyHead(d_model, len(tgt_vocab), shared_token_map(src_vocab, tgt_vocab), cfg.dropout, cfg.gate)
+    check_mask_special(cfg, tgt_vocab, train_examples)
+    src_to_tgt = shared_token_map(src_vocab, tgt_vocab)
+    options = {"dropout": cfg.dropout, "gate": cfg.gate, "mask_special": cfg.mask_special}
+    return CopyHead(d_model, len(tgt_vocab), src_to_tgt, **options)
 
 
 def resolve_lexicon(cfg: LexicalHeadConfig, train_examples: Sequence) -> Lexicon | None:
@@ -254,12 +293,20 @@ def build_lexical_head(
             f"'model.head.tau' = {cfg.tau} does not fit init '{cfg.init}': frozen is the hard "
             "lexicon (tau 0), soft needs tau > 0, learned takes either"
         )
+    check_mask_special(cfg, tgt_vocab, train_examples)
     if cfg.init == "uniform":
         rows = LexiconRows.uniform(len(src_vocab), len(tgt_vocab))
     else:
         lexicon = resolve_lexicon(cfg, train_examples) if train_examples is not None else None
         order = tie_order(train_examples, cfg.ties) if train_examples is not None else None
         rows = lexicon_rows(lexicon, src_vocab, tgt_vocab, cfg.tau, cfg.mutual_exclusivity, order)
+    learn_rows = cfg.init in ("learned", "uniform")
     return LexicalHead(
-        d_model, len(tgt_vocab), rows, gate=cfg.gate, learn=cfg.init in ("learned", "uniform"), dropout=cfg.dropout
+        d_model,
+        len(tgt_vocab),
+        rows,
+        gate=cfg.gate,
+        learn=learn_rows,
+        dropout=cfg.dropout,
+        mask_special=cfg.mask_special,
     )

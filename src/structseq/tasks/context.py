@@ -130,7 +130,7 @@ class ContextSeq2SeqTask(Seq2SeqTask):
     def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
         e = self.prepare(example)
         out = {
-            "src": encode_source(vocabs["src"], e.source),
+            "src": self.source_ids(vocabs["src"], e.source),
             "tgt": vocabs["tgt"].encode(e.target),
             "ctx": encode_source(vocabs["src"], e.context) if e.context else [],
         }
@@ -180,7 +180,7 @@ class ContextSeq2SeqTask(Seq2SeqTask):
         prepared = [self.prepare(e) for e in examples]
         return Batch(
             {
-                "src": pad_sequences([encode_source(vocabs["src"], e.source) for e in prepared]),
+                "src": pad_sequences([self.source_ids(vocabs["src"], e.source) for e in prepared]),
                 "ctx": _pad([encode_source(vocabs["src"], e.context) if e.context else [] for e in prepared]),
             }
         )

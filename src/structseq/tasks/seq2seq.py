@@ -49,6 +49,11 @@ class Seq2SeqTaskOptions(TaskOptions):
         "tokenizer folder (its tokenizer.json, else its fast tokenizer; read "
         "locally only); SentencePiece .model files are not read",
     )
+    source_bos: bool = option(
+        False,
+        "start every source with <s> (before its </s> end), as the reference code of Akyürek & Andreas "
+        "2021 does: one more position to attend to, whose lexicon row is <s> itself",
+    )
 
 
 @register_task("seq2seq")
@@ -160,7 +165,12 @@ class Seq2SeqTask(Task):
 
     def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
         e = self.prepare(example)
-        return {"src": encode_source(vocabs["src"], e.source), "tgt": vocabs["tgt"].encode(e.target)}
+        return {"src": self.source_ids(vocabs["src"], e.source), "tgt": vocabs["tgt"].encode(e.target)}
+
+    def source_ids(self, vocab: Vocab, tokens: Sequence[str]) -> list[int]:
+        """A source's ids as the model reads them: the tokens, </s>, and with `task.source_bos` <s> first."""
+        ids = encode_source(vocab, tokens)
+        return [vocab.bos, *ids] if getattr(self.options, "source_bos", False) else ids
 
     def length(self, encoded: Encoded) -> int:
         return max(len(encoded["src"]) - 1, len(encoded["tgt"]))
@@ -211,7 +221,7 @@ class Seq2SeqTask(Task):
     # ------------------------------------------------------------------ prediction
     def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         """The model inputs of a batch to decode (no target needed)."""
-        return Batch({"src": pad_sequences([encode_source(vocabs["src"], self.prepare(e).source) for e in examples])})
+        return Batch({"src": pad_sequences([self.source_ids(vocabs["src"], self.prepare(e).source) for e in examples])})
 
     @torch.no_grad()
     def predict(
