@@ -51,8 +51,8 @@ class Seq2SeqTaskOptions(TaskOptions):
     )
     source_bos: bool = option(
         False,
-        "start every source with <s> (before its </s> end), as the reference code of Akyürek & Andreas "
-        "2021 does: one more position to attend to, whose lexicon row is <s> itself",
+        "read every source as <s> x </s>, not x </s>, as the reference code of Akyürek & Andreas 2021 "
+        "does: one more position to attend to, whose lexicon row is <s> itself",
     )
 
 
