@@ -153,6 +153,53 @@ def test_vocabulary_mismatch_on_resume_is_an_error(tmp_path):
         Trainer(cfg, tmp_path / "run", resume=True, show_progress=False)
 
 
+def test_vocabulary_in_another_order_on_resume_says_so():
+    from structseq.data.vocab import SPECIALS, Vocab
+    from structseq.train.resume import check_vocabs
+
+    saved = [*SPECIALS, "a", "b", "c"]
+    with pytest.raises(StructseqError) as e:
+        check_vocabs({"src": saved}, {"src": Vocab([*SPECIALS, "a", "c", "b"])})
+    msg = str(e.value)
+    assert "source vocabulary (7 tokens) does not match the data" in msg
+    assert "the same 7 tokens in another order (first at id 5: 'b' in the checkpoint, 'c' in the data)" in msg
+    assert "new in data: []" not in msg
+
+
+def test_resume_of_an_init_from_run_keeps_the_vocabularies_it_started_with(tmp_path):
+    """A `train.init_from` run takes its init checkpoint's vocabularies, not those of its own data, which may
+    hold the same tokens in another order (phase one counted other examples, e.g. without context): resuming
+    it goes on with them, as an uninterrupted run does, and does not refuse them."""
+    from structseq.data.training import load_training_data
+    from structseq.data.vocab import Vocab
+    from structseq.tasks import get_task
+    from structseq.train.loop import resume
+
+    data = toy_tsv(tmp_path)
+    Trainer(toy_config(data, max_steps=3), tmp_path / "p1", show_progress=False).run()
+    phase_one = load_checkpoint(tmp_path / "p1/checkpoints/last.pt")["vocab"]
+    # phase two's data: the same tokens, counted other times ('f' and 'F' now the most frequent)
+    other = tmp_path / "other.tsv"
+    other.write_text(data.read_text() + "f f f f f\tF F F F F\n" * 20)
+    cfg = toy_config(other, init_from=str(tmp_path / "p1"), max_steps=6, valid_every=3)
+    own = load_training_data(cfg, get_task(cfg)).vocabs
+    assert all(set(own[n].itos) == set(phase_one[n]) and own[n] != Vocab(phase_one[n]) for n in own)
+    full = Trainer(cfg, tmp_path / "full", show_progress=False)
+    full.run()
+    part = Trainer(
+        toy_config(other, init_from=str(tmp_path / "p1"), max_steps=3, valid_every=3),
+        tmp_path / "part",
+        show_progress=False,
+    )
+    part.run()  # as if stopped after update 3 of 6
+    summary = resume(tmp_path / "part", overrides=["train.max_steps=6"], show_progress=False)
+    assert summary["steps"] == 6
+    last = load_checkpoint(tmp_path / "part/checkpoints/last.pt")
+    assert last["vocab"] == phase_one
+    for k, v in load_checkpoint(tmp_path / "full/checkpoints/last.pt")["model"].items():
+        assert torch.equal(v, last["model"][k]), k
+
+
 def test_refuses_to_overwrite_an_existing_run(tmp_path):
     data = toy_tsv(tmp_path)
     Trainer(toy_config(data, max_steps=2), tmp_path / "run", show_progress=False).run()

@@ -42,7 +42,6 @@ import torch
 from structseq.config import Config, config_from_dict
 from structseq.data.batching import Batch, make_batches
 from structseq.data.training import load_training_data
-from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import build_model
 from structseq.tasks import get_task
@@ -60,7 +59,14 @@ from structseq.train.device import resolve_device
 from structseq.train.loggers import check_loggers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
 from structseq.train.progress import LossWatch, Progress, ProgressBar
-from structseq.train.resume import check_vocabs, file_identity, finished, finished_summary, plan_resume
+from structseq.train.resume import (
+    file_identity,
+    finished,
+    finished_summary,
+    plan_resume,
+    resumed_vocabs,
+    saved_vocabs,
+)
 from structseq.train.rng import rng_state, seed_everything, set_rng_state
 
 
@@ -126,13 +132,15 @@ class Trainer:
     # ------------------------------------------------------------ starting points
     def _load_last(self) -> dict:
         """The checkpoint a resumed run continues from. What the task learned (e.g. subwords) is restored,
-        never relearned; the vocabularies built from the data must be the checkpoint's."""
+        never relearned; the vocabularies are those the run's start made (`resumed_vocabs`: built from the
+        data again, they must be the checkpoint's; a `train.init_from` run's are its init checkpoint's)."""
         ckpt = load_checkpoint(self._last, {**RUN_KEYS, **RESUME_KEYS})
         self._loaded = file_identity(self._last)
         if ckpt.get("task"):
             self.task.load_state_dict(ckpt["task"])
-            self.data.vocabs = self.task.build_vocabs(self.data.train)
-        check_vocabs(ckpt["vocab"], self.data.vocabs)
+            if not self.cfg.train.init_from:
+                self.data.vocabs = self.task.build_vocabs(self.data.train)
+        self.data.vocabs = resumed_vocabs(ckpt, self.data.vocabs, self.cfg.train.init_from)
         return ckpt
 
     def _load_init(self) -> tuple[Path, dict]:
@@ -141,7 +149,7 @@ class Trainer:
         path = init_checkpoint(self.cfg.train.init_from)
         init = load_checkpoint(path, RUN_KEYS)
         self.task.load_state_dict(init.get("task") or {})
-        self.data.vocabs = {name: Vocab(tokens) for name, tokens in init["vocab"].items()}
+        self.data.vocabs = saved_vocabs(init)
         return path, init
 
     def _init_parameters(self, path: Path, init: dict) -> None:

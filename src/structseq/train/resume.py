@@ -98,6 +98,24 @@ def plan_resume(out_dir: str | Path, overrides: Sequence[str] = ()) -> tuple[Con
     return cfg, changes, None if reason is None else finished_summary(ckpt["progress"], reason)
 
 
+def saved_vocabs(ckpt: Mapping) -> dict[str, Vocab]:
+    """A checkpoint's vocabularies (`vocab`: name -> token list) as `Vocab`s."""
+    return {name: Vocab(tokens) for name, tokens in ckpt["vocab"].items()}
+
+
+def resumed_vocabs(ckpt: Mapping, built: Mapping[str, Vocab], init_from: str | None) -> dict[str, Vocab]:
+    """The vocabularies a resumed run goes on with: those its start made. A run with `train.init_from` took
+    its init checkpoint's (`Trainer._load_init`), not the ones its own data builds (`built`): a phase one on
+    other examples (e.g. without context) counts the same tokens other times, so they come in another order.
+    Its checkpoint's vocabularies are those, and they are its own; whether the data changed is checked by the
+    data files' hashes (`rundir.check_data_files`). Any other run built them from its data, so they must be
+    built again the same (`check_vocabs`)."""
+    if init_from:
+        return saved_vocabs(ckpt)
+    check_vocabs(ckpt["vocab"], built)
+    return dict(built)
+
+
 def check_vocabs(saved: Mapping[str, list], built: Mapping[str, Vocab]) -> None:
     """A resumed run's vocabularies, built again from its data, must be the checkpoint's (`saved`)."""
     for name, vocab in built.items():
@@ -108,11 +126,18 @@ def check_vocabs(saved: Mapping[str, list], built: Mapping[str, Vocab]) -> None:
 
 def _describe_mismatch(name: str, saved: Vocab, built: Vocab) -> str:
     name = {"src": "source", "tgt": "target"}.get(name, name)
+    head = f"the checkpoint's {name} vocabulary ({len(saved)} tokens) does not match the data"
+    if set(saved.itos) == set(built.itos):
+        i = next(i for i, (a, b) in enumerate(zip(saved.itos, built.itos)) if a != b)
+        return (
+            f"{head}: the same {len(saved)} tokens in another order (first at id {i}: {saved.itos[i]!r} in "
+            f"the checkpoint, {built.itos[i]!r} in the data), so every id would mean another token. "
+            "Were the tokens counted on other examples (another dataset, config or phase one)?"
+        )
     missing = [t for t in built.itos if t not in saved][:5]
     extra = [t for t in saved.itos if t not in built][:5]
     return (
-        f"the checkpoint's {name} vocabulary ({len(saved)} tokens) does not match the data "
-        f"({len(built)} tokens; new in data: {missing}, only in checkpoint: {extra}). "
+        f"{head} ({len(built)} tokens; new in data: {missing}, only in checkpoint: {extra}). "
         "Was the run trained on another dataset or config?"
     )
 
