@@ -790,3 +790,67 @@ def test_seed_errors_lexicon_shows_each_configs_rows_and_whether_its_seeds_agree
     assert table[-1] == "| `c` | `dax`: `RED` (1.00), `fep`: `PURPLE` (1.00) | yes |"
     table = _load("seed_errors").lexicon_table({"c": runs}, 0.5)  # seed 2 learned fep -> RED
     assert table[-1].endswith("| no |")
+
+
+def test_gpu_table_reads_bench_records_junit_and_progress(tmp_path):
+    """Synthetic records in bench_gpu's and device_reproduce's formats: medians, ratio and counts against
+    values written by hand here."""
+    gpu = _load("gpu_table")
+    machine = {
+        "device_name": "Test GPU",
+        "torch": "9.9",
+        "cuda": "99",
+        "date": "2026-01-02T00:00:00Z",
+        "git_commit": "abcdef1234",
+    }
+
+    def bench(folder, tok_s):
+        folder.mkdir()
+        rows = [
+            {
+                "model": "m",
+                "data": "cogs",
+                "precision": "bf16",
+                "target_tokens_per_s": t,
+                "s_per_update": 1.0,
+                "peak_memory_mib": 10.0,
+                "mfu_vs_bf16_gemm": 0.5,
+            }
+            for t in tok_s
+        ] + [{"model": "tree", "data": "x (generated; missing)", "precision": "bf16", "error": "RuntimeError: boom"}]
+        (folder / "train.json").write_text(json.dumps({"machine": machine, "rows": rows}))
+        (folder / "gemm.json").write_text(
+            json.dumps({"machine": machine, "rows": [{"dtype": "bf16", "flops_per_s": 2e12}]})
+        )
+        return folder
+
+    a = [bench(tmp_path / f"a{i}", [t]) for i, t in enumerate((100.0, 300.0, 200.0))]
+    b = [bench(tmp_path / f"b{i}", [t]) for i, t in enumerate((50.0, 40.0, 60.0))]
+    table = gpu.ab(a, b, "fixed", "old")
+    assert (
+        "| m | bf16 | 200 | 50 | 4.00 |" in table
+        and "Test GPU, torch 9.9, CUDA 99, 2026-01-02, commit abcdef1" in table
+    )
+    train = gpu.train(a[0])
+    assert "| m | cogs | bf16 | 100 |" in train and "| tree | generated | bf16 | failed: RuntimeError: boom |" in train
+    (tmp_path / "t.xml").write_text(
+        '<testsuites><testsuite><testcase name="a"/><testcase name="b"><failure message="x"/></testcase>'
+        '<testcase name="c"><skipped message="y"/></testcase><testcase name="d"/></testsuite></testsuites>'
+    )
+    assert f"| `{tmp_path / 't.xml'}` | 2 | 1 | 1 | `b` |" in gpu.tests([tmp_path / "t.xml"])
+    rep = tmp_path / "rep"
+    rep.mkdir()
+    (rep / "device.json").write_text(json.dumps(machine))
+    (rep / "progress.json").write_text(
+        json.dumps(
+            {
+                "steps": 300,
+                "max_steps": 1200,
+                "wall_s": 60.0,
+                "updates_per_min": 300.0,
+                "eval": {"gen": {"exact_match": 0.5}},
+            }
+        )
+    )
+    (rep / "reproduce.log").write_text("step 100: loss 2.000 lr 1\nstep 200: loss 1.500 lr 1\n")
+    assert "| 300 | 1,200 | 60 | 300 | 4.0 | 1.500 (step 200) | 0.5000 | not yet |" in gpu.reproduce(rep)

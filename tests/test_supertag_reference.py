@@ -74,6 +74,20 @@ def test_node_feedback_equals_a_plain_loop():
 
 
 @torch.no_grad()
+def test_node_feedback_in_bf16_where_exp_runs_in_float32(monkeypatch):
+    """CUDA's bf16 autocast runs `exp` in float32 (found on an H200: index_add_ of float into bf16 failed).
+    Emulated on the CPU: bf16 weights and inputs, `Tensor.exp` returning float32; the plain loop in float32."""
+    torch.manual_seed(1)
+    nf = NodeFeedback(12, 6, 3, 0.0).eval()
+    h, emb, node_word = torch.randn(7, 12), torch.randn(8, 6), [0, 0, 2, 3, 3, 3, 6, 2]
+    want = ref.node_feedback(nf, h, node_word, emb)
+    exp = torch.Tensor.exp
+    monkeypatch.setattr(torch.Tensor, "exp", lambda self: exp(self.float()))
+    got = nf.to(torch.bfloat16)(h.bfloat16(), torch.tensor(node_word), emb.bfloat16())
+    assert torch.allclose(got.float(), want, atol=0.1), (got.float() - want).abs().max()
+
+
+@torch.no_grad()
 def test_state_feedback_equals_a_plain_loop():
     torch.manual_seed(2)
     sf = StateFeedback(12, 3, 2, 0.0).eval()

@@ -181,7 +181,7 @@ class NodeFeedback(nn.Module):
             a_node = dropout(a_node, self.drop)
         msg = self.message(node_emb).view(-1, H, d // H) * a_node[..., None]
         out = h.view(N, H, d // H) * a_self[..., None]
-        out = out.index_add(0, node_word, msg)
+        out = out.index_add(0, node_word, msg.to(out.dtype))
         return self.norm(out.reshape(N, d))
 
 

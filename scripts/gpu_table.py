@@ -1,0 +1,173 @@
+"""Tables of the GPU records in results/gpu/ (what scripts/device_check.sh and device_reproduce.sh bring back).
+
+    python scripts/gpu_table.py tests results/gpu/2026-11-26-h200/check/gpu-tests.xml [more.xml ...]
+    python scripts/gpu_table.py train results/gpu/2026-11-26-h200/check/bench
+    python scripts/gpu_table.py decode results/gpu/2026-11-26-h200/check/bench
+    python scripts/gpu_table.py ab --a DIR DIR --b DIR DIR [--label-a A --label-b B]
+    python scripts/gpu_table.py reproduce results/gpu/2026-11-26-h200/reproduce
+
+Each table names the device, torch and CUDA versions and the commit from the records themselves; `ab` gives
+the median of each side over its runs (alternated A B A B when they were measured) and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def _machine(m: dict) -> str:
+    return (
+        f"{m.get('device_name', m.get('device'))}, torch {m.get('torch')}, CUDA {m.get('cuda')}, "
+        f"{m.get('date', '')[:10]}, commit {str(m.get('git_commit', ''))[:7]}"
+    )
+
+
+def _section(folder: Path, name: str) -> dict:
+    path = folder / f"{name}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"{path}: {e}") from None
+
+
+def _data(row: dict) -> str:
+    return "generated" if "generated" in row.get("data", "") else row.get("data", "").split(" ")[0]
+
+
+def tests(paths: list[Path]) -> str:
+    lines = ["| record | passed | failed | skipped | failed tests |", "|---|---:|---:|---:|---|"]
+    for path in paths:
+        try:
+            cases = list(ET.parse(path).getroot().iter("testcase"))
+        except (OSError, ET.ParseError) as e:
+            raise SystemExit(f"{path}: {e}") from None
+        failed = [c.get("name") for c in cases if c.find("failure") is not None or c.find("error") is not None]
+        skipped = [c for c in cases if c.find("skipped") is not None]
+        passed = len(cases) - len(failed) - len(skipped)
+        names = ", ".join(f"`{n}`" for n in failed) or "none"
+        lines.append(f"| `{path}` | {passed} | {len(failed)} | {len(skipped)} | {names} |")
+    return "\n".join(lines)
+
+
+def train(folder: Path) -> str:
+    gemm = {r["dtype"]: r["flops_per_s"] for r in _section(folder, "gemm")["rows"]}
+    rec = _section(folder, "train")
+    lines = [
+        f"Training, {_machine(rec['machine'])}; bf16 GEMM {gemm.get('bf16', 0) / 1e12:.0f} TFLOP/s, fp32 "
+        f"{gemm.get('fp32', 0) / 1e12:.0f}, TF32 {gemm.get('tf32', 0) / 1e12:.0f} (same process).",
+        "",
+        "| model | data | precision | target tokens/s | s/update | peak MiB | MFU (bf16 GEMM) |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r in rec["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {_data(r)} | {r.get('precision', '')} | failed: {r['error']} | | | |")
+            continue
+        lines.append(
+            f"| {r['model']} | {_data(r)} | {r['precision']} | {r['target_tokens_per_s']:,.0f} | "
+            f"{r['s_per_update']:.3f} | {r['peak_memory_mib']:,.0f} | {r['mfu_vs_bf16_gemm']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def decode(folder: Path) -> str:
+    rec = _section(folder, "decode")
+    beams: dict[str, dict[int, dict]] = {}
+    for r in rec["rows"]:
+        beams.setdefault(r["model"], {})[r["beam"]] = r
+    lines = [
+        f"Decoding, {_machine(rec['machine'])} (fp32, the task's own decoding, validation sentences).",
+        "",
+        "| model | data | greedy sentences/s | beam-5 sentences/s | output tokens (greedy) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for model, by_beam in beams.items():
+        g, b = by_beam.get(1, {}), by_beam.get(5, {})
+        row = g or b
+        lines.append(
+            f"| {model} | {_data(row)} | {g.get('sentences_per_s', float('nan')):,.1f} | "
+            f"{b.get('sentences_per_s', float('nan')):,.1f} | {g.get('output_tokens', float('nan')):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def ab(a: list[Path], b: list[Path], label_a: str, label_b: str) -> str:
+    def runs(folders: list[Path]) -> dict[tuple[str, str], list[float]]:
+        out: dict[tuple[str, str], list[float]] = {}
+        for f in folders:
+            for r in _section(f, "train")["rows"]:
+                if "target_tokens_per_s" in r:
+                    out.setdefault((r["model"], r["precision"]), []).append(r["target_tokens_per_s"])
+        return out
+
+    ra, rb = runs(a), runs(b)
+    machine = _machine(_section(a[0], "train")["machine"])
+    lines = [
+        f"{machine}; training target tokens/s, median of {len(a)} runs each side.",
+        "",
+        f"| model | precision | {label_a} | {label_b} | {label_a} / {label_b} | runs ({label_a}; {label_b}) |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for key in ra:
+        if key not in rb:
+            continue
+        ma, mb = statistics.median(ra[key]), statistics.median(rb[key])
+        each = f"{', '.join(f'{x:,.0f}' for x in ra[key])}; {', '.join(f'{x:,.0f}' for x in rb[key])}"
+        lines.append(f"| {key[0]} | {key[1]} | {ma:,.0f} | {mb:,.0f} | {ma / mb:.2f} | {each} |")
+    return "\n".join(lines)
+
+
+def reproduce(folder: Path) -> str:
+    progress = json.loads((folder / "progress.json").read_text())
+    machine = json.loads((folder / "device.json").read_text())
+    log = (folder / "reproduce.log").read_text() if (folder / "reproduce.log").exists() else ""
+    last = re.findall(r"step (\d+): loss ([0-9.]+)", log)
+    rate, done, total = progress["updates_per_min"], progress["steps"], progress["max_steps"]
+    cfg = progress.get("config", {})
+    lines = [
+        f"{_machine(machine)}; `{cfg.get('model', {}).get('arch')}` with positions "
+        f"`{cfg.get('model', {}).get('positions')}` (M = {cfg.get('model', {}).get('max_relative')}), "
+        f"bf16 {cfg.get('train', {}).get('bf16')}, seed {cfg.get('train', {}).get('seed')}.",
+        "",
+        "| updates done | of | wall s | updates/min | minutes for all at that rate | last logged loss | gen | test |",
+        "|---:|---:|---:|---:|---:|---|---|---|",
+    ]
+    ev = progress.get("eval", {})
+    em = {k: f"{ev[k]['exact_match']:.4f}" if "exact_match" in ev.get(k, {}) else "not yet" for k in ("gen", "test")}
+    loss = f"{last[-1][1]} (step {last[-1][0]})" if last else "none"
+    lines.append(
+        f"| {done:,} | {total:,} | {progress['wall_s']:.0f} | {rate:,.0f} | {total / rate:.1f} | {loss} | "
+        f"{em['gen']} | {em['test']} |"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="table", required=True)
+    sub.add_parser("tests", help="gpu test outcomes per junit file").add_argument("xml", nargs="+", type=Path)
+    for name in ("train", "decode", "reproduce"):
+        sub.add_parser(name, help=f"the {name} records of one folder").add_argument("folder", type=Path)
+    q = sub.add_parser("ab", help="two settings' training throughput: medians and ratio")
+    q.add_argument("--a", nargs="+", type=Path, required=True)
+    q.add_argument("--b", nargs="+", type=Path, required=True)
+    q.add_argument("--label-a", default="A")
+    q.add_argument("--label-b", default="B")
+    args = p.parse_args(argv)
+    if args.table == "tests":
+        print(tests(args.xml))
+    elif args.table == "ab":
+        print(ab(args.a, args.b, args.label_a, args.label_b))
+    else:
+        print({"train": train, "decode": decode, "reproduce": reproduce}[args.table](args.folder))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
