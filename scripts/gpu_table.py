@@ -107,9 +107,12 @@ def ab(a: list[Path], b: list[Path], label_a: str, label_b: str) -> str:
         return out
 
     ra, rb = runs(a), runs(b)
+    devices = {_section(f, "train")["machine"].get("device_name") for f in (*a, *b)}
+    if len(devices) > 1:
+        raise SystemExit(f"the two sides ran on different devices ({', '.join(map(str, devices))}): not comparable")
     machine = _machine(_section(a[0], "train")["machine"])
     lines = [
-        f"{machine}; training target tokens/s, median of {len(a)} runs each side.",
+        f"{machine}; training target tokens/s, the median of each side's runs (listed).",
         "",
         f"| model | precision | {label_a} | {label_b} | {label_a} / {label_b} | runs ({label_a}; {label_b}) |",
         "|---|---|---:|---:|---:|---|",
@@ -142,7 +145,8 @@ def reproduce(folder: Path) -> str:
     em = {k: f"{ev[k]['exact_match']:.4f}" if "exact_match" in ev.get(k, {}) else "not yet" for k in ("gen", "test")}
     loss = f"{last[-1][1]} (step {last[-1][0]})" if last else "none"
     lines.append(
-        f"| {done:,} | {total:,} | {progress['wall_s']:.0f} | {rate:,.0f} | {total / rate:.1f} | {loss} | "
+        f"| {done:,} | {total:,} | {progress['wall_s']:.0f} | {rate or 0:,.0f} | "
+        f"{f'{total / rate:.1f}' if rate else '-'} | {loss} | "
         f"{em['gen']} | {em['test']} |"
     )
     return "\n".join(lines)

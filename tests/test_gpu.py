@@ -404,6 +404,7 @@ def test_no_sync_per_update_beyond_the_logging_interval(arch, device, tmp_path, 
             return validate(self)
 
     monkeypatch.setattr(Trainer, "validate", validate_uncounted)
+    train(arch, tmp_path, device, "warm-up", max_steps=1, log_every=100)  # one-off syncs (first kernels) paid here
     where = {}  # n -> the Python lines that synchronised, counted
     for n in (3, 7):
         with counting_syncs(device) as syncs:
@@ -423,9 +424,12 @@ def test_no_sync_per_update_beyond_the_logging_interval(arch, device, tmp_path, 
     record_property("model_syncs_per_forward_backward", model_syncs)
     record_property("more_in_7_updates", json.dumps(longer))
     record_property("more_in_3_updates", json.dumps(shorter))
-    # at most the model's own: on an H200 the context Transformer's 3-update run synchronised once more than its
-    # 7-update run (-0.25 an update, once a run: not per update); the lines above say where, next time
-    assert per_update <= model_syncs, f"the training loop adds {per_update - model_syncs} per update at {longer}"
+    # the model's own, give or take one sync a run (not per update): on an H200, without the warm-up run, the
+    # context Transformer's 3-update run synchronised once more than its 7-update run (-0.25 an update)
+    assert abs(per_update - model_syncs) <= 0.25, (
+        f"the training loop adds {per_update - model_syncs} per update: more in 7 updates at {longer}, "
+        f"more in 3 at {shorter}"
+    )
     if arch in SYNC_FREE:
         assert model_syncs == 0, syncs[:5]
 

@@ -21,7 +21,9 @@ def sdpa_without_cudnn(q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
     """`F.scaled_dot_product_attention` with cuDNN's kernel left out on CUDA: it builds a graph for every new
     shape (hundreds of ms) and batches of sentences change shape every update. On an H200
     (results/gpu/2026-11-26-h200) the 6+6 d512 Transformer took 0.80 s an update in bf16 with it, 0.05 s in fp32,
-    which cuDNN does not serve. The flag is flipped around the call (1.5 us; `sdpa_kernel` costs 22 us)."""
+    which cuDNN does not serve. The flag is flipped around the call (1.5 us; `sdpa_kernel` costs 22 us); it is
+    process-wide, so another thread's SDPA during the call skips cuDNN too. Hugging Face backbones call SDPA
+    themselves and are not covered."""
     if not (q.is_cuda and torch.backends.cuda.cudnn_sdp_enabled()):
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     torch.backends.cuda.enable_cudnn_sdp(False)

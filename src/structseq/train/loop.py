@@ -136,11 +136,12 @@ class Trainer:
         data again, they must be the checkpoint's; a `train.init_from` run's are its init checkpoint's)."""
         ckpt = load_checkpoint(self._last, {**RUN_KEYS, **RESUME_KEYS})
         self._loaded = file_identity(self._last)
+        init_from = ckpt["config"]["train"].get("init_from")  # how the run started, whatever the caller's config
         if ckpt.get("task"):
             self.task.load_state_dict(ckpt["task"])
-            if not self.cfg.train.init_from:
+            if not init_from:
                 self.data.vocabs = self.task.build_vocabs(self.data.train)
-        self.data.vocabs = resumed_vocabs(ckpt, self.data.vocabs, self.cfg.train.init_from)
+        self.data.vocabs = resumed_vocabs(ckpt, self.data.vocabs, init_from)
         return ckpt
 
     def _load_init(self) -> tuple[Path, dict]:
