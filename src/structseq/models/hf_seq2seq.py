@@ -30,6 +30,7 @@ from torch import Tensor
 from structseq.fields import option
 from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
 from structseq.models.hf_checkpoint import RowCache, SpecialIds, cache_keyword, load_seq2seq, output_cache, special_ids
+from structseq.nn.attention import without_cudnn_attention
 from structseq.registry import register_arch
 
 
@@ -81,6 +82,7 @@ class HFSeq2Seq(PretrainedSeq2Seq):
         super().__init__(hf, ids, lr_scale)
         self._cache_key = cache_keyword(hf)
 
+    @without_cudnn_attention
     def forward(self, batch: Inputs) -> Tensor:
         src = batch["src"]
         out = self.hf(
@@ -88,6 +90,7 @@ class HFSeq2Seq(PretrainedSeq2Seq):
         )
         return out.logits.float().log_softmax(-1)
 
+    @without_cudnn_attention
     def encode(self, inputs: Inputs) -> State:
         src = inputs["src"]
         mask = src.ne(self.pad).long()
@@ -97,6 +100,7 @@ class HFSeq2Seq(PretrainedSeq2Seq):
     def init_state(self, enc: State) -> State:
         return {**enc, "cache": RowCache(None), "step": 0}
 
+    @without_cudnn_attention
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         t = state["step"]
         out = self.hf(

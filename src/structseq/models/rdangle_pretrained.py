@@ -56,6 +56,7 @@ from structseq.models.hf_checkpoint import (
     special_ids,
 )
 from structseq.models.hf_seq2seq import HFSeq2SeqConfig, PretrainedSeq2Seq, model_width
+from structseq.nn.attention import without_cudnn_attention
 from structseq.registry import register_arch
 
 FAMILY = ("bart", "mbart")
@@ -181,6 +182,7 @@ class RDanglePretrained(PretrainedSeq2Seq):
         return (logits + bias if bias is not None else logits).float().log_softmax(-1)
 
     # ------------------------------------------------------------------ training: all points, batched
+    @without_cudnn_attention
     def forward(self, batch: Inputs) -> Tensor:
         """Teacher-forced log-probs (B, T, V); outputs at padding positions come from zero features."""
         tgt_in = batch["tgt_in"]
@@ -214,6 +216,7 @@ class RDanglePretrained(PretrainedSeq2Seq):
         B = enc["src"].shape[0]
         return {**enc, "prefix": enc["src"].new_empty(B, 0), "step": 0, "keys": None, "cache": RowCache(None)}
 
+    @without_cudnn_attention
     def step(self, prev: Tensor, state: State) -> tuple[Tensor, State]:
         t = state["step"]
         prev = self.first_input(prev, t)

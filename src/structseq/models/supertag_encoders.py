@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError, StructseqError
 from structseq.fields import option
+from structseq.nn.attention import without_cudnn_attention
 from structseq.nn.dropout import Dropout
 
 POOLINGS = ("attention", "first", "mean")
@@ -171,6 +172,7 @@ class PretrainedEncoder(nn.Module):
         self.out = nn.Linear(width, d_model)
         self.drop = Dropout(dropout)
 
+    @without_cudnn_attention
     def forward(self, batch) -> tuple[Tensor, Tensor]:
         pieces, pw = batch["pieces"], batch["piece_word"]
         hp = self.model(input_ids=pieces, attention_mask=batch["piece_mask"].long()).last_hidden_state  # (B, P, H)

@@ -7,7 +7,10 @@ terms) or not (penalties that must keep their size)."""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
@@ -23,7 +26,7 @@ def sdpa_without_cudnn(q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
     (results/gpu/2026-11-26-h200) the 6+6 d512 Transformer took 0.80 s an update in bf16 with it, 0.05 s in fp32,
     which cuDNN does not serve. The flag is flipped around the call (1.5 us; `sdpa_kernel` costs 22 us); it is
     process-wide, so another thread's SDPA during the call skips cuDNN too. Hugging Face backbones call SDPA
-    themselves and are not covered."""
+    themselves: their callers use `without_cudnn_attention`."""
     if not (q.is_cuda and torch.backends.cuda.cudnn_sdp_enabled()):
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     torch.backends.cuda.enable_cudnn_sdp(False)
@@ -31,6 +34,37 @@ def sdpa_without_cudnn(q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)
+
+
+@contextmanager
+def cudnn_attention_off(on_cuda: bool) -> Iterator[None]:
+    """The cuDNN-SDPA flag off for a block that runs on CUDA, and as it was after (see `sdpa_without_cudnn`)."""
+    if not (on_cuda and torch.backends.cuda.cudnn_sdp_enabled()):
+        yield
+        return
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+
+
+def module_on_cuda(module: nn.Module) -> bool:
+    """Whether the module's weights are on a CUDA device (its first parameter's)."""
+    first = next(module.parameters(), None)
+    return first is not None and first.is_cuda
+
+
+def without_cudnn_attention(method):
+    """Runs a module's method with cuDNN's attention left out when the module is on CUDA: for the methods that
+    call a Hugging Face backbone, whose attention calls SDPA itself. Nested calls keep the flag off."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with cudnn_attention_off(module_on_cuda(self)):
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 class RelativePositionBias(nn.Module):
