@@ -14,6 +14,7 @@ import argparse
 import json
 import re
 import statistics
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -168,7 +169,7 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
             ax.set_ylabel(f"test {metric.replace('_', ' ')}")
             ax.set_ylim(-0.02 * scale, 1.02 * scale if metric == "exact_match" else None)
             note = " (dotted: paper's mean)" if ds in with_paper else ""
-            shared = "\n" + " ".join(sorted(common)) if common else ""
+            shared = "\n" + textwrap.fill(" ".join(sorted(common)), 80) if common else ""  # long run paths wrap
             ax.set_title(f"{ds}: learning curves{note}{shared}", fontsize=10)
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
