@@ -118,6 +118,13 @@ def test_the_pretrained_seq2seq_backbones_attend_without_cudnn(arch, tmp_path, m
             _, state = m.step(prev, state)
     assert len(seen) >= 3 and not any(seen)  # the backbone's own SDPA calls, none with cuDNN on
     assert torch.backends.cuda.cudnn_sdp_enabled()
+    if arch == "rdangle-pretrained":  # recomputed chunks run the backbone again inside loss.backward()
+        m.recompute_chunks = True
+        m.train()
+        seen.clear()
+        m(batch).sum().backward()
+        assert len(seen) >= 4 and not any(seen)
+        assert torch.backends.cuda.cudnn_sdp_enabled()
 
 
 def test_the_supertaggers_pretrained_encoder_attends_without_cudnn(tmp_path, monkeypatch, cudnn_flag):

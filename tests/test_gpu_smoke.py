@@ -10,11 +10,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
-#: the gpu tests run here on the CPU: one architecture through training, numerics, decoding, syncs and resume
+#: the gpu tests run here on the CPU: one architecture through training, numerics, decoding, syncs and resume;
+#: a pretrained one (on the random BART the gpu tests build) through training
 SMOKE = [
     f"tests/test_gpu.py::{name}"
     for name in (
         "test_every_architecture_trains_and_its_loss_falls[transformer-fp32]",
+        "test_every_architecture_trains_and_its_loss_falls[rdangle-pretrained-fp32]",  # its tiny BART
         "test_teacher_forced_equals_incremental[transformer]",
         "test_decoding_on_the_device_equals_the_cpu[transformer]",
         "test_no_sync_per_update_beyond_the_logging_interval[transformer]",

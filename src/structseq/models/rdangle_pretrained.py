@@ -198,6 +198,7 @@ class RDanglePretrained(PretrainedSeq2Seq):
             outputs.append(self.log_probs(enc["src_x"].new_zeros(B, T - done, enc["src_x"].shape[-1])))
         return torch.cat(outputs, 1)
 
+    @without_cudnn_attention  # also where `recompute_chunks` runs it again, in the backward pass
     def _chunk(self, enc: State, tgt_in: Tensor, lengths: Tensor, group: Tensor) -> Tensor:
         """Log-probs (B, n, V) of the steps owned by the consecutive re-encoding points `group`."""
         B, T = tgt_in.shape

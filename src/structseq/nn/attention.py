@@ -57,7 +57,9 @@ def module_on_cuda(module: nn.Module) -> bool:
 
 def without_cudnn_attention(method):
     """Runs a module's method with cuDNN's attention left out when the module is on CUDA: for the methods that
-    call a Hugging Face backbone, whose attention calls SDPA itself. Nested calls keep the flag off."""
+    call a Hugging Face backbone, whose attention calls SDPA itself. Nested calls keep the flag off. The flag is
+    process-wide: two such calls on overlapping threads could turn it back on under each other (nothing in
+    structseq runs models on several threads)."""
 
     @functools.wraps(method)
     def run(self, *args, **kwargs):
