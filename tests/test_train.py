@@ -389,3 +389,47 @@ def test_data_extra_target_tokens_enter_the_target_vocabulary_only(tmp_path):
     for bad in (["<s>"], ["two words"], [""]):
         with pytest.raises(ConfigError, match="extra_target_tokens"):
             config_from_dict({"data": {"extra_target_tokens": bad}})
+
+
+def test_holdout_seed_fixes_the_validation_sample_across_training_seeds(tmp_path):
+    """With data.valid null the held-out sample follows train.seed unless data.holdout_seed pins it."""
+    from structseq.data.training import load_training_data
+    from structseq.tasks import get_task
+
+    data = toy_tsv(tmp_path, n=200)
+
+    def valid(seed, **data_keys):
+        cfg = toy_config(data, seed=seed)
+        d = cfg.to_dict()
+        d["data"].update(valid=None, valid_fraction=0.1, **data_keys)
+        cfg = config_from_dict(d)
+        return [(e.source, e.target) for e in load_training_data(cfg, get_task(cfg)).valid]
+
+    assert valid(1) != valid(2)  # the default: each seed its own sample
+    assert valid(1, holdout_seed=7) == valid(2, holdout_seed=7)
+    assert valid(1, holdout_seed=1) == valid(1)
+    with pytest.raises(ConfigError, match="holdout_seed"):
+        config_from_dict({"data": {"holdout_seed": -1}})
+
+
+def test_init_from_at_another_seed_warns_that_validation_holds_the_bases_training_data(tmp_path, recwarn):
+    """Phase two at another seed, both holding out from the same data: the base trained on nearly all of this
+    run's validation sample (the seed-2 Maruf control chose its update-500 checkpoint by it). A warning names the
+    fix; a pinned holdout_seed, or a validation file, gives none."""
+    data = toy_tsv(tmp_path, n=200)
+
+    def config(seed, **data_keys):
+        d = toy_config(data, seed=seed, max_steps=2, valid_every=2).to_dict()
+        d["data"].update(valid=None, valid_fraction=0.1, **data_keys)
+        return d
+
+    Trainer(config_from_dict(config(1)), tmp_path / "base", show_progress=False).run()
+    init = {"train": {**config(2)["train"], "init_from": str(tmp_path / "base")}}
+    with pytest.warns(UserWarning, match=r"with seed 1, this run with seed 2: .*\(set data\.holdout_seed: 1\)"):
+        Trainer(config_from_dict({**config(2), **init}), tmp_path / "seed2", show_progress=False).run()
+    recwarn.clear()
+    Trainer(config_from_dict({**config(2, holdout_seed=1), **init}), tmp_path / "pinned", show_progress=False).run()
+    assert not [w for w in recwarn if "holdout" in str(w.message)]
+    same_seed = {"train": {**config(1)["train"], "init_from": str(tmp_path / "base")}}
+    Trainer(config_from_dict({**config(1), **same_seed}), tmp_path / "seed1", show_progress=False).run()
+    assert not [w for w in recwarn if "holdout" in str(w.message)]

@@ -38,6 +38,12 @@ class DataConfig:
         None, "validation split, file or NAME:SPLIT of any registered dataset; null holds out `valid_fraction` of train"
     )
     valid_fraction: float = option(0.01, "fraction of train held out for validation when `valid` is null", gt=0, lt=1)
+    holdout_seed: int | None = option(
+        None,
+        "seed of that held-out sample; null: train.seed. Fix it where runs at several seeds must share one validation "
+        "set, e.g. fine-tuning (train.init_from) at another seed than the base run's",
+        ge=0,
+    )
     test: list[str] = option(
         ["test"], "splits, files or NAME:SPLIT (e.g. cognition:cg-test) that `evaluate` reports (one string or a list)"
     )

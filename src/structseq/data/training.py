@@ -5,6 +5,7 @@ frequencies of some metrics), so neither imports the other."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,28 @@ def _configured_split(cfg, key: str, data_root) -> list[Example]:
     return load_split(cfg, spec, data_root)
 
 
+def holdout_seed(cfg: Mapping) -> int:
+    """The seed that draws the held-out validation sample of a config (as a dict): data.holdout_seed, else
+    train.seed."""
+    seed = cfg["data"].get("holdout_seed")
+    return cfg["train"]["seed"] if seed is None else seed
+
+
+def holdout_overlap(base: Mapping, cfg: Mapping) -> str | None:
+    """Why a run started from `base` (train.init_from, both configs as dicts) validates on the base's training
+    examples, or None: both hold out from the same training data, with different seeds."""
+    same_data = all(base["data"].get(k) == cfg["data"].get(k) for k in ("dataset", "train", "valid_fraction"))
+    if base["data"].get("valid") is not None or cfg["data"].get("valid") is not None or not same_data:
+        return None
+    if holdout_seed(base) == holdout_seed(cfg):
+        return None
+    return (
+        f"the init_from run held out its validation examples with seed {holdout_seed(base)}, this run with seed "
+        f"{holdout_seed(cfg)}: most of this run's validation examples were the base's training examples, so its "
+        f"validation loss and best checkpoint favour memory (set data.holdout_seed: {holdout_seed(base)})"
+    )
+
+
 def load_training_data(cfg, task, data_root=None) -> TrainingData:
     """Train/valid examples and the task's vocabularies built from the training split. Examples longer than
     the limits of `input_limits` (data.max_length, else the model's) are skipped and counted with a warning
@@ -60,7 +83,9 @@ def load_training_data(cfg, task, data_root=None) -> TrainingData:
         if d.max_train_examples:
             train = train[: d.max_train_examples]
         if d.valid is None:
-            train, valid = holdout(train, d.valid_fraction, cfg.train.seed)
+            train, valid = holdout(
+                train, d.valid_fraction, cfg.train.seed if d.holdout_seed is None else d.holdout_seed
+            )
         else:
             valid = _within_limit(_configured_split(cfg, "valid", data_root), limit, d.valid, d.too_long)
     if limit.skipped:

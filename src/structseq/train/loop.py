@@ -41,7 +41,7 @@ import torch
 
 from structseq.config import Config, config_from_dict
 from structseq.data.batching import Batch, make_batches
-from structseq.data.training import load_training_data
+from structseq.data.training import holdout_overlap, load_training_data
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import build_model
 from structseq.tasks import get_task
@@ -149,6 +149,9 @@ class Trainer:
         run takes; its parameters go into the model once it is built (`_init_parameters`)."""
         path = init_checkpoint(self.cfg.train.init_from)
         init = load_checkpoint(path, RUN_KEYS)
+        overlap = holdout_overlap(init["config"], self.cfg.to_dict())
+        if overlap:
+            warnings.warn(f"'train.init_from' {path}: {overlap}", stacklevel=2)
         self.task.load_state_dict(init.get("task") or {})
         self.data.vocabs = saved_vocabs(init)
         return path, init
