@@ -21,6 +21,7 @@ extrapolated to the config's budget (`scripts/plan.py --probe`).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -62,13 +63,21 @@ def append_records(path: str | Path, records: list[dict]) -> None:
     append_lines(path, [json.dumps(r) for r in records])
 
 
+MAX_NAME = 250  # characters of a run directory's name: 255 bytes a file name, less the claim's ".lock"
+
+
 def run_name(config: str, seed: int, overrides: list[str] = ()) -> str:
     # e.g. -interval4 -max_steps500 -context_window8.0: the key's last part and the whole value (the value may
     # hold dots, so the key is split off at '=' first); a path (train.init_from) by its last part
     tag = "".join(
         f"-{k.split('.')[-1]}{Path(v).name if '/' in v else v}" for k, _, v in (o.partition("=") for o in overrides)
     )
-    return f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
+    name = f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
+    if len(name) <= MAX_NAME:
+        return name
+    # a file name holds 255 bytes, and the claim adds '.lock': a long name keeps its start and ends in a digest of
+    # the whole (names that fit are unchanged, so runs already on disk keep theirs)
+    return f"{name[: MAX_NAME - 11]}-{hashlib.sha1(name.encode()).hexdigest()[:10]}"
 
 
 class _KeepCheckpoints:

@@ -29,6 +29,11 @@ def test_run_names_keep_whole_override_values():
     assert len(names) == 3  # dotted values once all became "-0"
     assert run_name(cfg, 2, ["optim.warmup=120", "model.interval=4"]) == "ctx-commands-alternate-warmup120-interval4-s2"
     assert run_name(cfg, 1, ["train.init_from=runs/maruf-all/seq-s1"]) == "ctx-commands-alternate-init_fromseq-s1-s1"
+    # too long for a file name (with the claim's '.lock'): the start, then a digest of the whole name
+    long = [f"train.init_from=runs/x/{'a' * 200}", "optim.lr=1.0e-3", f"data.holdout_seed={'1' * 80}"]
+    names = {run_name(cfg, s, long) for s in (1, 2)}
+    assert len(names) == 2 and all(len(n) == 250 and n.startswith("ctx-commands-alternate-init_froma") for n in names)
+    assert run_name(cfg, 1, long[:2]) == f"ctx-commands-alternate-init_from{'a' * 200}-lr1.0e-3-s1"  # fits: as before
 
 
 def test_supertag_table_reads_records_and_run_directories(tmp_path):
