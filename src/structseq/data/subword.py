@@ -176,7 +176,7 @@ def _transformers_fast(folder: Path, key: str):
             f"'{key}': {str(folder)!r} has no tokenizer.json, and reading its other files needs the "
             "transformers package (pip install 'structseq[hf]')"
         ) from None
-    tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     backend = getattr(tok, "backend_tokenizer", None)
     if backend is None:
         raise ConfigError(

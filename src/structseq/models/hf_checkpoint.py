@@ -78,7 +78,7 @@ def _transformers(key: str):
 
 def _load(loader, folder: Path, what: str, key: str):
     try:
-        return loader.from_pretrained(str(folder), local_files_only=True)
+        return loader.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     except StructseqError:
         raise
     except Exception as e:  # a broken folder: OSError, ValueError, safetensors errors...

@@ -82,7 +82,7 @@ def load_pretrained(path: str, what: str = "model"):
         "config": transformers.AutoConfig,
     }[what]
     try:
-        return loader.from_pretrained(str(folder), local_files_only=True)
+        return loader.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
     except StructseqError:
         raise
     except Exception as e:  # a broken folder: transformers raises OSError, ValueError, safetensors errors...
