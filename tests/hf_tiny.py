@@ -92,7 +92,7 @@ def tiny_bart(
         eos_token_id=2,
         decoder_start_token_id=2,
         forced_bos_token_id=None,
-        forced_eos_token_id=None,
+        forced_eos_token_id=2,  # transformers' default for BART and mBART: </s> at the length limit
         scale_embedding=True,
     )
     settings.update(extra)

@@ -147,11 +147,13 @@ class Run(NamedVocabs):
     def _outputs(self) -> tuple[Any, dict[str, int]]:
         """(output ids -> the task's output words, the model's special ids) as the task's `predict` reads them:
         a task decoding with a pretrained tokenizer's own ids (`task.ids`, `task.detokenize`: hf-seq2seq, whose
-        search bans only padding, so its `bos` is `pad`), else the `tgt` vocabulary, subwords undone by
-        `task.finish` where the task has one."""
+        search bans only padding, so its `bos` is `pad`, and forces eos at the length limit only where the
+        checkpoint's generation config does), else the `tgt` vocabulary, subwords undone by `task.finish` where
+        the task has one."""
         ids = getattr(self.task, "ids", None)
         if ids is not None and callable(getattr(self.task, "detokenize", None)):
-            return self.task.detokenize, {"eos": ids.eos, "bos": ids.pad, "pad": ids.pad}
+            specials = {"eos": ids.eos, "bos": ids.pad, "pad": ids.pad, "eos_at_limit": ids.eos_at_limit}
+            return self.task.detokenize, specials
         finish = getattr(self.task, "finish", list)
         return (lambda toks: finish(self.vocabs["tgt"].decode(toks))), {}
 

@@ -10,6 +10,11 @@ independent argmax loop. A finished hypothesis stays in its beam slot and can on
 </s> at zero cost; a sentence stops when every slot is finished, or, without a length penalty,
 when its best finished score beats every unfinished one (scores only fall as hypotheses grow), and a
 stopped sentence leaves the batch (its rows of the decoder state are dropped).
+
+The length limit L gives an output at most L + 1 positions, </s> included. `eos_at_limit` (default) forces
+</s> at the last one; without it (a pretrained checkpoint whose generation config sets no
+`forced_eos_token_id`, as transformers' `generate` with `max_length` = L + 2) any token may take it and the
+output ends there unterminated, its score without </s>.
 """
 
 from __future__ import annotations
@@ -44,8 +49,9 @@ def greedy(
     eos: int = Vocab.eos,
     bos: int = Vocab.bos,
     pad: int = Vocab.pad,
+    eos_at_limit: bool = True,
 ) -> Hypotheses:
-    return beam_search(model, inputs, 1, max_len, len_penalty=0.0, eos=eos, bos=bos, pad=pad)
+    return beam_search(model, inputs, 1, max_len, len_penalty=0.0, eos=eos, bos=bos, pad=pad, eos_at_limit=eos_at_limit)
 
 
 def _reorder(state, select, shared: frozenset[str], shrunk: bool):
@@ -68,9 +74,10 @@ def beam_search(
     eos: int = Vocab.eos,
     bos: int = Vocab.bos,
     pad: int = Vocab.pad,
+    eos_at_limit: bool = True,
 ) -> Hypotheses:
     """Beam search; final ranking by score / length ** len_penalty (length counts </s>). `max_len` (B,):
-    each sentence's output length limit (see `max_lengths`).
+    each sentence's output length limit (see `max_lengths`; `eos_at_limit`: the module's docstring).
 
     A sentence leaves the batch as soon as its result is settled (every slot finished; without a length
     penalty and n-best lists, also once its best finished score beats every open one), so later steps only
@@ -97,7 +104,7 @@ def beam_search(
         V = log_probs.shape[-1]
         lp = log_probs.view(n, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
         lp[..., [pad, bos]] = float("-inf")  # never generate padding or a second <s>
-        must_end = (lengths >= limit) & ~finished  # forced </s> at the length limit
+        must_end = (lengths >= limit) & ~finished & eos_at_limit  # forced </s> at the length limit
         only_eos = torch.full_like(lp[0, 0], float("-inf"))
         lp = torch.where(must_end[..., None], torch.where(torch.arange(V, device=device) == eos, lp, only_eos), lp)
         frozen = only_eos.clone()
@@ -109,6 +116,8 @@ def beam_search(
         was_finished = finished.gather(1, origin)
         lengths = lengths.gather(1, origin) + (~was_finished).long()
         finished = was_finished | (token == eos)
+        if not eos_at_limit:  # the last position taken by another token: the output ends there, unterminated
+            finished |= lengths > limit
         history = torch.cat([history.gather(1, origin[..., None].expand(n, K, history.shape[2])), token[..., None]], 2)
         settled = finished.all(1)
         if len_penalty == 0.0:
@@ -144,13 +153,18 @@ def beam_search(
         norm = torch.where(fin, norm, float("-inf"))
         order = norm.argsort(descending=True).tolist()
         hist, sc_l, ln_l, fin_l = hist.tolist(), sc.tolist(), ln.tolist(), fin.tolist()
-        entries = [(hist[k][: ln_l[k] - 1], sc_l[k]) for k in order if fin_l[k]]  # drop </s>
+        entries = [(_without_eos(hist[k][: ln_l[k]], eos), sc_l[k]) for k in order if fin_l[k]]
         if not entries:  # only when every continuation scored -inf (e.g. NaN outputs): return the raw history
             entries.append(([t for t in hist[0] if t not in (eos, pad, bos)], sc_l[0]))
         out_tokens.append(entries[0][0])
         out_scores.append(entries[0][1])
         out_nbest.append(entries)
     return Hypotheses(out_tokens, out_scores, out_nbest if nbest else None)
+
+
+def _without_eos(tokens: list[int], eos: int) -> list[int]:
+    """An output without its final </s> (one ended at the length limit without </s> keeps every token)."""
+    return tokens[:-1] if tokens and tokens[-1] == eos else tokens
 
 
 def normalized(score: float, n_tokens: int, len_penalty: float) -> float:
@@ -207,6 +221,7 @@ def sample(
     eos: int = Vocab.eos,
     bos: int = Vocab.bos,
     pad: int = Vocab.pad,
+    eos_at_limit: bool = True,
 ) -> Hypotheses:
     """`n` samples per sentence (`nbest`: ranked as beam search ranks, by `normalized`; `tokens`/`scores`: the
     first). A score is the sample's log-probability under the model itself (untempered, unfiltered, </s>
@@ -229,15 +244,17 @@ def sample(
         lp = lp.float().nan_to_num(nan=float("-inf"))
         lp[:, [pad, bos]] = float("-inf")
         is_eos = torch.arange(lp.shape[-1], device=device) == eos
-        lp = torch.where((t >= limit)[:, None] & ~is_eos, float("-inf"), lp)  # forced </s> at the length limit
+        at_limit = t >= limit
+        if eos_at_limit:  # forced </s> at the length limit
+            lp = torch.where(at_limit[:, None] & ~is_eos, float("-inf"), lp)
         lp = torch.where(~lp.isfinite().any(-1, keepdim=True) & is_eos, 0.0, lp)  # nothing left (a diverged model)
         token = _draw(lp, sampling, generator)
         scores = scores + lp.gather(1, token[:, None])[:, 0]
         history = torch.cat([history, token[:, None]], 1)
-        ended = token == eos
+        ended = (token == eos) | at_limit
         if bool(ended.any()):
             for i in ended.nonzero()[:, 0].tolist():
-                done[int(alive[i])] = (history[i, :-1].tolist(), float(scores[i]))
+                done[int(alive[i])] = (_without_eos(history[i].tolist(), eos), float(scores[i]))
             keep = (~ended).nonzero()[:, 0]
             if keep.numel() == 0:
                 break
@@ -264,13 +281,15 @@ def decode(
     eos: int = Vocab.eos,
     bos: int = Vocab.bos,
     pad: int = Vocab.pad,
+    eos_at_limit: bool = True,
 ) -> Hypotheses:
     """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`).
 
     `nbest` > 1: `Hypotheses.nbest` holds the `nbest` best entries of each sentence (beam search with a beam of
     at least `nbest`, ranked by `normalized`); `sampling`: `nbest` samples each instead of search. `eos`, `bos`,
-    `pad`: the model's special ids (a pretrained tokenizer's own)."""
-    ids = {"eos": eos, "bos": bos, "pad": pad}
+    `pad`: the model's special ids (a pretrained tokenizer's own); `eos_at_limit`: whether the last position the
+    length limit allows must be </s> (the module's docstring)."""
+    ids = {"eos": eos, "bos": bos, "pad": pad, "eos_at_limit": eos_at_limit}
     if sampling is not None:
         return sample(model, inputs, max_len, sampling, n=nbest, len_penalty=len_penalty, generator=generator, **ids)
     if nbest > 1:

@@ -113,16 +113,28 @@ def load_tokenizer(path: str | None, key: str = KEY):
     return _load(_transformers(key).AutoTokenizer, folder, "tokenizer", key)
 
 
+def load_generation_config(path: str | None, key: str = KEY):
+    """The checkpoint's generation config as `generate` reads it: `generation_config.json`, else the one derived
+    from the model config."""
+    folder = checkpoint_folder(path, key)
+    loader = _transformers(key).GenerationConfig
+    if (folder / "generation_config.json").is_file():
+        return _load(loader, folder, "generation config", key)
+    return loader.from_model_config(load_config(path, key))
+
+
 # ---------------------------------------------------------------- special tokens
 
 
 @dataclass(frozen=True)
 class SpecialIds:
-    """The ids structseq needs: padding, the end of a sequence, the decoder's first input."""
+    """The ids structseq needs: padding, the end of a sequence, the decoder's first input; and whether the
+    checkpoint's generation config forces eos at the length limit (`forced_eos_token_id`)."""
 
     pad: int
     eos: int
     start: int
+    eos_at_limit: bool = True
 
 
 def special_ids(path: str | None, key: str = KEY) -> SpecialIds:
@@ -141,7 +153,10 @@ def special_ids(path: str | None, key: str = KEY) -> SpecialIds:
         raise ConfigError(
             f"{where}: its config has no decoder_start_token_id; structseq needs pad, eos and a decoder start token"
         )
-    ids = SpecialIds(int(tokenizer.pad_token_id), int(tokenizer.eos_token_id), int(start))
+    forced = load_generation_config(path, key).forced_eos_token_id
+    forced = forced if isinstance(forced, (list, tuple)) else [forced]
+    eos = int(tokenizer.eos_token_id)
+    ids = SpecialIds(int(tokenizer.pad_token_id), eos, int(start), eos_at_limit=eos in forced)
     for name in ("pad", "eos"):
         own = getattr(config, f"{name}_token_id", None)
         if own is not None and int(own) != getattr(ids, name):

@@ -181,6 +181,7 @@ class HFSeq2SeqTask(Seq2SeqTask):
                 eos=ids.eos,
                 bos=ids.pad,
                 pad=ids.pad,
+                eos_at_limit=ids.eos_at_limit,
             )
             for i, toks in zip(chunk, hyp.tokens):
                 out[i] = self.detokenize(toks)
