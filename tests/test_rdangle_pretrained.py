@@ -101,6 +101,37 @@ def test_recomputed_chunks_give_the_same_loss_and_gradients(folders):
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
 
 
+@pytest.mark.parametrize("source_dropout", ["per_point", "per_batch"])
+def test_source_dropout_is_drawn_per_re_encoding_point(tmp_path, source_dropout):
+    """Training with dropout: the source part of the fused input that the first encoder layer reads differs
+    between the re-encoding points of one sentence (`per_point`, the default: the reference embeds the source
+    again for each point's copy of the batch) or is the same at every point (`per_batch`); recomputed chunks
+    draw the same masks again in the backward pass (same gradients)."""
+    base = tiny_bart(tmp_path / "drop", seed=1, init_std=0.3, dropout=0.5)
+    task, vocabs, model = setup(base, interval=1, chunk_points=100, source_dropout=source_dropout)
+    model.train()
+    seen = []
+    hook = model.encoder.layers[0].register_forward_pre_hook(lambda layer, args: seen.append(args[0].detach()))
+    batch = task.batch(EXAMPLES[1:2], vocabs)  # one sentence: the rows of its one chunk are its points
+    S = batch["src"].shape[1]
+    torch.manual_seed(0)
+    model(batch)
+    hook.remove()
+    rows = seen[0][:, :S]
+    assert rows.shape[0] == batch["tgt_in"].shape[1] >= 3
+    same = [torch.equal(rows[0], rows[r]) for r in range(1, rows.shape[0])]
+    assert all(same) if source_dropout == "per_batch" else not any(same)
+    assert rows.eq(0).any()  # dropout is on
+    grads = []
+    for recompute in (False, True):
+        model.recompute_chunks, model.chunk_points = recompute, 2
+        model.zero_grad()
+        torch.manual_seed(1)
+        task.loss(model, task.batch(EXAMPLES, vocabs), 0.1)[0].backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
+
+
 def test_a_sentence_encodes_alike_alone_and_in_a_batch(folders):
     """Positions count from each sentence's own source length, not the padded width."""
     task, vocabs, model = setup(folders["bart"], interval=2)

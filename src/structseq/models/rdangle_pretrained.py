@@ -23,6 +23,11 @@ BART's position table (1,024 for the released checkpoints).
 Re-encoding points, the batched training path (one row per (point, sentence), points grouped in chunks) and
 incremental decoding that rebuilds the decoder's cache at points follow `rdangle-shr` exactly, with the point
 and chunk functions of `structseq.models.dangle`. BART's `encoder_layerdrop` is not applied in the fused path.
+
+Dropout on the source part of the fused input (`source_dropout`): the reference trains on one copy of the batch
+per re-encoding point, each embedding the source again, so each point draws its own mask (`per_point`, the
+default: the source embedding is computed once per batch and dropped out per (point, sentence) row);
+`per_batch` draws one mask per batch and reuses it at every point (structseq before issue 44).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from structseq.nn.attention import without_cudnn_attention
 from structseq.registry import register_arch
 
 FAMILY = ("bart", "mbart")
+SOURCE_DROPOUT = ("per_point", "per_batch")
 
 
 def additive_mask(keep: Tensor, dtype: torch.dtype) -> Tensor:
@@ -89,8 +95,12 @@ class RDanglePretrained(PretrainedSeq2Seq):
         chunk_points: int = 0,
         recompute_chunks: bool = False,
         lr_scale: float = 1.0,
+        source_dropout: str = "per_point",
     ):
         super().__init__(hf, ids, lr_scale)
+        if source_dropout not in SOURCE_DROPOUT:
+            raise ValueError(f"source_dropout must be one of {SOURCE_DROPOUT}, got {source_dropout!r}")
+        self.per_point = source_dropout == "per_point"
         d = model_width(hf.config)
         self.k1, self.interval, self.chunk_points, self.recompute_chunks = (
             fusion_layers,
@@ -113,19 +123,23 @@ class RDanglePretrained(PretrainedSeq2Seq):
         return self.hf.get_decoder()
 
     # ------------------------------------------------------------------ the fused input and the adaptive encoder
-    def _embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        """Token vectors + BART's learned positions, then layernorm_embedding and dropout."""
+    def _dropout(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.hf.config.dropout, self.training)
+
+    def _embed(self, x: Tensor, positions: Tensor, drop: bool = True) -> Tensor:
+        """Token vectors + BART's learned positions, then layernorm_embedding and (with `drop`) dropout."""
         table = self.encoder.embed_positions
         pos = F.embedding(positions + getattr(table, "offset", 0), table.weight)
         x = self.encoder.layernorm_embedding(x + pos)
-        return F.dropout(x, self.hf.config.dropout, self.training)
+        return self._dropout(x) if drop else x
 
     def encode(self, inputs: Inputs) -> State:
-        """Source-only work, once per batch: the source part of the fused input."""
+        """Source-only work, once per batch: the source part of the fused input (dropped out here with
+        `source_dropout: per_batch`, else per row in `fuse`)."""
         src = inputs["src"]
         mask = src.ne(self.pad)
         pos = torch.arange(src.shape[1], device=src.device).expand_as(src)
-        src_x = self._embed(self.encoder.embed_tokens(src) + self.type_src, pos)
+        src_x = self._embed(self.encoder.embed_tokens(src) + self.type_src, pos, drop=not self.per_point)
         return {"src": src, "src_mask": mask, "src_len": mask.sum(1), "src_x": src_x}
 
     def prefix_segment(
@@ -152,9 +166,10 @@ class RDanglePretrained(PretrainedSeq2Seq):
         return self._embed(seg, positions), in_prefix | at_end
 
     def fuse(self, src_x: Tensor, src_mask: Tensor, seg: Tensor, seg_keep: Tensor) -> Tensor:
-        """H (R, S, D): k1 fusion layers over [source ; segment], then k2 layers over the source positions."""
+        """H (R, S, D): k1 fusion layers over [source ; segment], then k2 layers over the source positions.
+        The source rows get their dropout here with `source_dropout: per_point` (a fresh mask per row)."""
         S = src_x.shape[1]
-        x = torch.cat([src_x, seg], 1)
+        x = torch.cat([self._dropout(src_x) if self.per_point else src_x, seg], 1)
         layers = self.encoder.layers
         mask = additive_mask(torch.cat([src_mask, seg_keep], 1), x.dtype)
         for layer in layers[: self.k1]:
@@ -278,6 +293,12 @@ class RDanglePretrainedConfig(HFSeq2SeqConfig):
         "training: recompute each chunk's activations in the backward pass "
         "(peak memory of one chunk, about a third more compute)",
     )
+    source_dropout: str = option(
+        "per_point",
+        "training: dropout on the source embedding, a fresh mask at every re-encoding point (per_point, as the "
+        "reference's copy of the batch per point) or one mask per batch reused at every point (per_batch)",
+        choices=SOURCE_DROPOUT,
+    )
 
 
 def check_backbone(cfg: RDanglePretrainedConfig, config) -> None:
@@ -303,6 +324,13 @@ def build_rdangle_pretrained(
     ids = special_ids(cfg.pretrained)
     hf = load_seq2seq(cfg.pretrained)
     model = RDanglePretrained(
-        hf, ids, cfg.fusion_layers, cfg.interval, cfg.chunk_points, cfg.recompute_chunks, cfg.lr_scale
+        hf,
+        ids,
+        cfg.fusion_layers,
+        cfg.interval,
+        cfg.chunk_points,
+        cfg.recompute_chunks,
+        cfg.lr_scale,
+        source_dropout=cfg.source_dropout,
     )
     return with_width(model, model_width(hf.config))
