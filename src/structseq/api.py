@@ -12,22 +12,22 @@ sequence, tree and context-aware models.
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from structseq import evaluation
 from structseq.config import Config, apply_overrides, config_from_dict, load_config
 from structseq.data.example import Example
-from structseq.data.registry import dataset_split, load_dataset
 from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.decode.batched import Candidate
 from structseq.decode.search import Sampling
 from structseq.errors import ConfigError, StructseqError
+from structseq.evaluation import check_beam as _check_beam
+from structseq.evaluation import prediction_label  # noqa: F401  (its old home)
 from structseq.models import build_model
 from structseq.tasks import Task, get_task
 from structseq.train import loop
@@ -76,6 +76,8 @@ class Run(NamedVocabs):
     checkpoint: str
     task: Task
     members: tuple[str, ...] = ()  # the run directories of an ensemble (`load_ensemble`); () for one run
+    checkpoint_files: tuple[Path, ...] = ()  # the checkpoint file of each member: evaluations record their sha256
+    saved_decode: dict | None = None  # the run's own decode settings, before `with_overrides`
 
     def with_overrides(self, overrides: Sequence[str]) -> Run:
         """This run (the same model) with `decode.KEY=VALUE` overrides applied to its config, validated by the
@@ -293,28 +295,7 @@ class Run(NamedVocabs):
     def load_split(self, split: str | None = None, data_root=None) -> tuple[str, str, list[Example]]:
         """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT. An example
         longer than the run's limits (`data.limits.input_limits`) is a DataError naming its line."""
-        from structseq.data.limits import input_limits, length_limit, over_limit
-        from structseq.errors import DataError
-
-        d = self.config.data
-        split = split or (d.test[0] if d.test else "test")
-        spec = dataset_split(split)
-        with length_limit(**input_limits(self.config)) as limit:
-            if spec:
-                dataset, name = spec
-                examples = load_dataset(split, name, data_root)
-            elif d.dataset == "files" or _is_file_spec(split):
-                dataset, name = d.dataset, split
-                examples = load_dataset(split, split, data_root, columns=d.columns, fields=d.fields)
-            else:
-                dataset, name = d.dataset, split
-                examples = load_dataset(d.dataset, split, data_root)
-        for i, e in enumerate(examples):  # generated splits are not read from lines
-            over = over_limit(e, limit)
-            if over is not None:
-                side, n, most, key = over
-                raise DataError(f"example {i + 1}: {side} has {n} tokens, more than {key} {most}", f"{dataset}/{name}")
-        return dataset, name, examples
+        return evaluation.load_split(self, split, data_root)
 
     def evaluate(
         self,
@@ -327,6 +308,7 @@ class Run(NamedVocabs):
         show_progress: bool = False,
         limit: int | None = None,
         sampling: Sampling | None = None,
+        overwrite: bool = False,
     ) -> dict:
         """Decode a split (default: the config's first test split) and compute every metric of the task.
 
@@ -336,151 +318,21 @@ class Run(NamedVocabs):
         exact match; CoGnition splits also get character BLEU and, on cg-test, the compound error rate.
         `bleu_tokenize` is applied as the config override `data.bleu_tokenize` (a ConfigError for a task that
         reports no BLEU). `limit`: the split's first N examples only; `sampling`: one sample per example instead
-        of search. An ensemble (`load_ensemble`), a limit and sampling are stated in the report and in every
-        signature, and their predictions go to a file of their own (`_variant`)."""
-        from structseq.config import _bleu_tokenizers
-        from structseq.fields import check_value
-
-        _check_beam(beam)
-        check_value(bleu_tokenize, {"choices": _bleu_tokenizers}, "--bleu-tokenize")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ConfigError(f"'--limit' must be an integer >= 1, got {limit!r}")
-        d = self.config.data
-        split = split or (d.test[0] if d.test else "test")
-        dataset, split_name, examples = self.load_split(split, data_root)
-        examples = examples[:limit]
-        if not examples:
-            where = split if d.dataset == "files" or _is_file_spec(split) else f"{dataset}/{split_name}"
-            raise StructseqError(f"{where}: no examples to evaluate (an empty file?)")
-        self.task.check_examples(examples, f"{dataset}/{split_name}")
-        scorer = self._scoring_task(dataset, bleu_tokenize)
-        predictions = self.decode_examples(examples, beam=beam, show_progress=show_progress, sampling=sampling)
-        metrics = scorer.evaluate(examples, predictions, dataset=dataset, split=split_name, data_root=data_root)
-        beam = self.config.decode.beam if beam is None else beam
-        metrics.update(
-            {
-                "dataset": dataset,
-                "split": split_name,
-                "n": len(examples),
-                "beam": beam,
-                "checkpoint": self.checkpoint,
-                "seed": self.config.train.seed,
-                "task": self.task.name,
-            }
+        of search. What produced the numbers is in the report's `settings`; the predictions go to a file named
+        for what differs from the run's own settings, never replacing another evaluation unless `overwrite`
+        (`structseq.evaluation`)."""
+        return evaluation.evaluate(
+            self,
+            split,
+            beam=beam,
+            data_root=data_root,
+            bleu_tokenize=bleu_tokenize,
+            write_predictions=write_predictions,
+            show_progress=show_progress,
+            limit=limit,
+            sampling=sampling,
+            overwrite=overwrite,
         )
-        if "src" in self.vocabs:
-            metrics["source_oov_tokens"] = sum(t not in self.vocabs["src"] for e in examples for t in e.source)
-        variant = self._variant(metrics, limit, sampling)
-        if write_predictions:
-            self._write_predictions(split, dataset, split_name, examples, predictions, metrics, variant)
-        return metrics
-
-    def _variant(self, metrics: dict, limit: int | None, sampling: Sampling | None) -> str:
-        """State an ensemble, a limit and sampling in the report (`ensemble`, `limit`, `sampling`) and at the
-        end of every signature; the suffix of the predictions' file name that keeps them apart."""
-        import dataclasses
-        import hashlib
-
-        notes, suffix = [], ""
-        if self.members:
-            from structseq.decode.ensemble import AVERAGE
-
-            metrics["ensemble"] = {"members": list(self.members), "average": AVERAGE}
-            notes.append(f"ensemble:{len(self.members)}|average:{AVERAGE}")
-            suffix += ".ensemble-" + hashlib.sha1("\n".join(self.members).encode()).hexdigest()[:8]
-        if limit is not None:
-            metrics["limit"] = limit
-            notes.append(f"limit:{limit}")
-            suffix += f".first{limit}"
-        if sampling is not None:
-            metrics["sampling"] = dataclasses.asdict(sampling)
-            notes.append("sample:" + ",".join(f"{k}={v}" for k, v in metrics["sampling"].items()))
-            suffix += f".sample-seed{sampling.seed}"
-        if notes:
-            _append_signatures(metrics, "|" + "|".join(notes))
-        return suffix
-
-    def _scoring_task(self, dataset: str, bleu_tokenize: str | None) -> Task:
-        """The run's task, or with `bleu_tokenize` the same task under the config override `data.bleu_tokenize`
-        (its learned state copied; the run's config is left as it is). A ConfigError when the task reports no
-        BLEU on this dataset."""
-        if not bleu_tokenize:
-            return self.task
-        if "bleu" not in self.task.metric_names(dataset):
-            raise ConfigError(
-                f"--bleu-tokenize: task {self.task.name} reports no BLEU (its metrics: "
-                f"{', '.join(self.task.metric_names(dataset)) or 'its own'})"
-            )
-        cfg = config_from_dict(
-            apply_overrides(self.config.to_dict(), [f"data.bleu_tokenize={bleu_tokenize}"]), saved=True
-        )
-        task = get_task(cfg)
-        task.load_state_dict(self.task.state_dict())
-        return task
-
-    def _write_predictions(
-        self, spec: str, dataset: str, split_name: str, examples, predictions, metrics, variant: str = ""
-    ) -> None:
-        """RUN/predictions/LABEL.tsv and LABEL.metrics.json (`prediction_label`), each written atomically; the old
-        metrics file goes first, so a failure midway never leaves metrics describing other predictions. The
-        folder is the run's own (`rundir.OWNED`), so its files are replaced without --overwrite; an input of the
-        evaluation is never one of them (`structseq.outputs.Outputs`)."""
-        from structseq.outputs import Outputs
-
-        label = prediction_label(spec, dataset, split_name) + variant  # `_variant`: an ensemble, a limit, sampling
-        folder = self.run_dir / "predictions"
-        path, metrics_path = folder / f"{label}.tsv", folder / f"{label}.metrics.json"
-        outputs = Outputs([spec], overwrite=True)
-        for target in (path, metrics_path):  # before anything is replaced
-            outputs.check(target)
-        metrics_path.unlink(missing_ok=True)
-        header, rows = self.task.prediction_rows(examples, predictions)
-        with outputs.open(path) as f:
-            w = csv.writer(f, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
-            w.writerow(header)
-            w.writerows(rows)
-        metrics["predictions"] = str(path)
-        outputs.write(metrics_path, json.dumps(metrics, indent=1))
-
-
-def prediction_label(spec: str, dataset: str, split_name: str) -> str:
-    """The file name (without suffix) of an evaluation's predictions: SPLIT for a split of the run's dataset,
-    NAME-SPLIT for NAME:SPLIT, and for a file its stem and a short hash of its resolved path (`test-1a2b3c4d`),
-    so that evaluating `--split test` and `--split /elsewhere/test.tsv` never share a file."""
-    import hashlib
-
-    if dataset_split(spec):
-        return f"{dataset}-{split_name}"
-    if not _is_file_spec(spec):
-        return spec
-    parts = [Path(p) for p in spec.split(",")]
-    resolved = ",".join(str(p.resolve()) for p in parts)
-    return f"{parts[0].name.split('.')[0] or 'file'}-{hashlib.sha256(resolved.encode()).hexdigest()[:8]}"
-
-
-def _append_signatures(report, note: str) -> None:
-    """`note` appended to every `signature` string of a report, however deep."""
-    if isinstance(report, dict):
-        for k, v in report.items():
-            if k == "signature" and isinstance(v, str):
-                report[k] = v + note
-            else:
-                _append_signatures(v, note)
-
-
-def _check_beam(beam: int | None) -> None:
-    from structseq.fields import check_value
-
-    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int)):
-        raise ConfigError(f"'--beam' must be an integer, got {beam!r}")
-    check_value(beam, {"ge": 1}, "--beam")
-
-
-def _is_file_spec(split: str) -> bool:
-    """A split given as a file: it exists, or it looks like a path (a folder, a suffix) or `SRC,TGT`."""
-    return (
-        Path(split).exists() or "," in split or "/" in split or Path(split).suffix in (".tsv", ".txt", ".gz", ".jsonl")
-    )
 
 
 def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str = "auto") -> Run:
@@ -519,7 +371,7 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
         ) from None
     load_model_state(model, ckpt["model"], path)
     model.to(resolve_device(device)).eval()
-    return Run(run_dir, cfg, model, vocabs, checkpoint, task)
+    return Run(run_dir, cfg, model, vocabs, checkpoint, task, (), (path,), asdict(cfg.decode))
 
 
 def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None, *, device: str = "auto") -> Run:
@@ -538,5 +390,9 @@ def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None,
     check_members(names, [r.task.name for r in runs], [r.vocabs for r in runs])
     model = Ensemble([r.model for r in runs], names).eval()
     return replace(
-        runs[0], model=model, checkpoint="+".join(sorted({r.checkpoint for r in runs})), members=tuple(names)
+        runs[0],
+        model=model,
+        checkpoint="+".join(sorted({r.checkpoint for r in runs})),
+        members=tuple(names),
+        checkpoint_files=tuple(p for r in runs for p in r.checkpoint_files),
     )

@@ -18,7 +18,7 @@ import glob
 import json
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +44,13 @@ class Output:
     kind: str  # a key of KIND_METRICS
     report: dict = field(default_factory=dict)
     seed: int | None = None
+
+    @property
+    def settings(self) -> dict | None:
+        """What produced the predictions (`evaluation.legacy_settings`: checkpoint, decode settings, limit)."""
+        from structseq.evaluation import legacy_settings
+
+        return legacy_settings(self.report)
 
     @property
     def label(self) -> str:
@@ -102,22 +109,42 @@ def expand(spec: str) -> list[Path]:
     return out
 
 
-def predictions_path(run_dir: Path, split: str) -> Path:
-    """Where `structseq evaluate RUN --split SPLIT` writes its predictions."""
-    from structseq.api import prediction_label
+def predictions_path(run_dir: Path, split: str, request: dict | None = None) -> Path:
+    """Where `structseq evaluate RUN --split SPLIT` with the `request`ed settings (`checkpoint`, `beam`,
+    `limit`; none: the run's own) writes its predictions (`structseq.evaluation`)."""
+    from structseq.config import config_from_dict
     from structseq.data.registry import dataset_split
+    from structseq.evaluation import evaluation_suffix, prediction_label
+    from structseq.train.checkpoint import resolve_checkpoint
+    from structseq.train.rundir import read_run_config
 
+    request = request or {}
+    cfg = config_from_dict(read_run_config(run_dir), saved=True)
+    try:
+        own = resolve_checkpoint(run_dir, cfg.train.eval_checkpoint)[0]
+    except StructseqError:  # no checkpoint: the error says how to evaluate, which says that
+        own = cfg.train.eval_checkpoint
+    decode = {k: v for k, v in asdict(cfg.decode).items() if k != "batch_size"}
+    defaults = {"checkpoint": own, "decode": decode, "bleu_tokenize": cfg.data.bleu_tokenize}
+    wanted = {
+        "checkpoint": request.get("checkpoint") or own,
+        "decode": {**decode, **({"beam": request["beam"]} if request.get("beam") else {})},
+        "limit": request.get("limit"),
+    }
     dataset, name = dataset_split(split) or ("", split)
-    return run_dir / "predictions" / f"{prediction_label(split, dataset, name)}.tsv"
+    return (
+        run_dir / "predictions" / f"{prediction_label(split, dataset, name)}{evaluation_suffix(wanted, defaults)}.tsv"
+    )
 
 
-def _run_predictions(run_dir: Path, split: str | None, evaluate: bool, data_root) -> Path:
+def _run_predictions(run_dir: Path, split: str | None, evaluate: bool, data_root, request: dict) -> Path:
     if split is None:
         raise StructseqError(f"{run_dir}: a run directory needs --split (which of its evaluations to compare)")
-    path = predictions_path(run_dir, split)
+    path = predictions_path(run_dir, split, request)
     if path.is_file():
         return path
-    how = f"structseq evaluate {run_dir} --split {split}"
+    flags = "".join(f" --{k} {v}" for k, v in request.items() if v)
+    how = f"structseq evaluate {run_dir} --split {split}{flags}"
     if not evaluate:
         raise StructseqError(
             f"{run_dir}: no predictions for split {split!r} ({path} is missing); make them with "
@@ -126,20 +153,23 @@ def _run_predictions(run_dir: Path, split: str | None, evaluate: bool, data_root
     from structseq import api
 
     print(f"{run_dir}: no predictions for {split!r}; running `{how}`", file=sys.stderr, flush=True)
-    return Path(api.load_run(run_dir).evaluate(split, data_root=data_root)["predictions"])
+    run = api.load_run(run_dir, request.get("checkpoint"))
+    m = run.evaluate(split, data_root=data_root, beam=request.get("beam"), limit=request.get("limit"))
+    return Path(m["predictions"])
 
 
 def load_system(
-    spec: str, system: str, split: str | None = None, *, evaluate: bool = True, data_root=None
+    spec: str, system: str, split: str | None = None, *, evaluate: bool = True, data_root=None, request=None
 ) -> list[Output]:
-    """Every output (seed) of one side, sorted by seed; runs without predictions for `split` are evaluated
-    first (unless `evaluate` is False: then the error says how to make them)."""
+    """Every output (seed) of one side, sorted by seed; runs without predictions for `split` (with the
+    `request`ed checkpoint, beam, limit; default: each run's own) are evaluated first (unless `evaluate` is
+    False: then the error says how to make them)."""
     outputs = []
     for path in expand(spec):
         if path.is_dir():
             if not (path / "config.yaml").is_file():
                 raise StructseqError(f"{path}: not a run directory (no config.yaml) nor a predictions file")
-            path = _run_predictions(path, split, evaluate, data_root)
+            path = _run_predictions(path, split, evaluate, data_root, request or {})
         outputs.append(read_predictions(path, system))
     if all(o.seed is not None for o in outputs):
         outputs.sort(key=lambda o: o.seed)
@@ -148,6 +178,33 @@ def load_system(
             twice = sorted(s for s, c in Counter(seeds).items() if c > 1)
             raise StructseqError(f"system {system} ({spec}): seed {twice[0]} appears twice; give each run once")
     return outputs
+
+
+def _comparable(settings: dict | None, decode_keys) -> tuple:
+    """The part of an evaluation's settings that must agree across the seeds of one side."""
+    s = settings or {}
+    decode = s.get("decode") or {}
+    return (
+        s.get("checkpoint"),
+        tuple((k, decode.get(k)) for k in sorted(decode_keys)),
+        s.get("limit"),
+        json.dumps(s.get("sampling"), sort_keys=True),
+    )
+
+
+def check_settings(outputs: list[Output], name: str, allow_mixed: bool) -> list[str]:
+    """Each output's settings in one line; a StructseqError when the outputs of one side were evaluated
+    with different settings (checkpoint, decode settings, limit, sampling), unless `allow_mixed`."""
+    from structseq.evaluation import describe
+
+    keys = set.intersection(*(set((o.settings or {}).get("decode") or {}) for o in outputs))
+    lines = [f"{o.label}: {describe(o.settings)}" for o in outputs]
+    if len({_comparable(o.settings, keys) for o in outputs}) > 1 and not allow_mixed:
+        raise StructseqError(
+            f"system {name} mixes evaluations made with different settings; evaluate every run alike (compare "
+            "--checkpoint/--beam/--limit choose which), or pass --allow-mixed:\n  " + "\n  ".join(lines)
+        )
+    return lines
 
 
 def check_same_examples(outputs: list[Output]) -> None:
@@ -196,15 +253,28 @@ def metric_scores(o: Output, tokenize: str) -> dict[str, dict]:
     from structseq.metrics.report import compute_metric
 
     if o.kind == "supertag":
-        return {
-            m: {
-                "score": sig.ratio_score(sig.ratio_stats(m, o.hypotheses, o.references)),
-                "signature": SUPERTAG_SIGNATURE.format(name=m),
-            }
-            for m in KIND_METRICS["supertag"]
-        }
+        return _limited(
+            {
+                m: {
+                    "score": sig.ratio_score(sig.ratio_stats(m, o.hypotheses, o.references)),
+                    "signature": SUPERTAG_SIGNATURE.format(name=m),
+                }
+                for m in KIND_METRICS["supertag"]
+            },
+            o,
+        )
     inputs = MetricInputs(o.hypotheses, o.references, bleu_tokenize=tokenize, tokenized=True)
-    return {m: compute_metric(m, inputs) for m in KIND_METRICS["seq2seq"]}
+    return _limited({m: compute_metric(m, inputs) for m in KIND_METRICS["seq2seq"]}, o)
+
+
+def _limited(scores: dict, o: Output) -> dict:
+    """Recomputed scores keep the `|limit:N` their evaluation's signatures state."""
+    limit = (o.settings or {}).get("limit")
+    if limit is not None:
+        for v in scores.values():
+            if not v["signature"].endswith(f"|limit:{limit}") and f"|limit:{limit}|" not in v["signature"]:
+                v["signature"] += f"|limit:{limit}"
+    return scores
 
 
 def report_scores(outputs: list[Output], computed: set[str]) -> dict[str, list[tuple[float, str]]]:
@@ -266,9 +336,11 @@ def compare(
     bleu_tokenize: str | None = None,
     names: tuple[str, str] = ("A", "B"),
     split: str | None = None,
+    allow_mixed: bool = False,
 ) -> dict:
     """The comparison report (JSON-able): per metric each side's `seed_summary`, the difference of the means,
-    and the paired test(s)."""
+    and the paired test(s). A side whose outputs were evaluated with different settings is an error unless
+    `allow_mixed` (`check_settings`)."""
     if test not in sig.TESTS:
         raise StructseqError(f"--test: unknown test {test!r}; choices: {', '.join(sig.TESTS)}")
     if pairing not in PAIRINGS:
@@ -276,6 +348,8 @@ def compare(
     if resamples < 1 or seed < 1 or not 0 < level < 1:
         raise StructseqError("--resamples and --seed must be >= 1 and --level within (0, 1)")
     check_same_examples(a + b)
+    for side, name in ((a, names[0]), (b, names[1])):
+        check_settings(side, name, allow_mixed)
     tokenize = bleu_tokenizer(a + b, bleu_tokenize)
     opts = {"test": test, "resamples": resamples, "seed": seed, "pairing": pairing, "tokenize": tokenize}
     scores = {o.path: metric_scores(o, tokenize) for o in a + b}
@@ -314,7 +388,13 @@ def compare(
             key: {
                 "name": name,
                 "outputs": [
-                    {"path": str(o.path), "seed": o.seed, "checkpoint": o.report.get("checkpoint")} for o in side
+                    {
+                        "path": str(o.path),
+                        "seed": o.seed,
+                        "checkpoint": o.report.get("checkpoint"),
+                        "settings": o.settings,
+                    }
+                    for o in side
                 ],
             }
             for key, name, side in (("A", names[0], a), ("B", names[1], b))

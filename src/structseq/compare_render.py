@@ -37,6 +37,13 @@ def _name(ident) -> str:
     return f"seed {ident}" if isinstance(ident, int) else str(ident)
 
 
+def _settings(system: dict) -> str:
+    from structseq.evaluation import describe as settings_line
+
+    lines = {settings_line(o.get("settings")) for o in system["outputs"]}
+    return lines.pop() if len(lines) == 1 else "mixed: " + "; ".join(sorted(lines))
+
+
 def describe(report: dict) -> str:
     """One paragraph: what was compared and how (the test, the pairing of seeds, the interval)."""
     t, a, b = report["test"], report["systems"]["A"], report["systems"]["B"]
@@ -52,7 +59,8 @@ def describe(report: dict) -> str:
         f"A = {a['name']} ({_seeds(a)}); B = {b['name']} ({_seeds(b)}); split {report['split'] or '-'}, "
         f"{report['n_examples']} examples. Paired test: {TEST_NAMES[t['name']]} over examples, {t['resamples']} "
         f"resamples, seed {t['seed']}, {how}; BLEU through {t['bleu']}, tokenizer {t['bleu_tokenize']}. "
-        f"Intervals: {round(100 * t['level'])}% t interval of the mean over seeds (none for one seed)."
+        f"Intervals: {round(100 * t['level'])}% t interval of the mean over seeds (none for one seed). "
+        f"Settings: A {_settings(a)}; B {_settings(b)}."
     )
 
 

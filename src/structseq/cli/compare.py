@@ -60,10 +60,22 @@ def compare(
     ),
     overwrite: bool = Overwrite,
     data_root: Optional[Path] = DataRoot,
+    checkpoint: Optional[str] = typer.Option(
+        None, "--checkpoint", help="compare runs' evaluations of this checkpoint [default: each run's own]"
+    ),
+    beam: Optional[int] = typer.Option(None, "--beam", min=1, help="compare runs' evaluations with this beam"),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", min=1, help="compare runs' evaluations of the split's first N examples (evaluate --limit)"
+    ),
+    allow_mixed: bool = typer.Option(
+        False, "--allow-mixed", help="accept a side whose seeds were evaluated with different settings"
+    ),
 ):
     """Compare two systems on the same examples: per metric (exact match, token accuracy, BLEU; supertag
     accuracy) each side's mean ± sd and t confidence interval over seeds, the difference, and a paired
-    test's p-value (sacrebleu's paired test for BLEU; resampling examples for the rest)."""
+    test's p-value (sacrebleu's paired test for BLEU; resampling examples for the rest). Each side's
+    evaluation settings (checkpoint, decoding, limit) are printed and must agree across its seeds
+    (--allow-mixed to accept otherwise)."""
     from structseq.compare import compare as run_compare
     from structseq.compare import load_system
     from structseq.compare_render import FORMATS, render
@@ -79,7 +91,15 @@ def compare(
     if len(shown) != 2:
         raise StructseqError(f"--names: expected 'NAME_A,NAME_B', got {names!r}")
     a, b = (
-        load_system(spec, key, split, evaluate=not no_evaluate, data_root=data_root) for spec, key in zip(systems, "AB")
+        load_system(
+            spec,
+            key,
+            split,
+            evaluate=not no_evaluate,
+            data_root=data_root,
+            request={"checkpoint": checkpoint, "beam": beam, "limit": limit},
+        )
+        for spec, key in zip(systems, "AB")
     )
     report = run_compare(
         a,
@@ -92,6 +112,7 @@ def compare(
         bleu_tokenize=bleu_tokenize,
         names=shown,
         split=split,
+        allow_mixed=allow_mixed,
     )
     text = render(report, fmt)
     if output is None:

@@ -124,11 +124,18 @@ def evaluate(
     temperature: float = Temperature,
     seed: int = Seed,
     quiet: bool = Quiet,
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="replace an earlier evaluation of the same name made otherwise (or a predictions file edited since)",
+    ),
 ):
     """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy; for
-    CoGnition also character BLEU and, on cg-test, the compound translation error rate). An empty file, or an
-    example longer than the run's data.max_length, is an error naming the file (and line). Progress goes to
-    stderr: a bar on a terminal, a line a minute otherwise; under torchrun only rank 0 prints."""
+        CoGnition also character BLEU and, on cg-test, the compound translation error rate). An empty file, or an
+        example longer than the run's data.max_length, is an error naming the file (and line). Progress goes to
+        stderr: a bar on a terminal, a line a minute otherwise; under torchrun only rank 0 prints. Each evaluation is
+    kept: RUN/predictions/SPLIT[.CHECKPOINT][.beamN][.dec-HASH][.firstN]....tsv, named for what differs from the
+    run's own settings, with a .metrics.json stating them all; an earlier evaluation is replaced only with --overwrite."""
     from structseq.progress import is_main_process
 
     sampling = sampling_of(sample, top_k, top_p, temperature, seed)
@@ -151,6 +158,7 @@ def evaluate(
         limit=limit,
         sampling=sampling,
         write_predictions=main,
+        overwrite=overwrite,
     )
     if not main:
         return
@@ -309,5 +317,9 @@ def print_metrics(m: dict) -> None:
                 str(group), str(n), *("-" if value[c][group] is None else f"{value[c][group]:.4f}" for c in columns)
             )
         console.print(t)
+    if "settings" in m:
+        from structseq.evaluation import describe
+
+        console.print(f"settings: {describe(m['settings'])}", highlight=False)
     if "predictions" in m:
         console.print(f"predictions: {m['predictions']}")

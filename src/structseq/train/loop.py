@@ -58,7 +58,7 @@ from structseq.train.checkpoint import (
 from structseq.train.device import resolve_device
 from structseq.train.loggers import check_loggers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
-from structseq.train.progress import LossWatch, Progress, ProgressBar
+from structseq.train.progress import LossWatch, Progress, ProgressBar, closing_summary, validation_line
 from structseq.train.resume import (
     file_identity,
     finished,
@@ -369,7 +369,7 @@ class Trainer:
         self._stop = False
         p.stopped = None
         log = open_loggers(self.out, cfg.to_dict(), p.step) if self.dist.is_main else None
-        bar = ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
+        bar = self._bar = ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
         t_log, tok_log, loss_log, n_log, norm_log = time.perf_counter(), 0, 0.0, 0, 0.0
         watch = LossWatch()
         stopped = "max_steps"
@@ -420,6 +420,9 @@ class Trainer:
             bar.close()
             if log is not None:
                 _close_quietly_on_error(log)
+        line = closing_summary(p.history, cfg.train.valid_metric, self.out / "checkpoints")
+        if line and self.show_progress and self.dist.is_main:
+            print(line, file=sys.stderr, flush=True)
         summary = {"steps": p.step, "stopped": stopped, "best": p.best, "history": p.history}
         if stopped == "interrupted":
             summary["signal"] = signal.Signals(self._signal or signal.SIGINT).name
@@ -467,6 +470,7 @@ class Trainer:
         rec = {"step": p.step, **metrics, "best": p.best}
         p.history.append(rec)
         self._write(log, rec)
+        self._bar.validation(validation_line(rec, cfg.train.valid_metric))
         stop = bool(cfg.train.patience) and p.bad_validations >= cfg.train.patience
         if stop:
             p.stopped = "early_stopping"

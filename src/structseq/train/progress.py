@@ -42,9 +42,43 @@ class ProgressBar:
             print(f"step {step}: {info}", file=sys.stderr, flush=True)
             self.last_print = time.perf_counter()
 
+    def validation(self, line: str) -> None:
+        """A validation's line (`validation_line`), printed above the bar, or as it is without one."""
+        if self.bar is not None:
+            self.bar.console.print(line, highlight=False, markup=False)
+        elif hasattr(self, "last_print"):
+            print(line, file=sys.stderr, flush=True)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _number(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def validation_line(rec: dict, metric: str) -> str:
+    """A validation as one line, as fairseq prints it: `valid | update 4,000 | valid_loss 0.1234 |
+    valid_exact_match 0.93 | best_exact_match 0.93`."""
+    parts = [f"valid | update {rec['step']:,}"]
+    parts += [f"{k} {_number(v)}" for k, v in rec.items() if k.startswith("valid_") and isinstance(v, (int, float))]
+    return " | ".join(parts + [f"best_{metric} {_number(rec.get('best'))}"])
+
+
+def closing_summary(history: list, metric: str, checkpoints) -> str | None:
+    """The end of training in one line: `best exact_match 0.93 at update 4,000 → RUN/checkpoints/best.pt;
+    last 0.91 at update 5,000 → RUN/checkpoints/last.pt`; None when no validation ran."""
+    key = f"valid_{metric}"
+    rows = [r for r in history if isinstance(r, dict) and key in r]
+    if not rows:
+        return None
+    best = next((r for r in rows if r[key] == rows[-1].get("best")), rows[-1])
+    last = rows[-1]
+    return (
+        f"best {metric} {_number(best[key])} at update {best['step']:,} → {checkpoints / 'best.pt'}; "
+        f"last {_number(last[key])} at update {last['step']:,} → {checkpoints / 'last.pt'}"
+    )
 
 
 @dataclass

@@ -1,0 +1,332 @@
+"""Evaluating a run on a split (`structseq evaluate`, `Run.evaluate`): decode, score, and keep the result.
+
+Every evaluation is kept under a name of its own, so two evaluations never replace each other:
+RUN/predictions/NAME.tsv and NAME.metrics.json, where NAME is the split's label (`prediction_label`) followed by
+what differs from the run's own settings (`evaluation_suffix`): `.last` (another checkpoint than the run's
+train.eval_checkpoint), `.beam5` (another beam than its decode.beam), `.dec-HASH` (other decode settings),
+`.ensemble-HASH`, `.first200` (--limit), `.sample-seedN`, `.tok-zh` (--bleu-tokenize). The metrics JSON is the
+sidecar stating all of them (`settings`, with the checkpoint files' sha256), which `compare` checks. An existing
+evaluation of that name is replaced only when it was made with the same settings from the same checkpoint
+file (the same evaluation redone), or with `overwrite`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from structseq.config import apply_overrides, config_from_dict
+from structseq.data.registry import dataset_split, load_dataset
+from structseq.errors import ConfigError, StructseqError
+
+if TYPE_CHECKING:
+    from structseq.decode.search import Sampling
+
+#: decode settings that never change what is decoded (so they are neither in a name nor compared)
+NOT_SETTINGS = ("batch_size",)
+
+
+def check_beam(beam: int | None) -> None:
+    from structseq.fields import check_value
+
+    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int)):
+        raise ConfigError(f"'--beam' must be an integer, got {beam!r}")
+    check_value(beam, {"ge": 1}, "--beam")
+
+
+def is_file_spec(split: str) -> bool:
+    """A split given as a file: it exists, or it looks like a path (a folder, a suffix) or `SRC,TGT`."""
+    return (
+        Path(split).exists() or "," in split or "/" in split or Path(split).suffix in (".tsv", ".txt", ".gz", ".jsonl")
+    )
+
+
+def load_split(run, split: str | None = None, data_root=None):
+    """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT. An example
+    longer than the run's limits (`data.limits.input_limits`) is a DataError naming its line."""
+    from structseq.data.limits import input_limits, length_limit, over_limit
+    from structseq.errors import DataError
+
+    d = run.config.data
+    split = split or (d.test[0] if d.test else "test")
+    spec = dataset_split(split)
+    with length_limit(**input_limits(run.config)) as limit:
+        if spec:
+            dataset, name = spec
+            examples = load_dataset(split, name, data_root)
+        elif d.dataset == "files" or is_file_spec(split):
+            dataset, name = d.dataset, split
+            examples = load_dataset(split, split, data_root, columns=d.columns, fields=d.fields)
+        else:
+            dataset, name = d.dataset, split
+            examples = load_dataset(d.dataset, split, data_root)
+    for i, e in enumerate(examples):  # generated splits are not read from lines
+        over = over_limit(e, limit)
+        if over is not None:
+            side, n, most, key = over
+            raise DataError(f"example {i + 1}: {side} has {n} tokens, more than {key} {most}", f"{dataset}/{name}")
+    return dataset, name, examples
+
+
+def evaluate(
+    run,
+    split: str | None = None,
+    *,
+    beam: int | None = None,
+    data_root=None,
+    bleu_tokenize: str | None = None,
+    write_predictions: bool = True,
+    show_progress: bool = False,
+    limit: int | None = None,
+    sampling: Sampling | None = None,
+    overwrite: bool = False,
+) -> dict:
+    """`Run.evaluate` (its docstring says what the report holds); `overwrite` lets a different earlier
+    evaluation of the same name, or a file structseq did not write, be replaced."""
+    from structseq.config import _bleu_tokenizers
+    from structseq.fields import check_value
+
+    check_beam(beam)
+    check_value(bleu_tokenize, {"choices": _bleu_tokenizers}, "--bleu-tokenize")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"'--limit' must be an integer >= 1, got {limit!r}")
+    d = run.config.data
+    split = split or (d.test[0] if d.test else "test")
+    dataset, split_name, examples = load_split(run, split, data_root)
+    examples = examples[:limit]
+    if not examples:
+        where = split if d.dataset == "files" or is_file_spec(split) else f"{dataset}/{split_name}"
+        raise StructseqError(f"{where}: no examples to evaluate (an empty file?)")
+    run.task.check_examples(examples, f"{dataset}/{split_name}")
+    scorer = _scoring_task(run, dataset, bleu_tokenize)
+    settings = evaluation_settings(run, beam, limit, sampling, bleu_tokenize)
+    target = None
+    if write_predictions:  # refused before anything is decoded
+        label = prediction_label(split, dataset, split_name) + evaluation_suffix(settings, run_defaults(run))
+        target = _check_target(run.run_dir / "predictions", label, settings, split, overwrite)
+    predictions = run.decode_examples(examples, beam=beam, show_progress=show_progress, sampling=sampling)
+    metrics = scorer.evaluate(examples, predictions, dataset=dataset, split=split_name, data_root=data_root)
+    metrics.update(
+        {
+            "dataset": dataset,
+            "split": split_name,
+            "n": len(examples),
+            "beam": settings["decode"]["beam"],
+            "checkpoint": run.checkpoint,
+            "seed": run.config.train.seed,
+            "task": run.task.name,
+        }
+    )
+    if "src" in run.vocabs:
+        metrics["source_oov_tokens"] = sum(t not in run.vocabs["src"] for e in examples for t in e.source)
+    _note_variant(run, metrics, limit, sampling)
+    metrics["settings"] = settings
+    if target is not None:
+        _write(run, target, examples, predictions, metrics)
+    return metrics
+
+
+# ---------------------------------------------------------------- what produced an evaluation
+def run_defaults(run) -> dict:
+    """What a run evaluates with when told nothing: its train.eval_checkpoint (as resolved: best falls back
+    to last), its saved decode settings and BLEU tokenizer."""
+    from structseq.train.checkpoint import resolve_checkpoint
+
+    dirs = run.members or (str(run.run_dir),)
+    try:
+        checkpoint = "+".join(sorted({resolve_checkpoint(m, run.config.train.eval_checkpoint)[0] for m in dirs}))
+    except StructseqError:  # a Run built in memory, with no checkpoint file
+        checkpoint = run.checkpoint
+    return {
+        "checkpoint": checkpoint,
+        "decode": run.saved_decode or dataclasses.asdict(run.config.decode),
+        "bleu_tokenize": run.config.data.bleu_tokenize,
+    }
+
+
+def evaluation_settings(run, beam, limit, sampling, bleu_tokenize) -> dict:
+    """Everything that made an evaluation's numbers: the checkpoint (its name and each file's sha256), the
+    decode settings in force (`beam` applied), the limit, sampling, an ensemble's members, the BLEU tokenizer."""
+    from structseq.outputs import file_digest
+
+    decode = dataclasses.asdict(run.config.decode)
+    if beam is not None:
+        decode["beam"] = beam
+    return {
+        "checkpoint": run.checkpoint,
+        "checkpoint_sha256": [file_digest(p) for p in run.checkpoint_files],
+        "decode": {k: v for k, v in decode.items() if k not in NOT_SETTINGS},
+        "limit": limit,
+        "sampling": None if sampling is None else dataclasses.asdict(sampling),
+        "ensemble": list(run.members) or None,
+        "bleu_tokenize": bleu_tokenize or run.config.data.bleu_tokenize,
+    }
+
+
+def _short(value) -> str:
+    return hashlib.sha1(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def evaluation_suffix(settings: dict, defaults: dict) -> str:
+    """The part of an evaluation's file name saying how it differs from the run's defaults (the module's
+    docstring lists the parts); '' for an evaluation with the run's own settings."""
+    parts = []
+    if settings["checkpoint"] != defaults["checkpoint"]:
+        parts.append(settings["checkpoint"])
+    decode, saved = settings["decode"], defaults["decode"]
+    if decode.get("beam") != saved.get("beam"):
+        parts.append(f"beam{decode.get('beam')}")
+    other = {k: v for k, v in decode.items() if k != "beam" and saved.get(k) != v}
+    if other:
+        parts.append(f"dec-{_short(other)}")
+    if settings.get("ensemble"):
+        parts.append("ensemble-" + hashlib.sha1("\n".join(settings["ensemble"]).encode()).hexdigest()[:8])
+    if settings.get("limit") is not None:
+        parts.append(f"first{settings['limit']}")
+    if settings.get("sampling") is not None:
+        sampling = dict(settings["sampling"])
+        seed = sampling.pop("seed", None)
+        plain = sampling == {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+        parts.append(f"sample-seed{seed}" + ("" if plain else f"-{_short(sampling)}"))
+    if settings.get("bleu_tokenize") and settings["bleu_tokenize"] != defaults.get("bleu_tokenize"):
+        parts.append(f"tok-{settings['bleu_tokenize']}")
+    return "".join(f".{p}" for p in parts)
+
+
+def describe(settings: dict | None) -> str:
+    """One line of an evaluation's settings, for people: `checkpoint best, beam 5, len_penalty 0.6, limit 200`."""
+    if not settings:
+        return "settings not recorded"
+    out = [f"checkpoint {settings.get('checkpoint')}"]
+    out += [f"{k} {v}" for k, v in (settings.get("decode") or {}).items()]
+    for key in ("limit", "sampling", "bleu_tokenize"):
+        if settings.get(key) is not None:
+            out.append(f"{key} {settings[key]}")
+    if settings.get("ensemble"):
+        out.append(f"ensemble of {len(settings['ensemble'])}")
+    return ", ".join(out)
+
+
+def legacy_settings(report: dict) -> dict | None:
+    """The settings an older metrics JSON (before `settings` was recorded) states: its checkpoint, beam, limit."""
+    if "settings" in report:
+        return report["settings"]
+    if "checkpoint" not in report:
+        return None
+    return {
+        "checkpoint": report.get("checkpoint"),
+        "decode": {"beam": report.get("beam")},
+        "limit": report.get("limit"),
+        "sampling": report.get("sampling"),
+    }
+
+
+def _note_variant(run, metrics: dict, limit, sampling) -> None:
+    """State an ensemble, a limit and sampling in the report (`ensemble`, `limit`, `sampling`) and at the
+    end of every signature (`|limit:N`, as recomputed scores in `compare` keep it)."""
+    notes = []
+    if run.members:
+        from structseq.decode.ensemble import AVERAGE
+
+        metrics["ensemble"] = {"members": list(run.members), "average": AVERAGE}
+        notes.append(f"ensemble:{len(run.members)}|average:{AVERAGE}")
+    if limit is not None:
+        metrics["limit"] = limit
+        notes.append(f"limit:{limit}")
+    if sampling is not None:
+        metrics["sampling"] = dataclasses.asdict(sampling)
+        notes.append("sample:" + ",".join(f"{k}={v}" for k, v in metrics["sampling"].items()))
+    if notes:
+        append_signatures(metrics, "|" + "|".join(notes))
+
+
+def append_signatures(report, note: str) -> None:
+    """`note` appended to every `signature` string of a report, however deep."""
+    if isinstance(report, dict):
+        for k, v in report.items():
+            if k == "signature" and isinstance(v, str):
+                report[k] = v + note
+            else:
+                append_signatures(v, note)
+
+
+def _scoring_task(run, dataset: str, bleu_tokenize: str | None):
+    """The run's task, or with `bleu_tokenize` the same task under the config override `data.bleu_tokenize`
+    (its learned state copied; the run's config is left as it is). A ConfigError when the task reports no
+    BLEU on this dataset."""
+    from structseq.tasks import get_task
+
+    if not bleu_tokenize:
+        return run.task
+    if "bleu" not in run.task.metric_names(dataset):
+        raise ConfigError(
+            f"--bleu-tokenize: task {run.task.name} reports no BLEU (its metrics: "
+            f"{', '.join(run.task.metric_names(dataset)) or 'its own'})"
+        )
+    cfg = config_from_dict(apply_overrides(run.config.to_dict(), [f"data.bleu_tokenize={bleu_tokenize}"]), saved=True)
+    task = get_task(cfg)
+    task.load_state_dict(run.task.state_dict())
+    return task
+
+
+# ---------------------------------------------------------------- keeping it
+def _check_target(folder: Path, label: str, settings: dict, spec: str, overwrite: bool):
+    """(Outputs, tsv, metrics json) for an evaluation named `label`, refused before decoding when an earlier
+    evaluation of that name was made otherwise (other settings, or its checkpoint file changed since) unless
+    `overwrite`; an input of the evaluation or a file structseq did not write is refused too (`Outputs`)."""
+    from structseq.outputs import Outputs
+
+    path, metrics_path = folder / f"{label}.tsv", folder / f"{label}.metrics.json"
+    outputs = Outputs([spec], overwrite=overwrite)
+    for target in (path, metrics_path):
+        outputs.check(target)
+    if path.exists() and not overwrite:
+        try:
+            earlier = json.loads(metrics_path.read_text(encoding="utf-8")).get("settings")
+        except (OSError, ValueError, AttributeError):
+            earlier = None
+        if earlier != settings:
+            why = "its checkpoint file changed since" if _same_but_file(earlier, settings) else describe(earlier)
+            raise StructseqError(
+                f"{path}: holds an earlier evaluation ({why}); pass --overwrite to replace it, or keep it and "
+                "evaluate with other settings"
+            )
+    return outputs, path, metrics_path
+
+
+def _same_but_file(earlier, settings: dict) -> bool:
+    return isinstance(earlier, dict) and {**earlier, "checkpoint_sha256": None} == {
+        **settings,
+        "checkpoint_sha256": None,
+    }
+
+
+def _write(run, target, examples, predictions, metrics: dict) -> None:
+    """The TSV and its metrics JSON, each atomically; the old metrics file goes first, so a failure midway
+    never leaves metrics describing other predictions."""
+    outputs, path, metrics_path = target
+    metrics_path.unlink(missing_ok=True)
+    header, rows = run.task.prediction_rows(examples, predictions)
+    with outputs.open(path) as f:
+        w = csv.writer(f, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
+        w.writerow(header)
+        w.writerows(rows)
+    metrics["predictions"] = str(path)
+    outputs.write(metrics_path, json.dumps(metrics, indent=1))
+
+
+def prediction_label(spec: str, dataset: str, split_name: str) -> str:
+    """The split's part of an evaluation's file name: SPLIT for a split of the run's dataset, NAME-SPLIT for
+    NAME:SPLIT, and for a file its stem and a short hash of its resolved path (`test-1a2b3c4d`), so that
+    evaluating `--split test` and `--split /elsewhere/test.tsv` never share a file."""
+    if dataset_split(spec):
+        return f"{dataset}-{split_name}"
+    if not is_file_spec(spec):
+        return spec
+    parts = [Path(p) for p in spec.split(",")]
+    resolved = ",".join(str(p.resolve()) for p in parts)
+    return f"{parts[0].name.split('.')[0] or 'file'}-{hashlib.sha256(resolved.encode()).hexdigest()[:8]}"
