@@ -145,6 +145,18 @@ class OptimConfig:
         "each epoch a fresh random permutation cut into batches in order (a DataLoader's "
         "shuffle=True, as the lexicon paper's reference code)",
     )
+    num_buckets: int = option(
+        0,
+        "length buckets (fairseq's --num-buckets; 0 = off): the training lengths are cut into N buckets at "
+        "their quantiles, each epoch examples are shuffled within their bucket and cut into batches of one "
+        "bucket (batches mix examples of similar length, duplicates too); replaces group_by_length",
+        ge=0,
+    )
+    static_shapes: bool = option(
+        False,
+        "with num_buckets: pad every batch to its bucket's length and fixed row count (filler rows predict "
+        "nothing): at most num_buckets batch shapes, for train.compile's captured steps",
+    )
     sentence_avg: bool = option(
         False,
         "normalise each update's loss by its sentences instead of its target tokens "
@@ -298,6 +310,8 @@ def check_config(cfg: Config) -> None:
             "'optim.max_tokens' and 'optim.batch_size' are both null: set at least one "
             "(a token budget, sentences per batch, or both)"
         )
+    if cfg.optim.static_shapes and not cfg.optim.num_buckets:
+        raise ConfigError("'optim.static_shapes' pads batches to their length bucket: set 'optim.num_buckets' > 0")
     if cfg.optim.min_lr > cfg.optim.lr:
         raise ConfigError(f"'optim.min_lr' ({cfg.optim.min_lr}) must not exceed 'optim.lr' ({cfg.optim.lr})")
     if cfg.train.patience and not cfg.train.valid_every:

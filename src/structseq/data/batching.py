@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from structseq.data.buckets import bucket_batches
 from structseq.data.example import Example
 from structseq.data.vocab import Vocab
 
@@ -79,6 +80,7 @@ def make_batches(
     shuffle: bool = True,
     seed: int = 0,
     group_by_length: bool = True,
+    buckets: Sequence[int] | None = None,
 ) -> list[list[int]]:
     """Group example indices into batches.
 
@@ -87,9 +89,20 @@ def make_batches(
     len = max(source, target) + 1) and `n <= batch_size`. The batch order is shuffled with `seed`.
     Without `group_by_length` the examples are taken in a random order (`seed`; in order unless shuffling) and
     cut by the same rule: batches of mixed lengths, as a DataLoader with shuffle=True.
+    With `buckets` (padded lengths, `structseq.data.buckets`), examples are sorted by bucket, shuffled within
+    it, and a batch holds one bucket's examples, as many as fit at the bucket's length (group_by_length unused).
     """
     if max_tokens is None and batch_size is None:
         raise ValueError("set max_tokens, batch_size or both")
+    if buckets:
+        return bucket_batches(
+            np.maximum(np.asarray(src_lens), np.asarray(tgt_lens)),
+            buckets,
+            max_tokens=max_tokens,
+            batch_size=batch_size,
+            seed=seed,
+            shuffle=shuffle,
+        )
     lens = np.maximum(np.asarray(src_lens), np.asarray(tgt_lens)) + 1
     rng = np.random.default_rng(seed)
     if not group_by_length:

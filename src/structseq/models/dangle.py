@@ -167,6 +167,9 @@ class RDangleSeq2Seq(Autoregressive):
     sentence_state = frozenset({"src", "src_pad", "src_states", "values"})  # cross_kv follows the prefix
 
     AUTO_CHUNK_STEPS = 8  # measured best on COGS batches (benchmarks/bench_dangle.py): less padding per pass
+    # on a GPU an update is bound by kernel launches, not arithmetic (results/gpu/2026-11-26-h200): fewer, larger
+    # passes (a COGS batch of 160 steps in 5 passes instead of 20; about a fifth more padded work)
+    AUTO_CHUNK_STEPS_ACCELERATOR = 32
 
     def __init__(
         self,
@@ -253,23 +256,25 @@ class RDangleSeq2Seq(Autoregressive):
         enc = self.encode(batch)
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
+        steps = self.AUTO_CHUNK_STEPS if tgt_in.device.type == "cpu" else self.AUTO_CHUNK_STEPS_ACCELERATOR
         outputs = run_chunks(
             self._chunk,
             (enc, tgt_in, lengths),
             lengths,
             self.interval,
-            self.chunk_points or auto_chunk_points(self.interval, T, self.AUTO_CHUNK_STEPS),
+            self.chunk_points or auto_chunk_points(self.interval, T, steps),
             self.recompute_chunks,
         )
-        done = sum(out.shape[1] for out in outputs)
-        if done < T:  # trailing all-padding columns
-            x = enc["src_states"].new_zeros(B, T - done, self.decoder.embed.embed.embedding_dim)
-            attn = src.new_zeros(B, T - done, src.shape[1], dtype=x.dtype) if self.head.needs_attention else None
-            outputs.append(self.head(x, attn, src))
-        return torch.cat(outputs, 1)
+        x = torch.cat([out[0] for out in outputs], 1)
+        attn = torch.cat([out[1] for out in outputs], 1) if self.head.needs_attention else None
+        if x.shape[1] < T:  # trailing all-padding columns: zero features
+            x = F.pad(x, (0, 0, 0, T - x.shape[1]))
+            attn = F.pad(attn, (0, 0, 0, T - attn.shape[1])) if attn is not None else None
+        return self.head(x, attn, src)  # once per batch, not per chunk: fewer operators
 
-    def _chunk(self, enc: State, tgt_in: Tensor, lengths: Tensor, group: Tensor) -> Tensor:
-        """Log-probs (B, n, V) of the steps owned by the consecutive re-encoding points `group`."""
+    def _chunk(self, enc: State, tgt_in: Tensor, lengths: Tensor, group: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Decoder features (B, n, D) and source attention (B, n, S) (None when the head takes none) of the steps
+        owned by the consecutive re-encoding points `group`."""
         B, T = tgt_in.shape
         o = self.interval or T
         point_of, sent_of = live_rows(group, lengths)
@@ -290,7 +295,7 @@ class RDangleSeq2Seq(Autoregressive):
         x = gather_owned(x, owners)
         if attn is not None:
             attn = gather_owned(attn, owners)
-        return self.head(x, attn, enc["src"])
+        return x, attn
 
     # ------------------------------------------------------------------ incremental decoding
 

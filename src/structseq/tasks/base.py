@@ -23,6 +23,7 @@ from structseq.config import TaskOptions
 from structseq.data.batching import Batch
 from structseq.data.example import Example
 from structseq.data.vocab import Vocab, Vocabs
+from structseq.errors import ConfigError
 from structseq.metrics.base import MetricInputs
 
 #: One example's ids, computed once: named lists of ints (e.g. {"src": [...], "tgt": [...]}).
@@ -177,6 +178,11 @@ class Task(abc.ABC):
             ["source", "reference", "hypothesis"],
             [[e.source_text, e.target_text, self.format_prediction(p)] for e, p in zip(examples, predictions)],
         )
+
+    def pad_batch(self, batch: Batch, rows: int, length: int) -> Batch:
+        """`batch` padded to `rows` rows of `length` positions (`optim.static_shapes`), filler rows predicting
+        nothing: the loss, its units and the gradients are those of `batch`. Tasks that can, say how."""
+        raise ConfigError(f"'optim.static_shapes': the {self.name} task cannot pad its batches to fixed shapes")
 
     # ------------------------------------------------------------------ devices
     def to_device(self, batch: Batch, device: torch.device) -> Batch:

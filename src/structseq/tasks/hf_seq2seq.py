@@ -34,7 +34,7 @@ from structseq.models.hf_checkpoint import base_digest, checkpoint_folder, load_
 from structseq.nn.loss import label_smoothed_nll
 from structseq.progress import progress
 from structseq.registry import register_task
-from structseq.tasks.base import Encoded, Vocabs
+from structseq.tasks.base import Encoded, Task, Vocabs
 from structseq.tasks.seq2seq import Seq2SeqTask
 
 
@@ -119,6 +119,11 @@ class HFSeq2SeqTask(Seq2SeqTask):
 
     def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
         return {"src": self._pieces(example.source_text), "tgt": self._pieces(example.target_text, target=True)}
+
+    def pad_batch(self, batch: Batch, rows: int, length: int) -> Batch:
+        """Not offered: the checkpoint's padding and start ids would have to fill the rows (`optim.num_buckets`
+        alone still mixes examples of similar length)."""
+        return Task.pad_batch(self, batch, rows, length)
 
     def length(self, encoded: Encoded) -> int:
         return max(len(encoded["src"]), len(encoded["tgt"]))

@@ -183,6 +183,23 @@ class Seq2SeqTask(Task):
             sum(len(t) + 1 for t in tgt),
         )
 
+    def pad_batch(self, batch: Batch, rows: int, length: int) -> Batch:
+        """`src`, `tgt_in`, `tgt_out` padded to (rows, length); a filler row reads `</s>`, starts from `<s>` and
+        predicts only padding (no loss). Batches holding other tensors are refused (their tasks say how)."""
+        other = sorted(set(batch) - {"src", "tgt_in", "tgt_out"})
+        if other:
+            raise ConfigError(f"'optim.static_shapes': the {self.name} task's batches hold {', '.join(other)}")
+        first = {"src": Vocab.eos, "tgt_in": Vocab.bos, "tgt_out": Vocab.pad}
+        out = {}
+        for key, t in batch.items():
+            if t.shape[0] > rows or t.shape[1] > length:
+                raise ValueError(f"a batch of shape {tuple(t.shape)} does not fit ({rows}, {length})")
+            padded = t.new_full((rows, length), Vocab.pad)
+            padded[: t.shape[0], : t.shape[1]] = t
+            padded[t.shape[0] :, 0] = first[key]
+            out[key] = padded
+        return Batch(out, batch.index, batch.num_tokens)
+
     # ------------------------------------------------------------------ training
     def loss(self, model: nn.Module, batch: Batch, label_smoothing: float):
         loss, nll = label_smoothed_nll(model(batch), batch["tgt_out"], label_smoothing)

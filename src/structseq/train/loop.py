@@ -41,6 +41,7 @@ import torch
 
 from structseq.config import Config, config_from_dict
 from structseq.data.batching import Batch, make_batches
+from structseq.data.buckets import batch_shape, bucket_lengths
 from structseq.data.training import holdout_overlap, load_training_data
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import build_model
@@ -124,6 +125,8 @@ class Trainer:
         self.progress = Progress()
         self._encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]
         self._lengths = [self.task.length(e) for e in self._encoded]
+        o = cfg.optim  # length buckets: a few padded shapes (optim.num_buckets, structseq.data.buckets)
+        self._buckets = bucket_lengths(self._lengths, o.num_buckets) if o.num_buckets else None
         self._epoch_cache: tuple[int, list[list[int]]] | None = None
         if ckpt is not None:
             self._restore(ckpt)
@@ -192,6 +195,7 @@ class Trainer:
                 shuffle=True,
                 seed=self.cfg.train.seed * 100003 + epoch,
                 group_by_length=o.group_by_length,
+                buckets=self._buckets,
             )
             self._epoch_cache = (epoch, batches)
         return self._epoch_cache[1]
@@ -216,6 +220,17 @@ class Trainer:
         )
         if not idx:
             batch.num_tokens = 0
+        if self.cfg.optim.static_shapes:
+            o = self.cfg.optim
+            shape = batch_shape(
+                index,
+                self._lengths,
+                self._buckets,
+                max_tokens=o.max_tokens,
+                batch_size=o.batch_size,
+                world_size=self.dist.world_size,
+            )
+            batch = self.task.pad_batch(batch, *shape)
         return self.task.to_device(batch, self.device)
 
     # ------------------------------------------------------------ checkpoints
