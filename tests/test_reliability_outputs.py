@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from cli_run import one_line_error as _one_line_error
+from cli_run import run_main as _main
 from structseq.errors import describe, run_cli
 from structseq.outputs import MANIFEST, OutputError, Outputs, append_lines, atomic_write
 
@@ -23,26 +25,6 @@ runner = CliRunner()
 
 def _enospc(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
-
-
-def _main(monkeypatch, capsys, *args: str) -> tuple[int, str]:
-    """`structseq ARGS` in this process through its error boundary (`structseq.cli.main`): (exit status, stderr)."""
-    from structseq.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["structseq", *map(str, args)])
-    with pytest.raises(SystemExit) as done:
-        main()
-    code = done.value.code
-    return (0 if code is None else code), capsys.readouterr().err
-
-
-def _one_line_error(code: int, err: str, *words: str) -> None:
-    lines = [x for x in err.splitlines() if x.strip()]
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    for w in words:
-        assert w in lines[0], (w, err)
 
 
 # ------------------------------------------------------------------ the mechanism

@@ -13,29 +13,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from cli_run import one_line_error, run_main
 from structseq.errors import ConfigError, StructseqError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _main(monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int, str]:
-    """`structseq ARGS` in this process through its error boundary, `stdin` as standard input."""
-    from structseq.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["structseq", *map(str, args)])
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    with pytest.raises(SystemExit) as done:
-        main()
-    code = done.value.code
-    return (0 if code is None else code), capsys.readouterr().err
-
-
-def _one_line_error(code: int, err: str, *words: str) -> None:
-    lines = [x for x in err.splitlines() if x.strip() and not x.startswith("[transformers]")]
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    for w in words:
-        assert w in lines[0], (w, err)
 
 
 # ------------------------------------------------------------------ no code from a model folder runs
@@ -92,11 +73,11 @@ def test_a_model_folders_code_never_runs_through_train_even_when_stdin_says_yes(
         "task: hf-seq2seq\ndata: {dataset: colors, valid: train, test: [test]}\n"
         "model: {arch: hf-seq2seq, pretrained: somewhere}\ntrain: {max_steps: 1, threads: 1}\n"
     )
-    code, err = _main(
+    code, err = run_main(
         monkeypatch, capsys, "train", cfg, "-o", tmp_path / "run", "--set", f"model.pretrained={evil}", stdin=YES
     )
     assert not marker.exists()
-    _one_line_error(code, err, "model.pretrained", "custom code")
+    one_line_error(code, err, "model.pretrained", "custom code")
 
 
 @pytest.mark.parametrize("loader", ["config", "model", "tokenizer", "subword", "encoder"])

@@ -10,15 +10,23 @@
   checkpoint folder (tokenizer and backbone config, at the path and with the content hash its config and
   task state record).
 Both write `structseq-export.json`: the run, the checkpoint, the arch and, for pretrained archs, the base.
+
+Safe with a stranger's run: a vocabulary name from the checkpoint becomes a file name only when it is a plain
+name (`plain_name`; `../../victim` or an absolute path is refused), and the folder is built beside `DIR` under
+a temporary name and renamed into place when whole, so a full disk or a kill never leaves a half-written `DIR`
+(nor anything inside `DIR` that blocks a retry).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from structseq.errors import StructseqError
-from structseq.outputs import atomic_write
+from structseq.outputs import _umask, atomic_write, plain_name
 from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, resolve_checkpoint, save_checkpoint
 from structseq.train.rundir import check_directory, read_run_config, write_config
 
@@ -27,11 +35,26 @@ KEEP = ("model", "vocab", "config", "task", "progress")
 
 
 def _out_folder(out_dir: str | Path) -> Path:
+    """`out_dir`, checked to be absent or an empty folder (temporaries `.*.tmp` a killed export left there
+    are removed)."""
     out = Path(out_dir)
+    if out.is_dir():
+        for p in out.glob(".*.tmp"):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise StructseqError(f"{out}: exists and is not an empty folder; export writes a new folder")
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def _write_failed(error: Exception, out: Path) -> StructseqError:
+    """A failed write (a full disk, a file size limit), also where torch or safetensors report it as their own
+    error, as one line naming the export's folder."""
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    return StructseqError(
+        f"{out}: the export could not be written ({type(error).__name__}: {first}); is the disk full or a "
+        "file size limit (ulimit -f) reached? Nothing was left in its place"
+    )
 
 
 def _checkpoint_name(run_dir: Path, checkpoint: str | None) -> tuple[str, Path]:
@@ -53,14 +76,25 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None 
     record = {"run": str(run_dir), "checkpoint": name, "arch": arch, "step": ckpt["progress"].get("step")}
     if isinstance(model, dict) and model.get("pretrained"):
         record.update(base=model["pretrained"], base_sha256=(ckpt.get("task") or {}).get("base_sha256"))
+    for vocab in ckpt["vocab"]:
+        plain_name(vocab, f"{path}: a vocabulary name")
     out = _out_folder(out_dir)
-    if arch == "hf-seq2seq":
-        _export_huggingface(run_dir, name, out)
-        record["format"] = "huggingface"
-    else:
-        _export_structseq(ckpt, name, out)
-        record["format"] = "structseq"
-    atomic_write(out / "structseq-export.json", json.dumps(record, indent=1) + "\n")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        if arch == "hf-seq2seq":
+            _export_huggingface(run_dir, name, tmp)
+            record["format"] = "huggingface"
+        else:
+            _export_structseq(ckpt, name, tmp)
+            record["format"] = "structseq"
+        atomic_write(tmp / "structseq-export.json", json.dumps(record, indent=1) + "\n")
+        os.chmod(tmp, 0o777 & ~_umask())  # as mkdir would create it (mkdtemp's are private)
+        os.replace(tmp, out)  # onto an absent or empty folder
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, (OSError, RuntimeError)) or type(e).__name__ == "SafetensorError":  # safetensors' own
+            raise _write_failed(e, out) from None
+        raise
     return record
 
 

@@ -20,6 +20,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -46,6 +47,21 @@ def named(error: OSError, path: object) -> OSError:
     if error.filename is not None:
         return error
     return OSError(error.errno, error.strerror or str(error), str(path))
+
+
+#: a name read from a checkpoint or config that may become a file name: no folder, no "..", no leading dot
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*(\.[A-Za-z0-9_+-]+)*")
+
+
+def plain_name(name: object, what: str) -> str:
+    """`name` when it is safe as one file name (`PLAIN_NAME`, at most 100 characters), else an OutputError
+    naming `what`: nothing read from a checkpoint or config chooses where a file is written."""
+    if not isinstance(name, str) or len(name) > 100 or not PLAIN_NAME.fullmatch(name):
+        raise OutputError(
+            f"{what} {name!r} is not a plain name (letters, digits, _ + - and inner dots); refusing to "
+            "write a file named after it"
+        )
+    return name
 
 
 def _umask() -> int:

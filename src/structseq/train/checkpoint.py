@@ -7,6 +7,7 @@ naming the file, never a model that silently loads. Format 1 (no checksum) is st
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,9 +21,16 @@ from structseq.outputs import atomic_open
 def save_atomic(obj: dict, path: str | Path) -> None:
     """`torch.save` to a temporary file in the same folder, fsync, then rename over `path`
     (`structseq.outputs.atomic_open`): a failed save (a full disk) leaves the previous checkpoint whole, removes
-    the temporary and is an OSError naming `path`."""
+    the temporary and is an OSError naming `path`, also where torch reports the failed write as a RuntimeError
+    of its own (`PytorchStreamWriter failed writing file`)."""
     with atomic_open(path, "wb") as f:
-        torch.save(obj, f)
+        try:
+            torch.save(obj, f)
+        except RuntimeError as e:
+            first = (str(e).strip().splitlines() or ["RuntimeError"])[0][:200]
+            raise OSError(
+                errno.EIO, f"cannot write the checkpoint ({first}); is the disk full or a file size limit reached?"
+            ) from None
 
 
 #: what `save_checkpoint` writes, and what `load_checkpoint` reads
