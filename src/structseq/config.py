@@ -221,6 +221,12 @@ class DecodeConfig:
     max_len_a: float = option(2.0, "maximum output length a * |x| + b", ge=0)
     max_len_b: int = option(10, "maximum output length a * |x| + b", ge=0)
     len_penalty: float = option(1.0, "beam ranking by score / length ** len_penalty", ge=0)
+    early_stopping: bool | str = option(
+        False,
+        "when a sentence's beam stops, as transformers' early_stopping: true (K finished), false (K finished and "
+        "the best open score / its length ** len_penalty cannot beat them) or never (exact: at no length)",
+        choices=("never",),
+    )
     batch_size: int = option(128, "sentences decoded together", ge=1)
 
 

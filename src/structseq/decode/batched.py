@@ -78,6 +78,7 @@ def search_examples(
             max_len,
             beam=beam,
             len_penalty=d.len_penalty,
+            early_stopping=d.early_stopping,
             nbest=nbest,
             sampling=sampling,
             generator=generator,

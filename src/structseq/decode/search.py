@@ -4,12 +4,12 @@ Search takes the model's named inputs (a mapping of tensors, e.g. {"src": ...}) 
 limit; it never looks inside the inputs, so models with several inputs (a source and a context) decode
 through the same code.
 
-Both searches share one loop (`_search`): greedy is the special case that keeps the single best
+Both searches share one loop (`beam_search`): greedy is the special case that keeps the single best
 continuation, so "beam 1 == greedy" holds by construction and is checked in the tests against an
-independent argmax loop. A finished hypothesis stays in its beam slot and can only be extended by
-</s> at zero cost; a sentence stops when every slot is finished, or, without a length penalty,
-when its best finished score beats every unfinished one (scores only fall as hypotheses grow), and a
-stopped sentence leaves the batch (its rows of the decoder state are dropped).
+independent argmax loop. Finished hypotheses are kept aside from the K open ones (up to K per sentence,
+ranked by `normalized`), so an open prefix never evicts a better finished output; when a sentence stops
+follows transformers' `early_stopping` (True / False / "never", see `beam_search`), and a stopped
+sentence leaves the batch (its rows of the decoder state are dropped).
 
 The length limit L gives an output at most L + 1 positions, </s> included. `eos_at_limit` (default) forces
 </s> at the last one; without it (a pretrained checkpoint whose generation config sets no
@@ -63,6 +63,15 @@ def _reorder(state, select, shared: frozenset[str], shrunk: bool):
     return {k: v if k in shared else map_state(v, select, owned=True) for k, v in state.items()}
 
 
+def _stop_rule(early_stopping) -> str:
+    """transformers' `early_stopping` values as one of "true", "false", "never" (a ValueError otherwise)."""
+    if early_stopping is True or early_stopping is False:
+        return str(early_stopping).lower()
+    if early_stopping == "never":
+        return "never"
+    raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
+
+
 @torch.no_grad()
 def beam_search(
     model,
@@ -75,87 +84,98 @@ def beam_search(
     bos: int = Vocab.bos,
     pad: int = Vocab.pad,
     eos_at_limit: bool = True,
+    early_stopping: bool | str = False,
 ) -> Hypotheses:
-    """Beam search; final ranking by score / length ** len_penalty (length counts </s>). `max_len` (B,):
+    """Beam search with finished hypotheses kept aside (fairseq's and transformers' design). `max_len` (B,):
     each sentence's output length limit (see `max_lengths`; `eos_at_limit`: the module's docstring).
 
-    A sentence leaves the batch as soon as its result is settled (every slot finished; without a length
-    penalty and n-best lists, also once its best finished score beats every open one), so later steps only
-    compute for the sentences still open: with outputs of mixed lengths most steps run on a few rows."""
+    Each step takes the 2K best continuations of the K open hypotheses; those ending in </s> among the first
+    K are finished and join the sentence's K best finished ones, ranked by `normalized` (score / length **
+    len_penalty, the length counting </s>); the K best others stay open. A finished hypothesis is never
+    evicted by an open one, so the search never returns worse than an output it has found. A sentence stops
+    (transformers' `early_stopping`, same semantics) once K are finished and: True: at once; False: the best
+    open score over its current length ** len_penalty cannot beat the worst finished (transformers' default
+    heuristic); "never": no open hypothesis can beat the worst finished at any length up to the limit (exact:
+    textbook beam search). It also stops when nothing is open, and without n-best lists as soon as no open
+    hypothesis can beat the best finished one (this changes no result). A stopped sentence leaves the batch."""
+    rule = _stop_rule(early_stopping)
     B, K = max_len.shape[0], beam
     device = max_len.device
     shared = getattr(model, "sentence_state", frozenset())
     state = model.init_state(model.encode(inputs))
     expand = torch.arange(B, device=device).repeat_interleave(K)
     state = map_state(state, lambda t: t.index_select(0, expand))
+    T = int(max_len.max()) + 1
     scores = torch.full((B, K), float("-inf"), device=device)
     scores[:, 0] = 0.0  # identical beams at the start: keep one
-    finished = torch.zeros(B, K, dtype=torch.bool, device=device)
-    lengths = torch.zeros(B, K, dtype=torch.long, device=device)
     history = torch.empty(B, K, 0, dtype=torch.long, device=device)
+    fin_norm = torch.full((B, K), float("-inf"), device=device)  # finished: normalised score, best first
+    fin_score = torch.full((B, K), float("-inf"), device=device)
+    fin_len = torch.zeros(B, K, dtype=torch.long, device=device)  # tokens before </s>
+    fin_hist = torch.full((B, K, T), pad, dtype=torch.long, device=device)
     prev = torch.full((B * K,), bos, dtype=torch.long, device=device)
-    limit = max_len.to(device)[:, None]  # (B, 1)
+    limit = max_len.to(device)  # (n,)
     alive = torch.arange(B, device=device)  # original index of each open sentence
-    done: dict[int, tuple] = {}  # original index -> (history, scores, lengths, finished) when it left
-    early = len_penalty == 0.0 and not nbest
-    for t in range(int(max_len.max()) + 1):
+    done: dict[int, tuple] = {}  # original index -> (fin_hist, fin_score, fin_len, fin_norm, history) when it left
+    rank_ok = torch.arange(2 * K, device=device) < K  # only the first K continuations may finish
+    for t in range(T):
         n = alive.shape[0]
         log_probs, state = model.step(prev, state)
         V = log_probs.shape[-1]
         lp = log_probs.view(n, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
         lp[..., [pad, bos]] = float("-inf")  # never generate padding or a second <s>
-        must_end = (lengths >= limit) & ~finished & eos_at_limit  # forced </s> at the length limit
-        only_eos = torch.full_like(lp[0, 0], float("-inf"))
-        lp = torch.where(must_end[..., None], torch.where(torch.arange(V, device=device) == eos, lp, only_eos), lp)
-        frozen = only_eos.clone()
-        frozen[eos] = 0.0
-        lp = torch.where(finished[..., None], frozen, lp)
-        cand = (scores[..., None] + lp).view(n, K * V)
-        scores, flat = cand.topk(K, dim=1)
+        at_limit = (t >= limit)[:, None]
+        if eos_at_limit:  # forced </s> at the length limit
+            is_eos = torch.arange(V, device=device) == eos
+            lp = torch.where(at_limit[..., None] & ~is_eos, float("-inf"), lp)
+        cand, flat = (scores[..., None] + lp).view(n, K * V).topk(min(2 * K, K * V), dim=1)
         origin, token = flat // V, flat % V
-        was_finished = finished.gather(1, origin)
-        lengths = lengths.gather(1, origin) + (~was_finished).long()
-        finished = was_finished | (token == eos)
-        if not eos_at_limit:  # the last position taken by another token: the output ends there, unterminated
-            finished |= lengths > limit
-        history = torch.cat([history.gather(1, origin[..., None].expand(n, K, history.shape[2])), token[..., None]], 2)
-        settled = finished.all(1)
-        if len_penalty == 0.0:
-            best_done = torch.where(finished, scores, float("-inf")).max(1).values
-            best_open = torch.where(finished, float("-inf"), scores).max(1).values
-            if early or bool((best_done >= best_open).all()):  # with n-best lists: all sentences at once, as before
-                settled |= best_done >= best_open
+        ends = (token == eos) | at_limit  # without eos_at_limit, an output at the limit ends unterminated
+        new = ends & rank_ok[: cand.shape[1]] & cand.isfinite()
+        if bool(new.any()):
+            norm = cand / float(t + 1) ** len_penalty if len_penalty else cand
+            hist = torch.cat([history.gather(1, origin[..., None].expand(n, -1, t)), token[..., None]], 2)
+            hist = torch.nn.functional.pad(hist, (0, T - t - 1), value=pad)
+            fin_norm, pick = torch.cat([fin_norm, norm.masked_fill(~new, float("-inf"))], 1).topk(K, dim=1)
+            fin_score = torch.cat([fin_score, cand], 1).gather(1, pick)
+            fin_len = torch.cat([fin_len, t + (token != eos).long()], 1).gather(1, pick)
+            fin_hist = torch.cat([fin_hist, hist], 1).gather(1, pick[..., None].expand(n, K, T))
+        scores, keep_k = cand.masked_fill(ends, float("-inf")).topk(K, dim=1)
+        origin, token = origin.gather(1, keep_k), token.gather(1, keep_k)
+        history = torch.cat([history.gather(1, origin[..., None].expand(n, K, t)), token[..., None]], 2)
+        # stopping: the best open score bounded over the lengths each rule considers
+        full = fin_norm[:, -1].isfinite()
+        longest = (limit + 1).float() if len_penalty > 0 else torch.full_like(scores[:, 0], t + 1.0)
+        exact = scores[:, 0] / longest.pow(len_penalty)  # no open hypothesis can reach a higher normalised score
+        if rule == "true":
+            settled = full
+        elif rule == "false":
+            settled = full & (fin_norm[:, -1] >= scores[:, 0] / float(t + 1) ** len_penalty)
+        else:
+            settled = full & (fin_norm[:, -1] >= exact)
+        settled |= ~scores[:, 0].isfinite()
+        if not nbest:
+            settled |= fin_norm[:, 0] >= exact
         reorder = origin + torch.arange(n, device=device)[:, None] * K  # (n, K) rows of the new states
-        if bool(settled.any()):
+        shrunk = bool(settled.any())
+        if shrunk:
             for i in settled.nonzero()[:, 0].tolist():
-                done[int(alive[i])] = (history[i], scores[i], lengths[i], finished[i])
+                done[int(alive[i])] = (fin_hist[i], fin_score[i], fin_len[i], fin_norm[i], history[i, 0])
             keep = (~settled).nonzero()[:, 0]
             if keep.numel() == 0:
                 break
-            alive, reorder = alive[keep], reorder[keep]
-            scores, finished, lengths, history, limit = (
-                scores[keep],
-                finished[keep],
-                lengths[keep],
-                history[keep],
-                limit[keep],
-            )
-            token = token[keep]
+            alive, reorder, token, limit = alive[keep], reorder[keep], token[keep], limit[keep]
+            scores, history = scores[keep], history[keep]
+            fin_norm, fin_score, fin_len, fin_hist = fin_norm[keep], fin_score[keep], fin_len[keep], fin_hist[keep]
         rows = reorder.view(-1)
-        state = _reorder(state, lambda x: x.index_select(0, rows), shared, shrunk=bool(settled.any()))
+        state = _reorder(state, lambda x: x.index_select(0, rows), shared, shrunk=shrunk)
         prev = token.view(-1)
-    for i, b in enumerate(alive.tolist()):  # only after a loop that ran out of steps (cannot happen: forced </s>)
-        done.setdefault(b, (history[i], scores[i], lengths[i], finished[i]))
     out_tokens, out_scores, out_nbest = [], [], []
     for b in range(B):
-        hist, sc, ln, fin = done[b]
-        norm = sc / ln.clamp_min(1).float().pow(len_penalty) if len_penalty else sc
-        norm = torch.where(fin, norm, float("-inf"))
-        order = norm.argsort(descending=True).tolist()
-        hist, sc_l, ln_l, fin_l = hist.tolist(), sc.tolist(), ln.tolist(), fin.tolist()
-        entries = [(_without_eos(hist[k][: ln_l[k]], eos), sc_l[k]) for k in order if fin_l[k]]
+        hist, sc, ln, norm, raw = (x.tolist() for x in done[b])
+        entries = [(hist[k][: ln[k]], sc[k]) for k in range(K) if norm[k] != float("-inf")]
         if not entries:  # only when every continuation scored -inf (e.g. NaN outputs): return the raw history
-            entries.append(([t for t in hist[0] if t not in (eos, pad, bos)], sc_l[0]))
+            entries.append(([t for t in raw if t not in (eos, pad, bos)], float("-inf")))
         out_tokens.append(entries[0][0])
         out_scores.append(entries[0][1])
         out_nbest.append(entries)
@@ -278,6 +298,7 @@ def decode(
     nbest: int = 1,
     sampling: Sampling | None = None,
     generator: torch.Generator | None = None,
+    early_stopping: bool | str = False,
     eos: int = Vocab.eos,
     bos: int = Vocab.bos,
     pad: int = Vocab.pad,
@@ -286,19 +307,22 @@ def decode(
     """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`).
 
     `nbest` > 1: `Hypotheses.nbest` holds the `nbest` best entries of each sentence (beam search with a beam of
-    at least `nbest`, ranked by `normalized`); `sampling`: `nbest` samples each instead of search. `eos`, `bos`,
-    `pad`: the model's special ids (a pretrained tokenizer's own); `eos_at_limit`: whether the last position the
-    length limit allows must be </s> (the module's docstring)."""
+    at least `nbest`, ranked by `normalized`); `sampling`: `nbest` samples each instead of search;
+    `early_stopping`: when a beam stops (`beam_search`). `eos`, `bos`, `pad`: the model's special ids (a
+    pretrained tokenizer's own); `eos_at_limit`: whether the last position the length limit allows must be
+    </s> (the module's docstring)."""
     ids = {"eos": eos, "bos": bos, "pad": pad, "eos_at_limit": eos_at_limit}
     if sampling is not None:
         return sample(model, inputs, max_len, sampling, n=nbest, len_penalty=len_penalty, generator=generator, **ids)
     if nbest > 1:
-        hyp = beam_search(model, inputs, max(beam, nbest), max_len, len_penalty, nbest=True, **ids)
+        hyp = beam_search(
+            model, inputs, max(beam, nbest), max_len, len_penalty, True, early_stopping=early_stopping, **ids
+        )
         hyp.nbest = [entries[:nbest] for entries in hyp.nbest]
         return hyp
     if beam <= 1:
         return greedy(model, inputs, max_len, **ids)
-    return beam_search(model, inputs, beam, max_len, len_penalty, **ids)
+    return beam_search(model, inputs, beam, max_len, len_penalty, early_stopping=early_stopping, **ids)
 
 
 def sequence_log_prob(log_probs: Tensor, tgt_out: Tensor, pad: int = Vocab.pad) -> Tensor:

@@ -187,6 +187,7 @@ class HFSeq2SeqTask(Seq2SeqTask):
                 bos=ids.pad,
                 pad=ids.pad,
                 eos_at_limit=ids.eos_at_limit,
+                early_stopping=d.early_stopping,
             )
             for i, toks in zip(chunk, hyp.tokens):
                 out[i] = self.detokenize(toks)

@@ -261,7 +261,7 @@ class Seq2SeqTask(Task):
         for chunk in progress(chunks, "decode", show_progress):
             inputs = self.to_device(self.decode_inputs([examples[i] for i in chunk], vocabs), device)
             max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b)
-            hyp = decode(model, inputs, max_len, beam=beam, len_penalty=d.len_penalty)
+            hyp = decode(model, inputs, max_len, beam=beam, len_penalty=d.len_penalty, early_stopping=d.early_stopping)
             for i, toks in zip(chunk, hyp.tokens):
                 out[i] = self.finish(vocabs["tgt"].decode(toks))
         return out  # type: ignore[return-value]
