@@ -392,7 +392,8 @@ def test_data_extra_target_tokens_enter_the_target_vocabulary_only(tmp_path):
 
 
 def test_holdout_seed_fixes_the_validation_sample_across_training_seeds(tmp_path):
-    """With data.valid null the held-out sample follows train.seed unless data.holdout_seed pins it."""
+    """With data.valid null the held-out sample is drawn by data.holdout_seed (default 1, apart from train.seed: the
+    seeds of a config share it); holdout_seed null follows train.seed, as runs before it did."""
     from structseq.data.training import load_training_data
     from structseq.tasks import get_task
 
@@ -405,7 +406,9 @@ def test_holdout_seed_fixes_the_validation_sample_across_training_seeds(tmp_path
         cfg = config_from_dict(d)
         return [(e.source, e.target) for e in load_training_data(cfg, get_task(cfg)).valid]
 
-    assert valid(1) != valid(2)  # the default: each seed its own sample
+    assert valid(1) == valid(2) == valid(3, holdout_seed=1)  # the default: one sample for every seed
+    assert valid(1, holdout_seed=None) != valid(2, holdout_seed=None)  # the old rule: each seed its own
+    assert valid(1, holdout_seed=None) == valid(1)  # ... the same at the default seed
     assert valid(1, holdout_seed=7) == valid(2, holdout_seed=7)
     assert valid(1, holdout_seed=1) == valid(1)
     with pytest.raises(ConfigError, match="holdout_seed"):
@@ -425,8 +428,12 @@ def test_init_from_at_another_seed_warns_that_validation_holds_the_bases_trainin
 
     Trainer(config_from_dict(config(1)), tmp_path / "base", show_progress=False).run()
     init = {"train": {**config(2)["train"], "init_from": str(tmp_path / "base")}}
+    Trainer(config_from_dict({**config(2), **init}), tmp_path / "default", show_progress=False).run()
+    assert not [w for w in recwarn if "holdout" in str(w.message)]  # the default data seed is shared
     with pytest.warns(UserWarning, match=r"with seed 1, this run with seed 2: .*\(set data\.holdout_seed: 1\)"):
-        Trainer(config_from_dict({**config(2), **init}), tmp_path / "seed2", show_progress=False).run()
+        Trainer(
+            config_from_dict({**config(2, holdout_seed=None), **init}), tmp_path / "seed2", show_progress=False
+        ).run()
     recwarn.clear()
     Trainer(config_from_dict({**config(2, holdout_seed=1), **init}), tmp_path / "pinned", show_progress=False).run()
     assert not [w for w in recwarn if "holdout" in str(w.message)]

@@ -376,10 +376,11 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
 
 def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None, *, device: str = "auto") -> Run:
     """Several runs decoded as one model (`structseq.decode.ensemble.Ensemble`: per step, the log of the
-    members' mean probability); one run is returned as it is. Every run must have the same vocabularies (a
-    ConfigError names the two runs that differ) and task; the first run's config (decode settings, limits)
+    members' mean probability); one run is returned as it is. Every run must have the same vocabularies, or
+    the same tokens at other ids (remapped: `decode.ensemble.Remapped`; otherwise a ConfigError names the two
+    runs and the fix), and task; the first run's config (decode settings, limits)
     and task serve the ensemble."""
-    from structseq.decode.ensemble import Ensemble, check_members
+    from structseq.decode.ensemble import Ensemble, Remapped, check_members
 
     if not run_dirs:
         raise ConfigError("give at least one run directory")
@@ -387,12 +388,29 @@ def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None,
         return load_run(run_dirs[0], checkpoint, device=device)
     runs = [load_run(d, checkpoint, device=device) for d in run_dirs]
     names = [str(r.run_dir) for r in runs]
-    check_members(names, [r.task.name for r in runs], [r.vocabs for r in runs])
-    model = Ensemble([r.model for r in runs], names).eval()
+    maps = check_members(names, [r.task.name for r in runs], [r.vocabs for r in runs], _vocab_fix(runs))
+    models = [Remapped(r.model, m) if m else r.model for r, m in zip(runs, maps)]
+    model = Ensemble(models, names).eval()
     return replace(
         runs[0],
         model=model,
         checkpoint="+".join(sorted({r.checkpoint for r in runs})),
         members=tuple(names),
         checkpoint_files=tuple(p for r in runs for p in r.checkpoint_files),
+    )
+
+
+def _vocab_fix(runs: Sequence[Run]) -> str:
+    """What would give runs one vocabulary: where they hold out validation by different seeds, data.holdout_seed."""
+    seeds = {}
+    for r in runs:
+        d = r.config.data
+        if d.valid is None:
+            seeds[str(r.run_dir)] = r.config.train.seed if d.holdout_seed is None else d.holdout_seed
+    if len(set(seeds.values())) < 2:
+        return ""
+    held = ", ".join(f"{k}: {v}" for k, v in seeds.items())
+    return (
+        f"these runs trained on different samples, each holding out its validation examples by its own seed ({held}); "
+        "train them again with one data.holdout_seed (the default since the data seed: 1), or give data.valid"
     )

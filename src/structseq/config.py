@@ -39,9 +39,9 @@ class DataConfig:
     )
     valid_fraction: float = option(0.01, "fraction of train held out for validation when `valid` is null", gt=0, lt=1)
     holdout_seed: int | None = option(
-        None,
-        "seed of that held-out sample; null: train.seed. Fix it where runs at several seeds must share one validation "
-        "set, e.g. fine-tuning (train.init_from) at another seed than the base run's",
+        1,
+        "the data seed: draws that held-out sample, apart from train.seed, so the seeds of one config share their "
+        "validation sample and vocabularies (and ensemble); null: train.seed (how runs before it held out)",
         ge=0,
     )
     test: list[str] = option(
@@ -285,6 +285,8 @@ def config_from_dict(d: dict, *, saved: bool = False) -> Config:
     for k in d:
         if k not in sections:
             raise ConfigError(f"unknown key '{k}'; valid sections: {', '.join(sections)}")
+    if saved and isinstance(d.get("data"), dict) and "holdout_seed" not in d["data"]:
+        d["data"] = {**d["data"], "holdout_seed": None}  # a run from before the data seed held out by train.seed
     cfg = build_section(Config, d, "", schemas, lenient=saved)
     check_config(cfg)
     return cfg

@@ -62,9 +62,76 @@ class Ensemble(Autoregressive):
         return average_log_probs([m(batch) for m in self.members])
 
 
-def check_members(names: Sequence[str], tasks: Sequence[str], vocabs: Sequence[dict]) -> None:
-    """Runs fit together as an ensemble: each named once, one task, the same vocabularies (`check_same_vocabs`);
-    a ConfigError naming the runs otherwise."""
+#: which vocabulary the ids of each input tensor are from (`Remapped`); `tgt_*`: the target's
+INPUT_VOCABS = {"src": "src", "tgt_in": "tgt", "tgt_out": "tgt"}
+
+
+class Remapped(Autoregressive):
+    """A member whose vocabularies hold the first member's tokens at other ids (runs whose held-out samples
+    differed): its inputs are mapped to its own ids and its log-probabilities back to the first member's order,
+    so it joins the ensemble exactly as if it had been trained with the first member's vocabularies."""
+
+    def __init__(self, model: nn.Module, to_member: dict[str, list[int]]):
+        super().__init__()
+        self.model, self.width, self.pad = model, model.width, getattr(model, "pad", 0)
+        self.maps = {name: torch.tensor(ids) for name, ids in to_member.items()}
+
+    def _map(self, name: str, ids: Tensor) -> Tensor:
+        return self.maps[name].to(ids.device)[ids]
+
+    def _inputs(self, inputs: Inputs) -> dict:
+        out = {}
+        for key, value in inputs.items():
+            if key in INPUT_VOCABS and INPUT_VOCABS[key] in self.maps:
+                out[key] = self._map(INPUT_VOCABS[key], value)
+            elif torch.is_tensor(value) and not value.is_floating_point() and value.dtype != torch.bool:
+                raise ConfigError(
+                    f"an ensemble member with reordered vocabularies cannot map the input '{key}'; train every "
+                    "member with one data.holdout_seed so their vocabularies are the same"
+                )
+            else:
+                out[key] = value
+        return out
+
+    def encode(self, inputs: Inputs):
+        return self.model.encode(self._inputs(inputs))
+
+    def init_state(self, enc):
+        return self.model.init_state(enc)
+
+    def step(self, prev: Tensor, state) -> tuple[Tensor, object]:
+        lp, state = self.model.step(self._map("tgt", prev), state)
+        return lp[..., self.maps["tgt"].to(lp.device)], state
+
+    def forward(self, batch: Inputs) -> Tensor:
+        lp = self.model(self._inputs(batch))
+        return lp[..., self.maps["tgt"].to(lp.device)]
+
+
+def reorderings(first: dict, other: dict) -> dict[str, list[int]] | None:
+    """For vocabularies (name -> Vocab) with the same tokens as `first`'s but some at other ids: for each
+    vocabulary, `other`'s id of each of `first`'s tokens (in `first`'s id order); None when the token sets
+    differ, {} when they are the same token for token."""
+    if set(first) != set(other):
+        return None
+    maps = {}
+    for name in first:
+        a, b = list(first[name].itos), list(other[name].itos)
+        if a == b:
+            continue
+        if sorted(a) != sorted(b) or len(set(a)) != len(a):
+            return None
+        where = {t: i for i, t in enumerate(b)}
+        maps[name] = [where[t] for t in a]
+    return maps
+
+
+def check_members(
+    names: Sequence[str], tasks: Sequence[str], vocabs: Sequence[dict], fix: str = ""
+) -> list[dict[str, list[int]]]:
+    """Runs fit together as an ensemble: each named once, one task, the same vocabularies, or the same tokens
+    at other ids; a ConfigError naming the runs otherwise (with `fix`, what would make them fit). Returns each
+    member's `reorderings` ({} where none is needed)."""
     if len(set(names)) < len(names):
         raise ConfigError(f"a run is named twice in the ensemble: {' '.join(names)}")
     if len(set(tasks)) > 1:
@@ -72,10 +139,13 @@ def check_members(names: Sequence[str], tasks: Sequence[str], vocabs: Sequence[d
             f"an ensemble needs one task, but its runs have {', '.join(sorted(set(tasks)))} "
             f"({', '.join(f'{n}: {t}' for n, t in zip(names, tasks))})"
         )
-    check_same_vocabs(dict(zip(names, vocabs)))
+    maps = [reorderings(vocabs[0], v) for v in vocabs]
+    if any(m is None for m in maps):
+        check_same_vocabs(dict(zip(names, vocabs)), fix)
+    return maps
 
 
-def check_same_vocabs(named: dict[str, dict]) -> None:
+def check_same_vocabs(named: dict[str, dict], fix: str = "") -> None:
     """Every run (name -> its vocabularies by name, e.g. {"src": Vocab, "tgt": Vocab}) has the first run's
     vocabularies, token for token in id order; a ConfigError naming both runs and the first difference."""
     (first, ref), *rest = named.items()
@@ -95,6 +165,6 @@ def check_same_vocabs(named: dict[str, dict]) -> None:
                     detail += f", first difference at id {at}: {a_tokens[at]!r} vs {b_tokens[at]!r}"
             raise ConfigError(
                 f"an ensemble needs the same vocabularies, but {first} and {name} differ in the "
-                f"'{key}' vocabulary ({detail}): train every member on the same data and vocabulary "
-                "settings"
+                f"'{key}' vocabulary ({detail}): "
+                + (fix or "train every member on the same data and vocabulary settings")
             )
