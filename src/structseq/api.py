@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from structseq import evaluation
-from structseq.config import Config, apply_overrides, config_from_dict, load_config
+from structseq.config import Config, absolute_paths, apply_overrides, config_from_dict, load_config, moved_paths
 from structseq.data.example import Example
 from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.decode.batched import Candidate
@@ -51,7 +51,7 @@ def train(
         cfg = config_from_dict(apply_overrides(config.to_dict(), list(overrides) + seeds))
     else:
         cfg = load_config(config, list(overrides) + seeds)
-    return loop.train(cfg, out_dir, data_root=data_root, show_progress=show_progress)
+    return loop.train(absolute_paths(cfg), out_dir, data_root=data_root, show_progress=show_progress)
 
 
 def resume(run_dir: str | Path, *, overrides: list[str] = (), data_root=None, show_progress: bool = True) -> dict:
@@ -335,9 +335,13 @@ class Run(NamedVocabs):
         )
 
 
-def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str = "auto") -> Run:
+def load_run(
+    run_dir: str | Path, checkpoint: str | None = None, *, device: str = "auto", moved: Sequence[str] = ()
+) -> Run:
     """Load `checkpoints/{checkpoint}.pt` of a run (default: the config's `train.eval_checkpoint`;
-    `best` falls back to `last` when no validation ran) onto `device` (auto: CUDA when available).
+    `best` falls back to `last` when no validation ran) onto `device` (auto: CUDA when available). `moved`:
+    `KEY=DIR` for a local folder the run reads that has moved (`model.pretrained=NEWDIR`;
+    `structseq.config.moved_paths`), still checked against the content hash the run recorded.
 
     A missing or garbage config.yaml (when it names the default checkpoint), a corrupt checkpoint or one
     of the wrong layout, format or shapes is an error naming the file; a corrupt `best.pt` is never
@@ -360,6 +364,8 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
         cfg = config_from_dict(dict(ckpt["config"]), saved=True)
     except ConfigError as e:
         raise ConfigError(f"{path}: the checkpoint's config: {e}") from None
+    if moved:
+        cfg = moved_paths(cfg, moved, run_dir)
     try:
         vocabs = {name: Vocab(tokens) for name, tokens in ckpt["vocab"].items()}
         task = get_task(cfg)
@@ -374,7 +380,9 @@ def load_run(run_dir: str | Path, checkpoint: str | None = None, *, device: str 
     return Run(run_dir, cfg, model, vocabs, checkpoint, task, (), (path,), asdict(cfg.decode))
 
 
-def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None, *, device: str = "auto") -> Run:
+def load_ensemble(
+    run_dirs: Sequence[str | Path], checkpoint: str | None = None, *, device: str = "auto", moved: Sequence[str] = ()
+) -> Run:
     """Several runs decoded as one model (`structseq.decode.ensemble.Ensemble`: per step, the log of the
     members' mean probability); one run is returned as it is. Every run must have the same vocabularies, or
     the same tokens at other ids (remapped: `decode.ensemble.Remapped`; otherwise a ConfigError names the two
@@ -385,8 +393,8 @@ def load_ensemble(run_dirs: Sequence[str | Path], checkpoint: str | None = None,
     if not run_dirs:
         raise ConfigError("give at least one run directory")
     if len(run_dirs) == 1:
-        return load_run(run_dirs[0], checkpoint, device=device)
-    runs = [load_run(d, checkpoint, device=device) for d in run_dirs]
+        return load_run(run_dirs[0], checkpoint, device=device, moved=moved)
+    runs = [load_run(d, checkpoint, device=device, moved=moved) for d in run_dirs]
     names = [str(r.run_dir) for r in runs]
     maps = check_members(names, [r.task.name for r in runs], [r.vocabs for r in runs], _vocab_fix(runs))
     models = [Remapped(r.model, m) if m else r.model for r, m in zip(runs, maps)]

@@ -11,13 +11,15 @@ bounds raises ConfigError naming the dotted key.
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from structseq.errors import ConfigError, DataError
 from structseq.fields import apply_overrides as _apply
-from structseq.fields import build_section, chosen, option
+from structseq.fields import build_section, chosen, option, path_keys
 from structseq.registry import ARCHS, HEADS, PLUGIN_HINT, TASKS
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
@@ -290,6 +292,48 @@ def config_from_dict(d: dict, *, saved: bool = False) -> Config:
     cfg = build_section(Config, d, "", schemas, lenient=saved)
     check_config(cfg)
     return cfg
+
+
+def _with_values(cfg: Config, values: dict[str, str], saved: bool) -> Config:
+    d = cfg.to_dict()
+    for key, value in values.items():
+        *sections, last = key.split(".")
+        node = d
+        for name in sections:
+            node = node[name]
+        node[last] = value
+    return config_from_dict(d, saved=saved)
+
+
+def absolute_paths(cfg: Config) -> Config:
+    """`cfg` with each relative local folder (`option(..., path=True)`: `model.pretrained`, ...) made absolute
+    (from the current directory, `~` expanded), as a new run stores it: evaluating the run from another
+    directory then finds the same folder."""
+    values = {
+        k: os.path.abspath(os.path.expanduser(v))
+        for k, v in path_keys(cfg).items()
+        if isinstance(v, str) and v and not os.path.isabs(os.path.expanduser(v))
+    }
+    return _with_values(cfg, values, saved=False) if values else cfg
+
+
+def moved_paths(cfg: Config, items: Sequence[str], where: object) -> Config:
+    """A trained run's saved config with its local folders moved: `KEY=DIR` for a key declared
+    `option(..., path=True)` (`--set model.pretrained=NEWDIR` when the base folder moved; the task still checks
+    the folder's content hash). Any other key is a ConfigError naming it and `where`."""
+    keys = path_keys(cfg)
+    values = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or key not in keys or not keys[key] or not value:
+            allowed = ", ".join(k for k, v in keys.items() if v) or "none"
+            raise ConfigError(
+                f"--set {item}: {where} can only be pointed at a moved folder (KEY=DIR for {allowed}) "
+                "besides decode.KEY=VALUE"
+            )
+        values[key] = os.path.abspath(os.path.expanduser(value))
+    return _with_values(cfg, values, saved=True)
 
 
 def check_config(cfg: Config) -> None:

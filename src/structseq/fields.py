@@ -24,20 +24,48 @@ from structseq.errors import ConfigError
 from structseq.yamlio import load_yaml
 
 
-def option(default, help: str, *, ge=None, gt=None, le=None, lt=None, choices=None, length=None, pattern=None, **kw):
+def option(
+    default,
+    help: str,
+    *,
+    ge=None,
+    gt=None,
+    le=None,
+    lt=None,
+    choices=None,
+    length=None,
+    pattern=None,
+    path: bool = False,
+    **kw,
+):
     """A config field with its help text and the values it accepts, checked when a config is loaded:
     numbers (each item of a list) within `ge`/`gt`/`le`/`lt`, a string one of `choices` (a tuple, or a
     function returning one) or matching `pattern` (a pair: regular expression, its description), a list of
-    `length` items. None (for `X | None` fields) is always valid."""
+    `length` items. None (for `X | None` fields) is always valid. `path`: a local folder a trained run keeps
+    reading (a pretrained base), stored absolute when training starts and movable at evaluation
+    (`structseq.config.absolute_paths`, `moved_paths`)."""
     limits = {
         k: v
         for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=choices, length=length, pattern=pattern).items()
         if v is not None
     }
-    metadata = {"help": help, **limits}
+    metadata = {"help": help, **limits, **({"path": True} if path else {})}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata, **kw)
     return field(default=default, metadata=metadata, **kw)
+
+
+def path_keys(section, prefix: str = "") -> dict[str, object]:
+    """The dotted keys of a config section (nested sections included) declared `option(..., path=True)`,
+    with their values."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if f.metadata.get("path"):
+            out[prefix + f.name] = value
+        elif dataclasses.is_dataclass(value):
+            out.update(path_keys(value, f"{prefix}{f.name}."))
+    return out
 
 
 def chosen(factory: Callable[[], Any], by: str, kind: str, help: str):

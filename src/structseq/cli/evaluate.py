@@ -28,7 +28,10 @@ Threads = typer.Option(None, "--threads", min=1, help="CPU threads for torch [de
 MaxLenA = typer.Option(None, "--max-len-a", help="output length limit a * |x| + b: a (decode.max_len_a)")
 MaxLenB = typer.Option(None, "--max-len-b", help="output length limit a * |x| + b: b (decode.max_len_b)")
 Set = typer.Option(
-    [], "--set", help="decode.KEY=VALUE, checked by the config schema (repeatable), e.g. --set decode.len_penalty=0.6"
+    [],
+    "--set",
+    help="decode.KEY=VALUE, checked by the config schema (repeatable), e.g. --set decode.len_penalty=0.6; "
+    "model.pretrained=DIR points a run at its moved base folder (its content hash is still checked)",
 )
 Sample = typer.Option(False, "--sample", help="draw from the model (ancestral sampling) instead of searching")
 TopK = typer.Option(0, "--top-k", help="with --sample: only the K most probable tokens (0: all)")
@@ -75,7 +78,9 @@ def load_for_decoding(
         for key, value in (("batch_size", batch_size), ("max_len_a", max_len_a), ("max_len_b", max_len_b))
         if value is not None
     ]
-    return load_ensemble(run_paths(runs), checkpoint, device=device).with_overrides([*overrides, *given])
+    decode = [o for o in overrides if str(o).strip().startswith("decode.")]
+    moved = [o for o in overrides if not str(o).strip().startswith("decode.")]  # model.pretrained=NEWDIR
+    return load_ensemble(run_paths(runs), checkpoint, device=device, moved=moved).with_overrides([*decode, *given])
 
 
 def sampling_of(sample: bool, top_k: int, top_p: float, temperature: float, seed: int):

@@ -130,7 +130,8 @@ class HFSeq2SeqConfig:
         None,
         "the local folder of a Hugging Face encoder-decoder (model + tokenizer, "
         "as save_pretrained writes them; BART, mBART, T5, Marian, ...); required "
-        "when the model is built; nothing is downloaded",
+        "when the model is built; nothing is downloaded (stored absolute in the run)",
+        path=True,
     )
     lr_scale: float = option(1.0, "learning-rate factor of the pretrained weights (0 freezes them)", ge=0.0, le=100.0)
 

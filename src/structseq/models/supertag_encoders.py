@@ -34,6 +34,7 @@ class SupertagEncoderConfig:
         None,
         "a local Hugging Face encoder directory (model + tokenizer; nothing is "
         "downloaded); null: train the word + character BiLSTM encoder from scratch",
+        path=True,
     )
     lr_scale: float = option(
         0.1, "learning-rate factor of the pretrained encoder's parameters (paper: 1e-5 / 1e-4; 0 freezes it)", ge=0.0
