@@ -117,8 +117,9 @@ def test_a_header_equal_to_data_columns_is_not_an_example(tmp_path):
     assert [e.source for e in examples] == [("a",), ("b",)]
     cfg = config_from_dict(_files(path, columns=["source", "target", "category"]))
     assert len(load_training_data(cfg, get_task(cfg)).train) == 2
-    other = _write(tmp_path, "o.tsv", "source\ttarget\na\tA\n")  # names other than the configured ones: data
-    assert [e.source for e in read_tsv(other, ("target", "source"))] == [("target",), ("A",)]
+    other = _write(tmp_path, "o.tsv", "source\ttarget\na\tA\n")  # a header contradicting them: refused (issue 43)
+    with pytest.raises(DataError, match=r"o\.tsv:1: a header line \(source, target\) that differs from data.columns"):
+        read_tsv(other, ("target", "source"))
 
 
 # ---------------------------------------------------------------- reserved tokens

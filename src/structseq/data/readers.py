@@ -40,6 +40,13 @@ def read_tsv(path: str | Path, columns: Sequence[str] | None = None) -> list[Exa
         if first and names is not None and tuple(cols) == names:
             first = False
             continue  # a header line naming exactly the configured columns
+        if first and names is not None and _is_header(cols):
+            raise DataError(
+                f"a header line ({', '.join(cols)}) that differs from data.columns ({', '.join(names)}); "
+                "make them agree (or remove the header line)",
+                path,
+                n,
+            )
         first = False
         if names is None:
             names = DEFAULT_COLUMNS
@@ -90,11 +97,29 @@ def _jsonl_value(value, key: str, path, n: int) -> str:
     )
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object's pairs as a dict; a key given twice (which json.loads would keep the last of) is refused."""
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen.add(key)
+    return dict(pairs)
+
+
 def _jsonl_object(line: str, path, n: int) -> dict:
     try:
-        obj = json.loads(line)
+        obj = json.loads(line, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         raise DataError(f"not valid JSON ({e.msg}, column {e.colno})", path, n) from None
+    except _DuplicateKey as e:
+        raise DataError(f"key {e.args[0]!r} given twice in one object", path, n) from None
+    except RecursionError:
+        raise DataError("JSON nested too deeply to read", path, n) from None
     if not isinstance(obj, dict):
         raise DataError(f"expected a JSON object per line, found {type(obj).__name__}", path, n)
     return obj

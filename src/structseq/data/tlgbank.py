@@ -19,6 +19,7 @@ from pathlib import Path
 
 from structseq.data.categories import CategoryError, parse_category
 from structseq.data.example import Example
+from structseq.data.limits import check_tokens
 from structseq.errors import DataError
 from structseq.textio import first_line, iter_lines
 
@@ -28,6 +29,7 @@ SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
 
 
 def _example(words, cats, pos, section, path, n) -> Example:
+    check_tokens(words, "source", path, n)  # a word `</s>` would silently become the end of the sentence
     for c in cats:
         try:
             parse_category(c)
