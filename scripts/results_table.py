@@ -92,13 +92,26 @@ def paper_key(config: str) -> tuple[str, str]:
     return p.parent.name, re.sub(r"(-cpu-short|-cpu|-\d+)$", "", p.stem)
 
 
+#: the mark and footnote of records decoded (beam > 1) by the search before issue 44's fix, flagged in the record
+OLD_BEAM = " †"
+OLD_BEAM_NOTE = (
+    "\n† decoded with beam > 1 by the beam search before issue 44 item 1 (a finished output could be evicted by open "
+    "prefixes that end lower, so an output could be worse than one the search had found); not re-run."
+)
+
+
+def _old_beam(records) -> str:
+    return OLD_BEAM if any(r.get("old_beam_search") for r in records) else ""
+
+
 def _fmt(xs, d=3) -> str:
     """Mean ± sd over seeds, the one formatting `structseq compare` uses (`metrics.significance`)."""
     return format_mean_sd(xs, d)
 
 
-def curve(files: list[str], curve_files: list[str], plot: str | None, metric: str = "exact_match") -> None:
-    """Learning-curve table (and plot) per (config, split): score at each kept checkpoint, per seed."""
+def curve(files: list[str], curve_files: list[str], plot: str | None, metric: str = "exact_match") -> bool:
+    """Learning-curve table (and plot) per (config, split): score at each kept checkpoint, per seed; returns
+    whether a row is marked `OLD_BEAM` (its note printed under the table)."""
     final = {}
     for path in files:
         for line in open(path):
@@ -107,12 +120,13 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
                 final[(r["run_dir"], r["split"])] = r
     scale = 100 if metric.startswith("pooled_bleu") else 1  # BLEU x 100, as the paper prints it
     points: dict[tuple, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))  # key -> seed -> step
-    curve_runs = set()
+    curve_runs, old = set(), defaultdict(bool)
     for line in (x for path in curve_files for x in open(path)):
         if line.strip():
             r = json.loads(line)
             key = (r["config"] + "".join(f" {o}" for o in r.get("overrides", [])), r["split"])
             points[key][r["seed"]][r["step"]] = scale * score(r, metric)
+            old[key] |= bool(r.get("old_beam_search"))
             curve_runs.add((r["run_dir"], r["split"], key[0], r["seed"]))
     for run_dir, split, config, seed in curve_runs:  # the last point: the run's own (final-checkpoint) record
         if (run_dir, split) in final and not final[(run_dir, split)].get("diverged"):
@@ -132,7 +146,10 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
         for k in steps:
             vals = [per_seed[s][k] for s in seeds if k in per_seed[s]]
             cells.append(" / ".join(f"{v:.3f}" if scale == 1 else f"{v:.2f}" for v in vals) if vals else "-")
-        print(f"| `{config}` | {split} | {', '.join(map(str, seeds))} | " + " | ".join(cells) + " |")
+        mark = OLD_BEAM if old[(config, split)] else ""
+        print(f"| `{config}` | {split} | {', '.join(map(str, seeds))}{mark} | " + " | ".join(cells) + " |")
+    if any(old.values()):
+        print(OLD_BEAM_NOTE)
     if plot:
         import matplotlib
 
@@ -177,6 +194,7 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
         Path(plot).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(plot, dpi=120)
         print(f"\nplot: {plot}")
+    return any(old.values())
 
 
 def headline(groups: dict[tuple, list[dict]]) -> None:
@@ -309,7 +327,7 @@ def main(argv=None) -> None:
     for (config, overrides, split), all_rs in sorted(groups.items()):
         rs = sorted((r for r in all_rs if not r.get("diverged")), key=lambda r: r["seed"])
         lost = sorted(r["seed"] for r in all_rs if r.get("diverged"))
-        seeds = ", ".join(str(r["seed"]) for r in rs) or "none"
+        seeds = (", ".join(str(r["seed"]) for r in rs) or "none") + _old_beam(all_rs)
         if lost:  # diverged seeds (non-finite training loss) are listed, not averaged in
             seeds += f" (diverged: {', '.join(map(str, lost))})"
         if not rs:
@@ -343,8 +361,9 @@ def main(argv=None) -> None:
                 )
     if any("pooled_bleu" in (r.get("metrics") or {}) for rs in groups.values() for r in rs):
         pooled(groups)
-    if a.curve:
-        curve(a.files, a.curve, a.plot, a.curve_metric)
+    noted = bool(a.curve) and curve(a.files, a.curve, a.plot, a.curve_metric)
+    if not noted and any(_old_beam(rs) for rs in groups.values()):
+        print(OLD_BEAM_NOTE)
 
 
 if __name__ == "__main__":

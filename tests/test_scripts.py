@@ -170,6 +170,22 @@ def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path
     assert "| 1 | 5.00 | 20.00 |" in table  # the curve (x 100): step 500, then the run's own final record
 
 
+def test_results_table_marks_records_decoded_by_the_old_beam_search(tmp_path, capsys):
+    """Records flagged `old_beam_search` (beam > 1 before issue 44's fix) get a dagger and one note; others none."""
+    base = {"overrides": [], "split": "test", "seed": 1, "steps": 10, "train_wall_s": 60.0, "eval_wall_s": 1.0}
+    metrics = {k: {"score": 0.5} for k in ("exact_match", "token_accuracy", "bleu")}
+    rows = [
+        {**base, "config": "old.yaml", "run_dir": "runs/old", "metrics": metrics, "old_beam_search": True},
+        {**base, "config": "new.yaml", "run_dir": "runs/new", "metrics": metrics},
+    ]
+    out = tmp_path / "r.jsonl"
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _load("results_table").main([str(out)])
+    table = capsys.readouterr().out
+    assert "| `old.yaml` | test | 1 † |" in table and "| `new.yaml` | test | 1 |" in table
+    assert table.count("† decoded with beam > 1 by the beam search before issue 44") == 1
+
+
 def test_ctx_errors_tells_a_wrong_definition_from_none(tmp_path, capsys):
     ctx = "bip means walk . the robot saw a red box . dax means jump run . zed means look ."
     rows = [
