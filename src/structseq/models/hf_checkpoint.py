@@ -138,8 +138,11 @@ class SpecialIds:
 
 
 def special_ids(path: str | None, key: str = KEY) -> SpecialIds:
-    """pad and eos from the tokenizer, the decoder start from the model config; any missing (or a tokenizer
-    that disagrees with the model about pad or eos) is a ConfigError naming it."""
+    """pad and eos from the tokenizer, the decoder start by the model's own rule from labels to decoder inputs
+    (`structseq.models.hf_targets`); any missing (or a tokenizer that disagrees with the model about pad or eos,
+    or a generation config that starts the decoder elsewhere) is a ConfigError naming it."""
+    from structseq.models.hf_targets import check_generation_start, decoder_start
+
     config, tokenizer = load_config(path, key), load_tokenizer(path, key)
     where = f"'{key}': the checkpoint in {str(path)!r}"
     for name in ("pad", "eos"):
@@ -148,22 +151,19 @@ def special_ids(path: str | None, key: str = KEY) -> SpecialIds:
                 f"{where}: its tokenizer has no {name} token ({name}_token); structseq needs pad, eos "
                 "and a decoder start token (set it and save_pretrained again)"
             )
-    start = getattr(config, "decoder_start_token_id", None)
-    if start is None:
-        raise ConfigError(
-            f"{where}: its config has no decoder_start_token_id; structseq needs pad, eos and a decoder start token"
-        )
-    forced = load_generation_config(path, key).forced_eos_token_id
-    forced = forced if isinstance(forced, (list, tuple)) else [forced]
-    eos = int(tokenizer.eos_token_id)
-    ids = SpecialIds(int(tokenizer.pad_token_id), eos, int(start), eos_at_limit=eos in forced)
-    for name in ("pad", "eos"):
+    pad, eos = int(tokenizer.pad_token_id), int(tokenizer.eos_token_id)
+    for name, mine in (("pad", pad), ("eos", eos)):
         own = getattr(config, f"{name}_token_id", None)
-        if own is not None and int(own) != getattr(ids, name):
-            raise ConfigError(f"{where}: the tokenizer's {name} id {getattr(ids, name)} is not the model's ({own})")
-    if ids.pad == ids.eos:
-        raise ConfigError(f"{where}: pad and eos are the same id ({ids.pad}); structseq needs them apart")
-    return ids
+        if own is not None and int(own) != mine:
+            raise ConfigError(f"{where}: the tokenizer's {name} id {mine} is not the model's ({own})")
+    if pad == eos:
+        raise ConfigError(f"{where}: pad and eos are the same id ({pad}); structseq needs them apart")
+    generation = load_generation_config(path, key)
+    start = decoder_start(config, tokenizer, eos, where)
+    check_generation_start(start, generation, tokenizer, where)
+    forced = generation.forced_eos_token_id
+    forced = forced if isinstance(forced, (list, tuple)) else [forced]
+    return SpecialIds(pad, eos, start, eos_at_limit=eos in forced)
 
 
 # ---------------------------------------------------------------- the base folder's fingerprint

@@ -6,7 +6,8 @@
 `model.pretrained` is a local folder (model + tokenizer, as `save_pretrained` writes them), loaded with
 `AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True)`; nothing is downloaded (see
 `structseq.models.hf_checkpoint` for what is checked). Ids are the tokenizer's: `pad`, `eos` and the decoder's
-first input (`start`, e.g. `</s>` for BART, `<pad>` for T5) come from the checkpoint.
+first input (`start`, e.g. `</s>` for BART, `<pad>` for T5, the target language code for mBART) come from the
+checkpoint (`structseq.models.hf_targets`).
 
 The model meets the incremental protocol with the backbone's own key/value cache:
     encode(inputs)      the backbone's encoder, once per batch
@@ -55,6 +56,9 @@ class PretrainedSeq2Seq(Autoregressive):
         self.hf = hf
         self.pad, self.eos, self.start = ids.pad, ids.eos, ids.start
         self.lr_scale = lr_scale
+        generation = getattr(hf, "generation_config", None)
+        if generation is not None and generation.decoder_start_token_id is None:  # e.g. mBART-cc25: the export's
+            generation.decoder_start_token_id = ids.start  # generate starts where training did
 
     def param_groups(self) -> list[dict]:
         """The backbone's weights get `lr_scale`; parameters of structseq's own (if any) 1.0."""

@@ -6,8 +6,11 @@ every other model uses; what changes:
 
 - ids are the tokenizer's (`model.pretrained`'s AutoTokenizer, local files only), not structseq `Vocab`s built
   from the data. A source is the example's text as the tokenizer encodes it (its special tokens included, e.g.
-  `<s> ... </s>` for BART), a target is `tokenizer(text_target=...)` ending with eos; `tgt_in` is the decoder
-  start then the target shifted right (Hugging Face's `shift_tokens_right`), padding is the tokenizer's pad;
+  `<s> ... </s>` for BART), a target (`tgt_out`, the labels) is `tokenizer(text_target=...)` (eos appended
+  only where it adds none), `tgt_in` what the model class's own `prepare_decoder_input_ids_from_labels` makes
+  of the labels (`structseq.models.hf_targets`: BART / T5 / Marian shift right after the decoder start, mBART
+  wraps the language code to the front), padding is the tokenizer's pad: the labels and decoder inputs
+  `model(labels=...)` trains on;
 - predictions are decoded by the tokenizer (special tokens skipped) before any metric, so exact match, BLEU
   (with its signature), COGS categories and CTER read the original strings; a prediction is the decoded text's
   whitespace tokens, like a reference (`Example.target`), so `format_prediction` gives the text back;
@@ -31,6 +34,7 @@ from structseq.data.example import Example
 from structseq.data.vocab import SPECIALS, Vocab
 from structseq.errors import ConfigError, DataError, StructseqError
 from structseq.models.hf_checkpoint import base_digest, checkpoint_folder, load_config, load_tokenizer, special_ids
+from structseq.models.hf_targets import DecoderInputs, target_ids
 from structseq.nn.loss import label_smoothed_nll
 from structseq.progress import progress
 from structseq.registry import register_task
@@ -50,7 +54,7 @@ class HFSeq2SeqTask(Seq2SeqTask):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        self._tokenizer = self._ids = self._digest = self._limit = None
+        self._tokenizer = self._ids = self._digest = self._limit = self._decoder_inputs = None
 
     # ------------------------------------------------------------------ the checkpoint
     @property
@@ -74,6 +78,13 @@ class HFSeq2SeqTask(Seq2SeqTask):
         if self._ids is None:
             self._ids = special_ids(self.folder)
         return self._ids
+
+    @property
+    def decoder_inputs(self) -> DecoderInputs:
+        """The backbone's own rule from labels to decoder inputs."""
+        if self._decoder_inputs is None:
+            self._decoder_inputs = DecoderInputs(load_config(self.folder))
+        return self._decoder_inputs
 
     @property
     def digest(self) -> str:
@@ -104,9 +115,7 @@ class HFSeq2SeqTask(Seq2SeqTask):
         return {"tokenizer": tokenizer_record(self.tokenizer)}
 
     def _pieces(self, text: str, target: bool = False) -> list[int]:
-        ids = self.tokenizer(text_target=text)["input_ids"] if target else self.tokenizer(text)["input_ids"]
-        if target and (not ids or ids[-1] != self.ids.eos):
-            ids = [*ids, self.ids.eos]
+        ids = target_ids(self.tokenizer, text, self.ids.eos) if target else self.tokenizer(text)["input_ids"]
         if self._limit is None:
             self._limit = getattr(load_config(self.folder), "max_position_embeddings", None) or 0
         if self._limit and len(ids) > self._limit:
@@ -129,13 +138,14 @@ class HFSeq2SeqTask(Seq2SeqTask):
         return max(len(encoded["src"]), len(encoded["tgt"]))
 
     def collate(self, items: Sequence[Encoded], index: Sequence[int]) -> Batch:
-        pad, start = self.ids.pad, self.ids.start
+        pad = self.ids.pad
         tgt = [it["tgt"] for it in items]
+        labels = pad_sequences(tgt, pad)
         return Batch(
             {
                 "src": pad_sequences([it["src"] for it in items], pad),
-                "tgt_in": pad_sequences([[start, *t[:-1]] for t in tgt], pad),
-                "tgt_out": pad_sequences(tgt, pad),
+                "tgt_in": self.decoder_inputs(labels),
+                "tgt_out": labels,
             },
             index,
             sum(len(t) for t in tgt),
