@@ -184,16 +184,18 @@ def test_reports_parse_in_every_format(tmp_path):
     md = render(report, "markdown")
     assert "approximate randomisation" in md and "A seed 1 vs B seed 1" in md and "95% t interval" in md
     table = [line for line in md.splitlines() if line.startswith("|")]
-    assert all(line.count("|") == 8 for line in table) and len(table) == 2 + len(report["metrics"])
+    assert all(line.count("|") == 9 for line in table) and len(table) == 2 + len(report["metrics"])
+    assert table[0].split("|")[2].strip() == "lstm mean ± sd" and "lstm − lex" in table[0]  # names in the columns
     rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in table[2:]}
     em = next(m for m in report["metrics"] if m["name"] == "exact_match")
     assert rows["exact_match"][0].strip() == f"{em['A']['mean']:.3f} ± {em['A']['sd']:.3f}"
     tex = render(report, "latex")
     body = tex[tex.index(r"\begin{tabular}") : tex.index(r"\end{tabular}")]
-    assert tex.count(r"\begin{tabular}{lllllll}") == 1 and tex.rstrip().endswith(r"\end{tabular}")
+    assert tex.count(r"\begin{tabular}{lrrrrrrl}") == 1 and tex.rstrip().endswith(r"\end{tabular}")
+    assert r"\toprule" in body and r"\midrule" in body and r"\hline" not in tex  # booktabs
     lines = [x for x in body.splitlines()[1:] if x.endswith(r"\\")]
     assert len(lines) == 1 + len(report["metrics"])
-    assert all(len(re.findall(r"(?<!\\)&", x)) == 6 for x in lines)  # 7 cells a row, escaped & not counted
+    assert all(len(re.findall(r"(?<!\\)&", x)) == 7 for x in lines)  # 8 cells a row, escaped & not counted
     assert r"exact\_match" in body and body.count("{") == body.count("}")
     assert all(x.startswith("%") for x in tex[: tex.index(r"\begin")].splitlines())
 

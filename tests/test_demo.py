@@ -78,6 +78,8 @@ def test_every_part_reports_its_claim_with_numbers(tmp_path):
         <= 40
     )
     assert "summary (seed 1" in text
+    marks = {c["part"]: c["mark"] for c in summary["claims"]}
+    assert marks[PARTS[1]] == "trains" and {marks[p] for p in PARTS if p != PARTS[1]} == {"shown"}
 
 
 @pytest.mark.slow

@@ -19,7 +19,17 @@ def _mean_sd(s: dict, d: int, pm: str) -> str:
 
 
 def _ci(s: dict, d: int) -> str:
-    return f"[{s['ci'][0]:.{d}f}, {s['ci'][1]:.{d}f}]" if s["ci"] else "-"
+    ci = s.get("interval", s["ci"])  # reports before the bootstrap interval hold only the t interval
+    return f"[{ci[0]:.{d}f}, {ci[1]:.{d}f}]" if ci else "-"
+
+
+def _verdict(m: dict, report: dict) -> str:
+    v = m.get("verdict")
+    if v is None:
+        return "-"
+    if v == "=":
+        return "no significant difference"
+    return f"{report['systems'][v]['name']} better"
 
 
 def _p(m: dict) -> str:
@@ -59,8 +69,11 @@ def describe(report: dict) -> str:
         f"A = {a['name']} ({_seeds(a)}); B = {b['name']} ({_seeds(b)}); split {report['split'] or '-'}, "
         f"{report['n_examples']} examples. Paired test: {TEST_NAMES[t['name']]} over examples, {t['resamples']} "
         f"resamples, seed {t['seed']}, {how}; BLEU through {t['bleu']}, tokenizer {t['bleu_tokenize']}. "
-        f"Intervals: {round(100 * t['level'])}% t interval of the mean over seeds (none for one seed). "
-        f"Settings: A {_settings(a)}; B {_settings(b)}."
+        f"Intervals: {round(100 * t['level'])}% t interval of the mean over a side's seeds, cut to the metric's "
+        "range; for a side of one output, sacrebleu's bootstrap interval (mean ± half-width of the 95% percentile "
+        f"interval, {t['resamples']} resamples of the examples). "
+        + (f"Verdict: {t['verdict']}. " if t.get("verdict") else "")
+        + f"Settings: A {_settings(a)}; B {_settings(b)}."
     )
 
 
@@ -77,26 +90,30 @@ def _rows(report: dict, pm: str) -> list[list[str]]:
                 _ci(m["B"], d),
                 f"{m['delta']:+.{d}f}",
                 _p(m),
+                _verdict(m, report),
             ]
         )
     return rows
 
 
 def header(report: dict) -> list[str]:
+    """The columns, each system under its own name (`--names`)."""
     level = round(100 * report["test"]["level"])
+    a, b = report["systems"]["A"]["name"], report["systems"]["B"]["name"]
     return [
         "metric",
-        "A mean ± sd",
-        f"A {level}% CI",
-        "B mean ± sd",
-        f"B {level}% CI",
-        "A − B",
+        f"{a} mean ± sd",
+        f"{a} {level}% CI",
+        f"{b} mean ± sd",
+        f"{b} {level}% CI",
+        f"{a} − {b}",
         f"p ({TEST_NAMES[report['test']['name']]})",
+        "verdict",
     ]
 
 
 def markdown(report: dict) -> str:
-    lines = [describe(report), "", "| " + " | ".join(header(report)) + " |", "|" + "---|" * 7]
+    lines = [describe(report), "", "| " + " | ".join(header(report)) + " |", "|" + "---|" * len(header(report))]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(report, "±")]
     lines += ["", "Signatures:", ""] + [f"- {m['name']}: `{m['signature']}`" for m in report["metrics"]]
     return "\n".join(lines) + "\n"
@@ -122,12 +139,20 @@ def _tex(text: str) -> str:
 
 
 def latex(report: dict) -> str:
-    """A `tabular` (one row per metric) preceded by the description as a comment."""
+    """A booktabs `tabular` (one row per metric; `\\usepackage{booktabs}`) preceded by the description as a
+    comment."""
     head = [_tex(h).replace("±", r"$\pm$").replace("−", "$-$") for h in header(report)]
-    lines = ["% " + describe(report), r"\begin{tabular}{lllllll}", r"\hline", " & ".join(head) + r" \\", r"\hline"]
+    cols = "l" + "r" * (len(head) - 2) + "l"
+    lines = [
+        "% " + describe(report),
+        rf"\begin{{tabular}}{{{cols}}}",
+        r"\toprule",
+        " & ".join(head) + r" \\",
+        r"\midrule",
+    ]
     for r in _rows(report, r"$\pm$"):
-        lines.append(" & ".join([_tex(r[0])] + r[1:]) + r" \\")
-    lines += [r"\hline", r"\end{tabular}"]
+        lines.append(" & ".join([_tex(r[0]), *r[1:-1], _tex(r[-1])]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from structseq.cli import compose, context, lexicon
@@ -18,7 +17,7 @@ from structseq.cli.evaluate import category_columns, metric_rows, print_metrics 
 from structseq.cli.evaluate import evaluate as evaluate_command
 from structseq.cli.evaluate import predict as predict_command
 from structseq.cli.export import export as export_command
-from structseq.cli.options import DataRoot
+from structseq.cli.options import DataRoot, stdout_console
 from structseq.cli.plot import plot as plot_command
 from structseq.cli.score import score as score_command
 from structseq.errors import StructseqError
@@ -42,7 +41,7 @@ app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
 app.command("score")(score_command)
 app.command("compare")(compare_command)
-console = Console()
+console = stdout_console()
 
 
 @data_app.command("list")

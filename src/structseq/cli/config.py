@@ -9,15 +9,15 @@ import typing
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from structseq.cli.options import stdout_console
 from structseq.config import Config, schemas
 from structseq.errors import ConfigError
 from structseq.fields import walk_fields
 
-console = Console()
+console = stdout_console()
 KINDS = ("model", "head", "task")
 _BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
 

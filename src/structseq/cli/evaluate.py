@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from structseq.cli.options import Checkpoint, DataRoot
+from structseq.cli.options import Checkpoint, DataRoot, stdout_console
 from structseq.cli.tagged_output import DEVICE_HELP, all_formats, check_device, check_format, print_tagged
 from structseq.errors import ConfigError
 
-console = Console()
+console = stdout_console()
 
 Runs = typer.Argument(
     ...,

@@ -28,3 +28,21 @@ OVERWRITE_HELP = (
     "replace an existing output file that structseq did not write (or that was changed since) [default: refuse]"
 )
 Overwrite = typer.Option(False, "--overwrite", help=OVERWRITE_HELP)
+
+
+def stdout_console():
+    """The console commands print their tables on: rich on a terminal; piped or redirected, plain text at any
+    width, so no table cell (a sacrebleu signature, a help string) is cut or wrapped into narrow columns."""
+    from rich.console import Console
+
+    class PipeAwareConsole(Console):
+        @property
+        def size(self):
+            size = Console.size.fget(self)
+            return size if self.is_terminal else size._replace(width=100_000)
+
+        @size.setter
+        def size(self, value) -> None:
+            Console.size.fset(self, value)
+
+    return PipeAwareConsole()

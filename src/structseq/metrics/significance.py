@@ -301,3 +301,66 @@ def sacrebleu_paired(
     if kind == "bs":
         out.update(mean_a=float(base.mean), ci_a=float(base.ci), mean_b=float(other.mean), ci_b=float(other.ci))
     return out
+
+
+# ---------------------------------------------------------------- one system: sacrebleu's bootstrap interval
+#: the range of a score by the scale its signature states (`metrics.base.stated_scale`)
+RANGES = {"fraction": (0.0, 1.0), "percent": (0.0, 100.0)}
+
+
+def _estimate_ci(scores: Sequence[float]) -> tuple[float, float]:
+    from sacrebleu.significance import estimate_ci
+
+    mean, half = estimate_ci(np.asarray(scores, dtype=np.float64))
+    return float(mean), float(half)
+
+
+def bootstrap_ci(stats: np.ndarray, resamples: int = 1000, seed: int = 12345) -> dict:
+    """One system's bootstrap interval as sacrebleu computes it for BLEU (`_bootstrap_resample`, `estimate_ci`):
+    `resamples` resamples of the examples (numpy's default_rng(seed).choice), the mean of their scores and the
+    half-width between the 2.5% and 97.5% order statistics: {mean, ci} (shown `mean ± ci`)."""
+    n = len(stats)
+    idx = np.random.default_rng(seed).choice(n, size=(resamples, n), replace=True)
+    sums = stats[idx].sum(1)
+    mean, half = _estimate_ci(_ratios(sums[:, 0], sums[:, 1]))
+    return {"mean": mean, "ci": half}
+
+
+def bleu_bootstrap_ci(hyps: Sequence[str], refs: Sequence[str], tokenize: str, resamples: int, seed: int) -> dict:
+    """sacrebleu's own bootstrap interval of one system's corpus BLEU (what `sacrebleu --confidence` prints)."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import _bootstrap_resample
+
+    metric = BLEU(tokenize=tokenize)
+    stats = metric._extract_corpus_statistics(list(hyps), [list(refs)])
+    with _sacrebleu_seed(seed):
+        _, scores = _bootstrap_resample(stats, metric, resamples)
+    mean, half = _estimate_ci([s.score for s in scores])
+    return {"mean": mean, "ci": half}
+
+
+def within(interval: Sequence[float] | None, scale: str | None) -> list[float] | None:
+    """An interval cut to the score's range (a t interval over three seeds can reach past 100 BLEU)."""
+    if interval is None:
+        return None
+    low, high = RANGES.get(scale, (-math.inf, math.inf))
+    return [max(low, interval[0]), min(high, interval[1])]
+
+
+#: how `verdict` decides, as the report states it
+VERDICT_METHOD = (
+    "one test: p < {alpha}; several seed pairs: every pair's p < {alpha} with the same sign "
+    "(an intersection-union test, so the verdict's error rate stays at most {alpha})"
+)
+
+
+def verdict(tests: Sequence[dict], level: float = 0.95) -> str:
+    """'A', 'B' (the better system, significantly) or '=' (no significant difference) from the paired tests of
+    one metric: one test, or one per seed pair, all of which must agree (`VERDICT_METHOD`)."""
+    alpha = 1.0 - level
+    if not tests or any(t["p_value"] >= alpha for t in tests):
+        return "="
+    signs = {t["delta"] > 0 for t in tests}
+    if len(signs) > 1 or all(t["delta"] == 0 for t in tests):
+        return "="
+    return "A" if signs.pop() else "B"
