@@ -12,7 +12,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from hf_tiny import tiny_bart, tiny_t5  # noqa: E402
+from hf_tiny import tiny_bart, tiny_mbart_lang, tiny_t5  # noqa: E402
 from oracles.rdangle_pretrained_reference import per_step_log_probs  # noqa: E402
 from structseq import api  # noqa: E402
 from structseq.config import config_from_dict  # noqa: E402
@@ -38,6 +38,7 @@ def folders(tmp_path_factory):
     return {
         "bart": tiny_bart(root / "bart", **sharp),
         "mbart": tiny_bart(root / "mbart", family="mbart", **sharp),
+        "mbart_lang": tiny_mbart_lang(root / "mbart_lang", seed=1),
         "t5": tiny_t5(root / "t5", seed=1),
     }
 
@@ -74,7 +75,7 @@ def test_the_encoder_and_decoder_weights_are_the_checkpoints(folders):
     assert [g["lr_scale"] for g in groups] == [1.0, 1.0] and len(groups[1]["params"]) == 3
 
 
-@pytest.mark.parametrize("family", ["bart", "mbart"])
+@pytest.mark.parametrize("family", ["bart", "mbart", "mbart_lang"])  # mbart_lang: decoder inputs `ro_RO y </s>`
 @pytest.mark.parametrize("interval", INTERVALS)
 def test_teacher_forced_equals_incremental_and_the_per_step_reference(folders, family, interval):
     for chunk in (1, 0):
