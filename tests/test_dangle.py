@@ -106,6 +106,28 @@ def test_extra_padding_columns_change_nothing():
     assert torch.allclose(out[:, :13], model({"src": src, "tgt_in": tgt}), atol=1e-6)
 
 
+@pytest.mark.parametrize("name", VARIANTS)
+def test_fixed_shape_rows_give_the_same_outputs_and_gradients(name):
+    """`static_shapes` (every (point, sentence) row, sizes from the batch's shape alone, for captured steps)
+    equals the live rows at every real position, also with padding columns past the longest target and with
+    recomputed chunks; its gradients too."""
+    model = make(VARIANTS[name])
+    src, tgt = batch()
+    wide = torch.cat([tgt, torch.zeros(4, 3, dtype=tgt.dtype)], 1)
+    want = model({"src": src, "tgt_in": wide})
+    grad = torch.autograd.grad(want[:, :13][tgt.ne(TVOCAB.pad)].sum(), list(model.parameters()), allow_unused=True)
+    model.static_shapes = True
+    for recompute in (False, True):
+        model.recompute_chunks = recompute
+        got = model({"src": src, "tgt_in": wide})
+        assert close(got[:, :13], want[:, :13], tgt, 1e-5)[0]
+        mine = torch.autograd.grad(got[:, :13][tgt.ne(TVOCAB.pad)].sum(), list(model.parameters()), allow_unused=True)
+        for g, h in zip(grad, mine):
+            assert (g is None) == (h is None) or (h is not None and h.abs().max() == 0)
+            if g is not None and h is not None:
+                torch.testing.assert_close(h, g, rtol=1e-4, atol=1e-5)
+
+
 @torch.no_grad()
 def test_chunking_points_does_not_change_outputs():
     model = make(VARIANTS["sep-o1"])

@@ -190,6 +190,18 @@ class TrainConfig:
         pattern=(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda, cuda:N"),
     )
     bf16: bool = option(False, "bfloat16 autocast on GPUs that support it (parameters and optimiser stay float32)")
+    tf32: bool = option(True, "TF32 tensor cores for float32 matmuls and convolutions on CUDA (no effect on a CPU)")
+    compile: str = option(
+        "auto",
+        "torch.compile the training step (forward and backward; CUDA: mode reduce-overhead, CUDA graphs per batch "
+        "shape): on | off | auto (on for CUDA with optim.static_shapes, else off)",
+        choices=("auto", "on", "off"),
+    )
+    compile_backend: str = option(
+        "inductor",
+        "torch.compile backend: inductor (kernels generated) | aot_eager | eager (captured, not generated: tests)",
+        choices=("inductor", "aot_eager", "eager"),
+    )
     keep_last: int = option(
         0,
         "also keep the last N periodic checkpoints as checkpoints/step{K}.pt (written at each "

@@ -41,11 +41,14 @@ class Model(nn.Module):
     - `param_groups()`: optimiser groups, each may carry an `lr_scale` (default: one group, every trainable
       parameter; a pretrained encoder gets a smaller factor);
     - `pretrained_state(state)`: another checkpoint's parameters as this model names them, for
-      `train.init_from` (default: unchanged, so the loader demands the same names and shapes).
+      `train.init_from` (default: unchanged, so the loader demands the same names and shapes);
+    - `static_shapes`: set by the trainer under `optim.static_shapes`; a model whose training pass has shapes
+      that depend on the data (Dangle's live rows) then does fixed-shape work instead, so the step can be captured.
     """
 
     width: int
     autoregressive: ClassVar[bool] = False
+    static_shapes: bool = False
 
     def param_groups(self) -> list[dict]:
         return [{"params": [p for p in self.parameters() if p.requires_grad]}]

@@ -216,14 +216,17 @@ class RDangleSeq2Seq(Autoregressive):
 
     # ------------------------------------------------------------------ pieces shared by training and decoding
 
-    def prefix_segment(self, tgt_in: Tensor, points: Tensor, sents: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def prefix_segment(
+        self, tgt_in: Tensor, points: Tensor, sents: Tensor | None = None, length: int | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Fusion inputs of R rows, row r being re-encoding point points[r] of sentence sents[r] (default: one
         row per sentence): embedded prefix y_0..y_p + type_tgt, the end marker at p + 1, then padding up to
-        the longest row. Returns (R, L, D) and the padding mask (R, L)."""
+        the longest row (or to `length`, known without reading the points). Returns (R, L, D) and the padding
+        mask (R, L)."""
         if sents is None:
             sents = torch.arange(tgt_in.shape[0], device=tgt_in.device)
             points = points.expand(sents.shape[0])
-        L = int(points.max()) + 2
+        L = int(points.max()) + 2 if length is None else length
         emb = self.decoder.embed(tgt_in[:, : L - 1]) + self.key_encoder.type_tgt  # (B, L-1, D)
         emb = F.pad(emb, (0, 0, 0, 1)).index_select(0, sents)  # (R, L, D)
         pos = torch.arange(L, device=tgt_in.device)
@@ -257,14 +260,13 @@ class RDangleSeq2Seq(Autoregressive):
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
         steps = self.AUTO_CHUNK_STEPS if tgt_in.device.type == "cpu" else self.AUTO_CHUNK_STEPS_ACCELERATOR
-        outputs = run_chunks(
-            self._chunk,
-            (enc, tgt_in, lengths),
-            lengths,
-            self.interval,
-            self.chunk_points or auto_chunk_points(self.interval, T, steps),
-            self.recompute_chunks,
-        )
+        size = self.chunk_points or auto_chunk_points(self.interval, T, steps)
+        if self.static_shapes:
+            outputs = self._fixed_chunks(enc, tgt_in, size)
+        else:
+            outputs = run_chunks(
+                self._chunk, (enc, tgt_in, lengths), lengths, self.interval, size, self.recompute_chunks
+            )
         x = torch.cat([out[0] for out in outputs], 1)
         attn = torch.cat([out[1] for out in outputs], 1) if self.head.needs_attention else None
         if x.shape[1] < T:  # trailing all-padding columns: zero features
@@ -272,17 +274,48 @@ class RDangleSeq2Seq(Autoregressive):
             attn = F.pad(attn, (0, 0, 0, T - attn.shape[1])) if attn is not None else None
         return self.head(x, attn, src)  # once per batch, not per chunk: fewer operators
 
+    def _fixed_chunks(self, enc: State, tgt_in: Tensor, size: int) -> list[tuple[Tensor, Tensor | None]]:
+        """`static_shapes`: every (point, sentence) row up to the padded length, sizes from the batch's shape alone
+        (no host read: capturable); rows past a sentence's end compute on padding, which the loss masks."""
+        (B, T), pts, outputs = tgt_in.shape, reencoding_points(tgt_in.shape[1], self.interval), []
+        for i in range(0, len(pts), size):
+            first, last = pts[i], pts[min(i + size, len(pts)) - 1]
+            group = torch.arange(first, last + 1, self.interval or T, device=tgt_in.device)
+            point_of = torch.arange(len(group), device=tgt_in.device).repeat_interleave(B)
+            sent_of = torch.arange(B, device=tgt_in.device).repeat(len(group))
+            args = (enc, tgt_in, group, point_of, sent_of, first, last + 2)
+            if self.recompute_chunks and torch.is_grad_enabled():
+                outputs.append(checkpoint(self._rows, *args, use_reentrant=False))
+            else:
+                outputs.append(self._rows(*args))
+        return outputs
+
     def _chunk(self, enc: State, tgt_in: Tensor, lengths: Tensor, group: Tensor) -> tuple[Tensor, Tensor | None]:
         """Decoder features (B, n, D) and source attention (B, n, S) (None when the head takes none) of the steps
-        owned by the consecutive re-encoding points `group`."""
+        owned by the consecutive re-encoding points `group`: the rows of the points within each sentence."""
+        point_of, sent_of = live_rows(group, lengths)
+        return self._rows(enc, tgt_in, group, point_of, sent_of, int(group[0]), None, int(group[-1]))
+
+    def _rows(
+        self,
+        enc: State,
+        tgt_in: Tensor,
+        group: Tensor,
+        point_of: Tensor,
+        sent_of: Tensor,
+        first: int,
+        length: int | None,
+        last: int | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """`_chunk`'s work for the given rows (point index in `group`, sentence); `first` / `last`: the group's
+        first and last points, `length` the fusion inputs' padded length (None: the longest row's)."""
         B, T = tgt_in.shape
         o = self.interval or T
-        point_of, sent_of = live_rows(group, lengths)
+        last = length - 2 if last is None else last
         row_points, pad = group[point_of], enc["src_pad"].index_select(0, sent_of)
-        seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of)
+        seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of, length)
         keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
-        end = min(int(group[-1]) + o, T)
-        first = int(group[0])  # the top decoder layer only computes the steps of this group
+        end = min(last + o, T)  # the top decoder layer only computes the steps of this group
         x, _, attn = self.decoder(
             tgt_in.index_select(0, sent_of)[:, :end],
             memories={"source": {"pad": pad}},

@@ -56,6 +56,7 @@ from structseq.train.checkpoint import (
     load_model_state,
     save_checkpoint,
 )
+from structseq.train.compiled import compile_model, compile_wanted, new_step, set_tf32
 from structseq.train.device import resolve_device
 from structseq.train.loggers import check_loggers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
@@ -97,6 +98,7 @@ class Trainer:
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         self.device = self.dist.device if self.dist.world_size > 1 else resolve_device(cfg.train.device)
+        set_tf32(self.device, cfg.train.tf32)
         if cfg.train.bf16 and not (self.device.type == "cuda" and torch.cuda.is_bf16_supported()):
             raise ConfigError(
                 f"'train.bf16' needs a CUDA device that supports bfloat16; set it to false on {self.device}"
@@ -116,6 +118,7 @@ class Trainer:
         init = self._load_init() if cfg.train.init_from and not resume else None
         seed_everything(cfg.train.seed)
         self.model = build_model(cfg.model, self.data.vocabs, self.data.train, task=self.task.name).to(self.device)
+        self.model.static_shapes = cfg.optim.static_shapes  # structseq.models.base.Model
         if init is not None:
             self._init_parameters(*init)
         # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
@@ -131,6 +134,9 @@ class Trainer:
         if ckpt is not None:
             self._restore(ckpt)
         self.ddp_model = self.dist.wrap(self.model)
+        self._compiled = compile_wanted(cfg.train.compile, self.device, cfg.optim.static_shapes)
+        if self._compiled:  # structseq.train.compiled: the step captured per batch shape
+            self.ddp_model = compile_model(self.ddp_model, self.device, cfg.train.compile_backend)
 
     # ------------------------------------------------------------ starting points
     def _load_last(self) -> dict:
@@ -299,6 +305,8 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), dtype=torch.float64, device=self.device)  # on the device: no sync per update
         for i, b in enumerate(batches):
+            if self._compiled:
+                new_step()
             sync = self.dist.no_sync(self.ddp_model) if i < len(batches) - 1 else nullcontext()
             with sync, self._autocast():
                 loss, nll, _ = self.task.loss(self.ddp_model, b, cfg.optim.label_smoothing)
