@@ -271,6 +271,30 @@ class Run(NamedVocabs):
             )
         return out
 
+    def score_ids(self, examples: Sequence[Example], ids: Sequence[Sequence[int]], batch_size: int = 64) -> list[dict]:
+        """`structseq score --nbest`: given output ids (an n-best entry's `ids`, without </s>) scored through the
+        search's own steps, so `score` equals the search's score even where two id sequences detokenise to the
+        same text; the rows of `score` (`target`: the ids' text)."""
+        from structseq.decode.batched import forced_scores
+        from structseq.decode.search import normalized
+
+        words, specials = self._outputs()
+        rows = forced_scores(self.model, self.task, self.vocabs, examples, ids, batch_size, specials)
+        out = []
+        for e, r, tok in zip(examples, ids, rows):
+            total = float(tok.sum())
+            out.append(
+                {
+                    "source": e.source_text,
+                    "target": " ".join(words(list(r))),
+                    "score": total,
+                    "normalized": normalized(total, len(r), self.config.decode.len_penalty),
+                    "tokens": self._pieces([*r, specials.get("eos", Vocab.eos)]),
+                    "token_scores": tok.tolist(),
+                }
+            )
+        return out
+
     def lexicon(self, min_prob: float = 0.05, *, keep_copies: bool = False):
         """The trained translation matrix L of a lexical-translation run as a `Lexicon` of its cells >= min_prob
         (`structseq lexicon show RUN_DIR`); plain copies (x -> x) only with `keep_copies`."""

@@ -245,7 +245,7 @@ def predict(
 
 def print_candidates(lines: list[str], lists, fmt: str) -> None:
     """n-best lists (or samples) as TSV rows `line rank score normalized output` under a header, or as one
-    JSON object per input line."""
+    JSON object per input line, each entry with its model `ids` (text may not give them back: `score --nbest`)."""
     if fmt == "json":
         for i, (line, cands) in enumerate(zip(lines, lists), 1):
             print(
@@ -254,7 +254,13 @@ def print_candidates(lines: list[str], lists, fmt: str) -> None:
                         "line": i,
                         "input": line,
                         "nbest": [
-                            {"output": " ".join(c.tokens), "score": c.score, "normalized": c.normalized} for c in cands
+                            {
+                                "output": " ".join(c.tokens),
+                                "score": c.score,
+                                "normalized": c.normalized,
+                                "ids": list(c.ids),
+                            }
+                            for c in cands
                         ],
                     },
                     ensure_ascii=False,

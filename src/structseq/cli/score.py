@@ -15,8 +15,8 @@ from structseq.errors import ConfigError
 
 def score(
     runs: list[str] = Runs,
-    pairs: str = typer.Option(
-        ...,
+    pairs: Optional[str] = typer.Option(
+        None,
         "--pairs",
         help="the outputs to score: a TSV file source<TAB>target (a header "
         "may name more columns, e.g. context), SRC,TGT files, a split of the run's dataset, "
@@ -26,6 +26,12 @@ def score(
         "tsv",
         "--format",
         help="tsv (source, target, score, normalized, tokens, token_scores) or json (one object a line)",
+    ),
+    nbest: Optional[Path] = typer.Option(
+        None,
+        "--nbest",
+        help="instead of --pairs: the JSON of `predict --nbest N --format json`; each entry is scored by its ids, "
+        "so its score is the search's (text may detokenise two id sequences alike)",
     ),
     checkpoint: Optional[str] = Checkpoint,
     batch_size: Optional[int] = BatchSize,
@@ -40,11 +46,21 @@ def score(
 
     if fmt not in ("tsv", "json"):
         raise ConfigError(f"'--format' must be tsv or json, got {fmt!r}")
+    if (pairs is None) == (nbest is None):
+        raise ConfigError("give the outputs to score: either --pairs or --nbest")
     run = load_for_decoding(runs, checkpoint, batch_size=batch_size, threads=threads)
-    dataset, name, examples = run.load_split(pairs, data_root)
-    examples = examples[:limit]
-    run.task.check_examples(examples, f"{dataset}/{name}" if dataset != "files" else pairs)
-    rows = run.score(examples, batch_size=run.config.decode.batch_size)
+    if nbest is not None:
+        inputs, ids, where = read_nbest(nbest)
+        examples = run.parse_lines(inputs, str(nbest))
+        rows = [
+            {**where[i], **r}
+            for i, r in enumerate(run.score_ids(examples[:limit], ids[:limit], run.config.decode.batch_size))
+        ]
+    else:
+        dataset, name, examples = run.load_split(pairs, data_root)
+        examples = examples[:limit]
+        run.task.check_examples(examples, f"{dataset}/{name}" if dataset != "files" else pairs)
+        rows = run.score(examples, batch_size=run.config.decode.batch_size)
     if not is_main_process():
         return
     if fmt == "json":
@@ -57,3 +73,27 @@ def score(
             f"{r['source']}\t{r['target']}\t{r['score']:.6f}\t{r['normalized']:.6f}\t{' '.join(r['tokens'])}\t"
             + " ".join(f"{s:.6f}" for s in r["token_scores"])
         )
+
+
+def read_nbest(path: Path) -> tuple[list[str], list[list[int]], list[dict]]:
+    """The entries of a `predict --nbest --format json` file, one per output: its input line, its ids, and
+    where it stands (`line`, `rank`); a line that is not such an object is an error naming FILE:LINE."""
+    from structseq.textio import read_text
+
+    inputs, ids, where = [], [], []
+    for n, text in enumerate(read_text(path).splitlines(), 1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+            entries = [[int(i) for i in e["ids"]] for e in obj["nbest"]]
+            line, source = int(obj["line"]), str(obj["input"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(
+                f"{path}:{n}: not an n-best line of `predict --nbest N --format json` with ids ({e!r})"
+            ) from None
+        for rank, r in enumerate(entries, 1):
+            inputs.append(source)
+            ids.append(r)
+            where.append({"line": line, "rank": rank})
+    return inputs, ids, where

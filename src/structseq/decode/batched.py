@@ -93,6 +93,32 @@ def search_examples(
     return out
 
 
+@torch.no_grad()
+def forced_scores(
+    model, task, vocabs, examples: Sequence[Example], ids: Sequence[Sequence[int]], batch_size: int, specials: dict
+) -> list[Tensor]:
+    """Each example's given output `ids` (model ids, without </s>, e.g. an n-best entry's) scored through the
+    search's own incremental protocol (encode, init_state, step from `specials["bos"]`): the log-probability of
+    each id and then </s>, a (len + 1,) CPU tensor each, equal to the search's score of the same ids however
+    they detokenise. `specials`: the model's eos/bos/pad ids where they are not `Vocab`'s."""
+    eos, bos, pad = (specials.get(k, getattr(Vocab, k)) for k in ("eos", "bos", "pad"))
+    device, out = next(model.parameters()).device, []
+    for i in range(0, len(examples), batch_size):
+        rows = [list(map(int, r)) + [eos] for r in ids[i : i + batch_size]]
+        inputs = task.to_device(task.decode_inputs(list(examples[i : i + batch_size]), vocabs), device)
+        tgt = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long, device=device)
+        for j, r in enumerate(rows):
+            tgt[j, : len(r)] = torch.tensor(r, device=device)
+        state, prev, steps = model.init_state(model.encode(inputs)), torch.full_like(tgt[:, 0], bos), []
+        for t in range(tgt.shape[1]):
+            lp, state = model.step(prev, state)
+            steps.append(lp.float().gather(1, tgt[:, t : t + 1])[:, 0])
+            prev = tgt[:, t]
+        scores = torch.stack(steps, 1).cpu()
+        out += [scores[j, : len(r)].clone() for j, r in enumerate(rows)]
+    return out
+
+
 def teacher_forced(
     model, task, vocabs, examples: Sequence[Example], batch_size: int
 ) -> Iterator[tuple[Tensor, Tensor]]:

@@ -1,0 +1,78 @@
+"""n-best entries carry their model ids, and `structseq score --nbest` scores those ids, so a score equals the
+search's even where two id sequences detokenise to the same text (issue 44 item 6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from structseq.cli import app
+from structseq.data.example import Example
+
+OLD_RUN = Path(__file__).parent / "fixtures" / "old_runs" / "lstm"
+SOURCES = ["dax lug", "zup fep", "wif blicket dax", "lug kiki zup"]
+
+
+def test_nbest_json_carries_ids_and_score_takes_them(tmp_path):
+    r = CliRunner().invoke(app, ["predict", str(OLD_RUN), "--nbest", "3", "--format", "json"], input="\n".join(SOURCES))
+    assert r.exit_code == 0, r.output
+    objs = [json.loads(x) for x in r.stdout.splitlines()]
+    assert all(isinstance(e["ids"], list) and e["ids"] is not None for o in objs for e in o["nbest"])
+    for o in objs:  # the text is not what is scored: a changed output text leaves the scores as they were
+        for e in o["nbest"]:
+            e["output"] = "PURPLE"
+    nbest = tmp_path / "nbest.json"
+    nbest.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    r = CliRunner().invoke(app, ["score", str(OLD_RUN), "--nbest", str(nbest), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    want = [(o["line"], k, e["score"]) for o in objs for k, e in enumerate(o["nbest"], 1)]
+    assert [(x["line"], x["rank"]) for x in rows] == [(w[0], w[1]) for w in want]
+    assert [x["score"] for x in rows] == pytest.approx([w[2] for w in want], abs=1e-5)
+    assert all(x["target"] != "PURPLE" and x["tokens"][-1] == "</s>" for x in rows)
+
+
+def test_score_takes_pairs_or_nbest_and_names_a_bad_nbest_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"line": 1, "input": "dax", "nbest": [{"ids": [5]}]}\n{"line": 2, "input": "dax"}\n')
+    r = CliRunner().invoke(app, ["score", str(OLD_RUN), "--nbest", str(bad)])
+    assert r.exit_code != 0 and f"{bad}:2" in str(r.exception)
+    r = CliRunner().invoke(app, ["score", str(OLD_RUN)])
+    assert r.exit_code != 0 and "--pairs or --nbest" in str(r.exception)
+
+
+def test_ids_score_as_the_search_scored_them_where_text_does_not_give_them_back(tmp_path):
+    """On a random BART the n-best lists hold special tokens (<s>, <unk>, <mask>) that detokenising drops: the
+    text's score (what `score --pairs` computes) differs there, the ids' score never does."""
+    pytest.importorskip("transformers")
+    from hf_tiny import tiny_bart
+    from structseq.config import config_from_dict
+    from structseq.decode.batched import forced_scores, search_examples, target_scores
+    from structseq.models import build_model
+    from structseq.tasks import get_task
+
+    folder = tiny_bart(tmp_path / "bart", seed=4, init_std=0.3)
+    cfg = config_from_dict({"task": "hf-seq2seq", "model": {"arch": "hf-seq2seq", "pretrained": str(folder)}})
+    task = get_task(cfg)
+    examples = [Example.from_text(s, "RED") for s in SOURCES]
+    vocabs = task.build_vocabs(examples)
+    model = build_model(cfg.model, vocabs, task="hf-seq2seq").eval()
+    with torch.no_grad():  # <s> and <mask> as likely as words, as a byte-level BPE's twin pieces are
+        model.hf.get_output_embeddings().weight[[0, 4]] *= 3.0
+    ids = task.ids
+    specials = {"eos": ids.eos, "bos": ids.pad, "pad": ids.pad, "eos_at_limit": ids.eos_at_limit}
+    lists = search_examples(
+        model, task, vocabs, examples, cfg.decode, nbest=5, beam=5, words=task.detokenize, specials=specials
+    )
+    flat = [(e, c) for e, cs in zip(examples, lists) for c in cs]
+    by_ids = forced_scores(model, task, vocabs, [e for e, _ in flat], [c.ids for _, c in flat], 8, specials)
+    assert [float(s.sum()) for s in by_ids] == pytest.approx([c.score for _, c in flat], abs=1e-4)
+    as_text = [Example.from_text(e.source_text, " ".join(c.tokens) or "RED") for e, c in flat]
+    text_scores = [float(s.sum()) for _, s in target_scores(model, task, vocabs, as_text, 8, pad=ids.pad)]
+    lost = [i for i, (_, c) in enumerate(flat) if set(c.ids) & {0, 3, 4}]  # <s> <unk> <mask>: dropped as text
+    assert lost and any(abs(text_scores[i] - flat[i][1].score) > 1e-3 for i in lost)
+    assert torch.is_tensor(by_ids[0])
