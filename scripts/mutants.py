@@ -2,6 +2,7 @@
 
     python scripts/mutants.py                     # every mutant of scripts/mutants.yaml; score in results/mutants.json
     python scripts/mutants.py --only resume-no-python-rng --out /tmp/m.json
+    python scripts/mutants.py --module significance search --out /tmp/m.json   # the mutants of these files
     python scripts/mutants.py --list                  # the table, with each mutant's state in the code of today
 
 Each mutant of the table (scripts/mutants.yaml) is a hand-written bug: regex replacements in one source file. The
@@ -72,6 +73,16 @@ def mutate(text: str, edits: list[list[str]]) -> str | None:
     return text
 
 
+def unmatched(text: str, edits: list[list[str]]) -> str:
+    """The first pattern of `edits` that does not match `text` (after the edits before it), as a stale mutant's
+    report names it."""
+    for pattern, replacement in edits:
+        text, n = re.subn(pattern, replacement, text, count=1, flags=re.MULTILINE)
+        if n == 0:
+            return pattern
+    return ""
+
+
 def copy_repository(root: Path, dest: Path) -> None:
     """The files of `root` a checkout has (git: tracked and untracked, not ignored; else every file outside
     .git, .venv and caches) copied into `dest`."""
@@ -138,6 +149,7 @@ def evaluate(table: list[dict], root: Path, *, run_all: bool = False, timeout: f
             mutated = None if original is None else mutate(original, m["edits"])
             if mutated is None:
                 r["status"] = "stale"
+                r["unmatched"] = unmatched(original, m["edits"]) if original is not None else "(no such file)"
             elif m.get("pending") and not run_all:
                 r["status"], r["pending"] = "pending", m["pending"]
             else:
@@ -161,7 +173,10 @@ def evaluate(table: list[dict], root: Path, *, run_all: bool = False, timeout: f
                     r["seconds"] = round(seconds, 1)
                     if state == "error":
                         r["output"] = tail
-            echo(f"{r['status']:>8}  {m['id']}" + (f"  ({r['seconds']}s)" if "seconds" in r else ""))
+            extra = f"  ({r['seconds']}s)" if "seconds" in r else ""
+            if "unmatched" in r:
+                extra = f"  {m['file']}: pattern not found: {r['unmatched'][:120]}"
+            echo(f"{r['status']:>8}  {m['id']}{extra}")
     return results
 
 
@@ -171,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", type=Path, default=ROOT, help="the repository to copy (default: this one)")
     p.add_argument("--out", type=Path, default=ROOT / "results" / "mutants.json", help="the JSON report")
     p.add_argument("--only", nargs="+", metavar="ID", help="only these mutants")
+    p.add_argument(
+        "--module", nargs="+", metavar="TEXT", help="only the mutants of source files whose path contains TEXT"
+    )
     p.add_argument("--all", action="store_true", help="also run the pending mutants")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per test run (default 900)")
     p.add_argument("--list", action="store_true", help="list the mutants and whether each still applies")
@@ -188,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise ConfigError(f"--only: no mutant {', '.join(unknown)} in {a.table}")
         table = [m for m in table if m["id"] in a.only]
+    if a.module:
+        table = [m for m in table if any(t in m["file"] for t in a.module)]
+        if not table:
+            from structseq.errors import ConfigError
+
+            raise ConfigError(f"--module: no mutant of a file matching {', '.join(a.module)} in {a.table}")
     if a.list:
         for m in table:
             source = a.root / m["file"]
