@@ -1,7 +1,8 @@
 """What `decode.ensemble` promises: per step the log of the members' mean probability (not the mean of their
 log-probabilities), independent of the members' order, the same in teacher-forced scoring; each member keeps
 its own state; members must be autoregressive, named once, of one task and with the same vocabularies in id
-order (errors name both runs and the first difference)."""
+order or the same tokens at other ids (mapped back: the member then scores as if trained with the first's);
+errors name both runs and the first difference."""
 
 import math
 
@@ -10,7 +11,14 @@ import torch
 from torch import nn
 
 from structseq.data.vocab import SPECIALS, Vocab
-from structseq.decode.ensemble import AVERAGE, Ensemble, average_log_probs, check_members, check_same_vocabs
+from structseq.decode.ensemble import (
+    AVERAGE,
+    Ensemble,
+    Remapped,
+    average_log_probs,
+    check_members,
+    check_same_vocabs,
+)
 from structseq.errors import ConfigError
 from structseq.models.base import Autoregressive
 
@@ -103,8 +111,24 @@ def test_check_members_names_the_runs_that_do_not_fit():
         check_members(["r1", "r1"], ["seq2seq"] * 2, [_vocabs(["a"]), _vocabs(["a"])])
     with pytest.raises(ConfigError, match="one task.*r1: seq2seq, r2: supertag"):
         check_members(["r1", "r2"], ["seq2seq", "supertag"], [_vocabs(["a"]), _vocabs(["a"])])
-    with pytest.raises(ConfigError, match=r"r1 and r2 differ in the 'tgt' vocabulary .*first difference at id 4"):
-        check_members(["r1", "r2"], ["seq2seq"] * 2, [_vocabs(["a", "b"]), _vocabs(["b", "a"])])  # same set
+    with pytest.raises(ConfigError, match=r"r1 and r2 differ in the 'tgt' vocabulary .*first difference at id 5"):
+        check_members(["r1", "r2"], ["seq2seq"] * 2, [_vocabs(["a", "b"]), _vocabs(["a", "c"])])  # as many tokens
+    same, moved = check_members(["r1", "r2"], ["seq2seq"] * 2, [_vocabs(["a", "b"]), _vocabs(["b", "a"])])
+    assert same == {} and moved == {"tgt": [0, 1, 2, 3, 5, 4]}  # the same tokens at other ids: mapped
+
+
+def test_a_member_with_reordered_vocabularies_scores_as_if_trained_with_the_firsts():
+    """A member whose target ids are permuted, wrapped in `Remapped`, gives the original member's numbers."""
+    member = Member(3)
+    perm = [0, 1, 2, 3, 5, 4]  # its id of each of the first member's tokens
+    permuted = Member(3)
+    with torch.no_grad():
+        permuted.table.copy_(member.table[perm][:, perm])  # same model, ids 4 and 5 swapped
+    wrapped = Remapped(permuted, {"tgt": perm, "src": list(range(V))})
+    batch = {"src": torch.zeros(2, 1, dtype=torch.long), "tgt_in": torch.tensor([[1, 4, 5], [1, 5, 3]])}
+    assert torch.allclose(wrapped(batch), member(batch))
+    lp, _ = wrapped.step(torch.tensor([4, 5]), wrapped.init_state(wrapped.encode(batch)))
+    assert torch.allclose(lp, member.table[torch.tensor([4, 5])])
 
 
 def test_check_same_vocabs_counts_types_and_missing_vocabularies():
