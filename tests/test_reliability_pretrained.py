@@ -58,3 +58,77 @@ def test_every_folder_a_run_keeps_reading_is_a_path_key():
     absolute = absolute_paths(tagger)
     assert absolute.model.encoder.pretrained.startswith("/") and absolute.model.encoder.pretrained.endswith("/e")
     assert absolute_paths(absolute) is absolute  # already absolute: unchanged
+
+
+def _model(folder, arch="hf-seq2seq", **decode):
+    from structseq.models import build_model
+    from structseq.tasks import get_task
+
+    model = {"arch": arch, "pretrained": str(folder)}
+    if arch == "rdangle-pretrained":
+        model.update(fusion_layers=1, post_fusion_layers=1, interval=1)
+    cfg = config_from_dict({"task": "hf-seq2seq", "model": model, "decode": decode})
+    task = get_task(cfg)
+    vocabs = task.build_vocabs([])
+    return task, vocabs, build_model(cfg.model, vocabs, task="hf-seq2seq").eval()
+
+
+def test_a_folder_without_tokenizer_files_is_refused(tmp_path):
+    """A T5 folder without its tokenizer files: on d15a89c transformers built an empty tokenizer and every
+    word read as <unk>; now a one-line ConfigError naming model.pretrained."""
+    from hf_tiny import tiny_t5
+    from structseq.errors import ConfigError
+    from structseq.models.hf_checkpoint import load_tokenizer
+
+    folder = tiny_t5(tmp_path / "t5")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (folder / name).unlink(missing_ok=True)
+    with pytest.raises(ConfigError, match=r"'model.pretrained': .* holds no tokenizer vocabulary"):
+        load_tokenizer(str(folder))
+
+
+def test_a_tokenizer_larger_than_the_embedding_table_is_refused(tmp_path):
+    """More tokenizer pieces than `vocab_size`: on d15a89c an IndexError in the embedding at the first such
+    piece; now a ConfigError naming both numbers."""
+    from hf_tiny import colors_words
+    from structseq.errors import ConfigError
+
+    words = colors_words()
+    folder = tiny_bart(tmp_path / "bart", words, vocab_size=len(words))  # 5 specials more than embeddings
+    with pytest.raises(ConfigError, match=rf"tokenizer has {len(words) + 5} pieces but the model only {len(words)}"):
+        _model(folder)
+
+
+@pytest.mark.parametrize("arch", ["hf-seq2seq", "rdangle-pretrained"])
+def test_decoding_past_the_position_table_is_cut_there_with_a_warning(arch, tmp_path):
+    """decode.max_len_b 512 on a BART of 16 positions: on d15a89c an IndexError (hf-seq2seq) or a ValueError
+    traceback (rdangle-pretrained, fused input too long); now outputs are cut at the table's limit, with one
+    warning naming both numbers. A random model rarely ends early, so the outputs reach the limit."""
+    from structseq.data.example import Example
+
+    folder = tiny_bart(tmp_path / "bart", max_position_embeddings=16, init_std=0.3)
+    task, vocabs, model = _model(folder, arch, max_len_b=512, max_len_a=0.0, beam=2)
+    examples = [Example.from_text("dax lug", "RED"), Example.from_text("zup wif kiki", "BLUE")]
+    with pytest.warns(UserWarning, match=r"allows 512 output tokens, more than the model's position table holds"):
+        out = task.predict(model, examples, vocabs)
+    for e, o in zip(examples, out):  # rdangle: the fused input holds the source (with <s> </s>) too
+        pieces = len(task.tokenizer(e.source_text)["input_ids"])
+        assert len(o) <= (15 if arch == "hf-seq2seq" else 16 - pieces - 2)
+    assert max(len(o) for o in out) >= 9  # the limit was reached (so the clamp was exercised)
+
+
+def test_ensemble_members_differing_in_task_settings_are_refused(tmp_path):
+    """Two runs alike but for task.source_bos: on d15a89c accepted, the first member's task encoding the input
+    for both (scores depended on member order); now a ConfigError naming the key."""
+    from structseq.api import load_ensemble
+    from structseq.errors import ConfigError
+    from structseq.train.loop import Trainer
+    from test_train import toy_config, toy_tsv
+
+    data = toy_tsv(tmp_path)
+    for name, bos in (("a", False), ("b", True)):
+        cfg = toy_config(data, max_steps=1).to_dict()
+        cfg["task"]["source_bos"] = bos
+        Trainer(config_from_dict(cfg), tmp_path / name, show_progress=False).run()
+    with pytest.raises(ConfigError, match=r"differ in task.source_bos \(.*a: False, .*b: True\)"):
+        load_ensemble([tmp_path / "a", tmp_path / "b"])

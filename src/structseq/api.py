@@ -412,7 +412,7 @@ def load_ensemble(
     the same tokens at other ids (remapped: `decode.ensemble.Remapped`; otherwise a ConfigError names the two
     runs and the fix), and task; the first run's config (decode settings, limits)
     and task serve the ensemble."""
-    from structseq.decode.ensemble import Ensemble, Remapped, check_members
+    from structseq.decode.ensemble import Ensemble, Remapped, check_members, check_same_task_settings
 
     if not run_dirs:
         raise ConfigError("give at least one run directory")
@@ -421,6 +421,7 @@ def load_ensemble(
     runs = [load_run(d, checkpoint, device=device, moved=moved) for d in run_dirs]
     names = [str(r.run_dir) for r in runs]
     maps = check_members(names, [r.task.name for r in runs], [r.vocabs for r in runs], _vocab_fix(runs))
+    check_same_task_settings({n: r.config.to_dict()["task"] for n, r in zip(names, runs)})
     models = [Remapped(r.model, m) if m else r.model for r, m in zip(runs, maps)]
     model = Ensemble(models, names).eval()
     return replace(

@@ -48,6 +48,12 @@ class Ensemble(Autoregressive):
         self.width = members[0].width
         self.pad = getattr(members[0], "pad", 0)
 
+    def output_limit(self, inputs: Inputs) -> Tensor | None:
+        """The smallest of the members' output limits (`structseq.decode.search.within_model`), if any."""
+        limits = [f(inputs) for m in self.members if callable(f := getattr(m, "output_limit", None))]
+        limits = [x for x in limits if x is not None]
+        return torch.stack(limits).min(0).values if limits else None
+
     def encode(self, inputs: Inputs) -> list:
         return [m.encode(inputs) for m in self.members]
 
@@ -143,6 +149,20 @@ def check_members(
     if any(m is None for m in maps):
         check_same_vocabs(dict(zip(names, vocabs)), fix)
     return maps
+
+
+def check_same_task_settings(named: dict[str, dict]) -> None:
+    """Every run (name -> its config's `task` section) encodes inputs as the first run does: the first run's
+    task encodes them for all, so a differing setting (`task.source_bos`, ...) is a ConfigError naming it."""
+    (first, ref), *rest = named.items()
+    for name, settings in rest:
+        for key in sorted(set(ref) | set(settings)):
+            if ref.get(key) != settings.get(key):
+                raise ConfigError(
+                    f"the ensemble's runs differ in task.{key} ({first}: {ref.get(key)!r}, {name}: "
+                    f"{settings.get(key)!r}); the first run's task encodes the input for all, so their "
+                    "task settings must agree"
+                )
 
 
 def check_same_vocabs(named: dict[str, dict], fix: str = "") -> None:

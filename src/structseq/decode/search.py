@@ -15,10 +15,15 @@ The length limit L gives an output at most L + 1 positions, </s> included. `eos_
 </s> at the last one; without it (a pretrained checkpoint whose generation config sets no
 `forced_eos_token_id`, as transformers' `generate` with `max_length` = L + 2) any token may take it and the
 output ends there unterminated, its score without </s>.
+
+A model whose outputs are bounded by its own position table (a pretrained backbone) says so through
+`output_limit(inputs)`; both searches clamp L to it (`within_model`) with one warning naming both numbers, so
+a `decode.max_len_b` larger than the table cuts outputs there instead of an IndexError in the embedding.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,6 +31,7 @@ import torch
 from torch import Tensor
 
 from structseq.data.vocab import Vocab
+from structseq.errors import StructseqError
 from structseq.state import map_state
 
 
@@ -73,6 +79,33 @@ def _stop_rule(early_stopping) -> str:
 
 
 @torch.no_grad()
+def within_model(model, inputs: Mapping[str, Tensor], max_len: Tensor) -> Tensor:
+    """`max_len` clamped to the most output tokens (before </s>) the model can produce for each input
+    (`model.output_limit(inputs)`, where the model has one), warning once per model with both numbers."""
+    limit_of = getattr(model, "output_limit", None)
+    limit = limit_of(inputs) if callable(limit_of) else None
+    if limit is None:
+        return max_len
+    limit = limit.to(max_len.device)
+    if bool((limit < 1).any()):
+        raise StructseqError(
+            "an input leaves no room for an output within the model's positions (max_position_embeddings); "
+            "shorten the input"
+        )
+    over = max_len > limit
+    if not bool(over.any()):
+        return max_len
+    if not getattr(model, "_warned_output_limit", False):
+        warnings.warn(
+            f"the decoding length limit (decode.max_len_a * |x| + max_len_b) allows {int(max_len[over].max())} "
+            f"output tokens, more than the model's position table holds ({int(limit[over].min())}, from its "
+            "max_position_embeddings): outputs are cut there",
+            stacklevel=3,
+        )
+        model._warned_output_limit = True
+    return torch.minimum(max_len, limit)
+
+
 def beam_search(
     model,
     inputs: Mapping[str, Tensor],
@@ -99,6 +132,7 @@ def beam_search(
     textbook beam search). It also stops when nothing is open, and without n-best lists as soon as no open
     hypothesis can beat the best finished one (this changes no result). A stopped sentence leaves the batch."""
     rule = _stop_rule(early_stopping)
+    max_len = within_model(model, inputs, max_len)
     B, K = max_len.shape[0], beam
     device = max_len.device
     shared = getattr(model, "sentence_state", frozenset())
@@ -248,6 +282,7 @@ def sample(
     included), so it compares with beam and teacher-forced scores. The length limit and the ban on <pad>/<s>
     are beam search's; a finished sample leaves the batch. `generator` (on the model's device) makes the draws
     reproducible; its own default is torch's global generator."""
+    max_len = within_model(model, inputs, max_len)
     B = max_len.shape[0]
     device = max_len.device
     rows = torch.arange(B, device=device).repeat_interleave(n)

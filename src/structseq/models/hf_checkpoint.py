@@ -107,9 +107,19 @@ def load_seq2seq(path: str | None, key: str = KEY):
     return _load(_transformers(key).AutoModelForSeq2SeqLM, checkpoint_folder(path, key), "model", key)
 
 
+#: files that hold a tokenizer's pieces (without one, transformers builds an empty tokenizer for some families)
+VOCABULARY = ("tokenizer.json", "vocab.json", "vocab.txt", "merges.txt", "*.model", "*.spm", "vocab.*")
+
+
 def load_tokenizer(path: str | None, key: str = KEY):
-    """`AutoTokenizer` of a local folder (local files only)."""
+    """`AutoTokenizer` of a local folder (local files only). A folder holding no tokenizer vocabulary file is
+    refused: transformers would build an empty tokenizer for it (T5), reading every word as unknown."""
     folder = checkpoint_folder(path, key)
+    if not any(p.is_file() for pattern in VOCABULARY for p in folder.glob(pattern)):
+        raise ConfigError(
+            f"'{key}': {str(folder)!r} holds no tokenizer vocabulary ({', '.join(VOCABULARY[:4])}, a "
+            "sentencepiece .model, ...); save the checkpoint's tokenizer there too (tokenizer.save_pretrained)"
+        )
     return _load(_transformers(key).AutoTokenizer, folder, "tokenizer", key)
 
 
@@ -156,6 +166,12 @@ def special_ids(path: str | None, key: str = KEY) -> SpecialIds:
         own = getattr(config, f"{name}_token_id", None)
         if own is not None and int(own) != mine:
             raise ConfigError(f"{where}: the tokenizer's {name} id {mine} is not the model's ({own})")
+    size, pieces = getattr(config, "vocab_size", None), len(tokenizer)
+    if size and pieces > size:
+        raise ConfigError(
+            f"{where}: its tokenizer has {pieces} pieces but the model only {size} embeddings (vocab_size); "
+            "a piece beyond them cannot be embedded: save the tokenizer the model was trained with"
+        )
     if pad == eos:
         raise ConfigError(f"{where}: pad and eos are the same id ({pad}); structseq needs them apart")
     generation = load_generation_config(path, key)

@@ -71,6 +71,14 @@ class PretrainedSeq2Seq(Autoregressive):
             if g["params"]
         ]
 
+    def output_limit(self, inputs: Inputs) -> Tensor | None:
+        """Per sentence, the most output tokens before the end token that the decoder's position table holds
+        (`max_position_embeddings` - 1: the decoder start takes a position); None for relative positions (T5)."""
+        positions = getattr(self.hf.config, "max_position_embeddings", None)
+        if not positions:
+            return None
+        return torch.full((inputs["src"].shape[0],), int(positions) - 1, dtype=torch.long)
+
     def first_input(self, prev: Tensor, step: int) -> Tensor:
         return torch.full_like(prev, self.start) if step == 0 else prev
 

@@ -133,6 +133,15 @@ class RDanglePretrained(PretrainedSeq2Seq):
         x = self.encoder.layernorm_embedding(x + pos)
         return self._dropout(x) if drop else x
 
+    def output_limit(self, inputs: Inputs) -> Tensor | None:
+        """The decoder's limit, and the fused input's: [source ; y_0..y_p ; end marker] within the encoder's
+        positions, so at most positions - |x| - 2 output tokens."""
+        table = self.encoder.embed_positions
+        most = table.weight.shape[0] - getattr(table, "offset", 0)
+        fused = most - inputs["src"].ne(self.pad).sum(1).cpu() - 2
+        own = super().output_limit(inputs)
+        return fused if own is None else torch.minimum(own, fused)
+
     def encode(self, inputs: Inputs) -> State:
         """Source-only work, once per batch: the source part of the fused input (dropped out here with
         `source_dropout: per_batch`, else per row in `fuse`)."""
