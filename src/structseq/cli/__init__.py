@@ -17,6 +17,7 @@ from structseq.cli.evaluate import category_columns, metric_rows, print_metrics 
 from structseq.cli.evaluate import evaluate as evaluate_command
 from structseq.cli.evaluate import predict as predict_command
 from structseq.cli.export import export as export_command
+from structseq.cli.many import train_many as train_many_command
 from structseq.cli.options import DataRoot, stdout_console
 from structseq.cli.plot import plot as plot_command
 from structseq.cli.score import score as score_command
@@ -41,6 +42,7 @@ app.command("evaluate")(evaluate_command)
 app.command("predict")(predict_command)
 app.command("score")(score_command)
 app.command("compare")(compare_command)
+app.command("train-many")(train_many_command)
 console = stdout_console()
 
 
