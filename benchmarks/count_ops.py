@@ -11,7 +11,8 @@ the dispatcher runs (forward, backward and optimiser step: what the autograd eng
 aliases (`OpOverload.is_view`, `detach`) are counted apart, since they launch no kernel. Reported per model: the
 mean operators per update (all, and without views), per target token, and the ten most frequent. `--src` runs
 the same counting over another checkout's sources (a fresh process per model), so before and after are counted
-on the same batches; `--set` adds overrides to every model (e.g. the new code's switches).
+on the same batches; `--set` adds overrides to every model (e.g. the new code's switches); `--as-accelerator`
+counts the work a GPU gets where a model sizes it by device (Dangle's chunks of 32 target steps, not 8).
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ class Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 cfg = build_config(spec)
+if spec["accelerator"]:  # the chunking a GPU gets (models/dangle.py), where the sources have one
+    from structseq.models.dangle import RDangleSeq2Seq
+    RDangleSeq2Seq.AUTO_CHUNK_STEPS = getattr(RDangleSeq2Seq, "AUTO_CHUNK_STEPS_ACCELERATOR", RDangleSeq2Seq.AUTO_CHUNK_STEPS)
 t = Trainer(cfg, tempfile.mkdtemp(prefix="count-ops-"), data_root=spec["data_root"], show_progress=False)
 for _ in range(spec["warmup"]):
     t._update()
@@ -116,6 +120,7 @@ def count(name: str, args) -> dict:
         "warmup": args.warmup,
         "updates": args.updates,
         "data_root": args.data_root,
+        "accelerator": args.as_accelerator,
     }
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if args.src:
@@ -138,6 +143,9 @@ def main(argv=None) -> None:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--data-root", default=None)
     p.add_argument("--cpu-smoke", action="store_true", help="64 training examples, one update")
+    p.add_argument(
+        "--as-accelerator", action="store_true", help="the models' accelerator settings (Dangle: 32-step chunks)"
+    )
     p.add_argument("--label", default=None, help="what this count measures (default: the sources' commit)")
     args = p.parse_args(argv)
     if args.cpu_smoke:
