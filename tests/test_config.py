@@ -106,6 +106,7 @@ def test_task_section_shorthand_and_unknown_task():
     assert config_from_dict({"task": "seq2seq"}).task.type == "seq2seq"
     assert config_from_dict({}).to_dict()["task"] == {
         "type": "seq2seq",
+        "metrics": [],
         "subword": "none",
         "subword_vocab_size": 8000,
         "tokenizer_path": None,

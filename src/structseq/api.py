@@ -333,6 +333,7 @@ class Run(NamedVocabs):
         limit: int | None = None,
         sampling: Sampling | None = None,
         overwrite: bool = False,
+        metrics: Sequence[str] = (),
     ) -> dict:
         """Decode a split (default: the config's first test split) and compute every metric of the task.
 
@@ -344,7 +345,7 @@ class Run(NamedVocabs):
         reports no BLEU). `limit`: the split's first N examples only; `sampling`: one sample per example instead
         of search. What produced the numbers is in the report's `settings`; the predictions go to a file named
         for what differs from the run's own settings, never replacing another evaluation unless `overwrite`
-        (`structseq.evaluation`)."""
+        (`structseq.evaluation`). `metrics`: registered metrics (plugins too) to report besides the task's."""
         return evaluation.evaluate(
             self,
             split,
@@ -356,6 +357,7 @@ class Run(NamedVocabs):
             limit=limit,
             sampling=sampling,
             overwrite=overwrite,
+            metrics=metrics,
         )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from structseq.errors import ConfigError, DataError
 from structseq.fields import apply_overrides as _apply
 from structseq.fields import build_section, chosen, option, path_keys
-from structseq.registry import ARCHS, HEADS, PLUGIN_HINT, TASKS
+from structseq.registry import ARCHS, HEADS, METRICS, PLUGIN_HINT, TASKS
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
 
@@ -249,6 +249,11 @@ class TaskOptions:
     """Keys of the `task` section shared by every task (a task with keys of its own extends this)."""
 
     type: str = option("seq2seq", "the kind of problem (`structseq config --list` names them)")
+    metrics: list[str] = option(
+        [],
+        "more registered metrics (plugins too; `structseq config --list`) that evaluate reports and "
+        "train.valid_metric may name, computed on greedy outputs at each validation",
+    )
 
 
 #: sections that may be given as a name: `task: supertag`, `model: lstm`
@@ -348,10 +353,21 @@ def moved_paths(cfg: Config, items: Sequence[str], where: object) -> Config:
     return _with_values(cfg, values, saved=True)
 
 
+def valid_metric_names(task: type, cfg: Config) -> list[str]:
+    """What train.valid_metric may name: the task's validation metrics (`Task.valid_metrics`) and the registered
+    metrics its config adds (`task.metrics`)."""
+    return list(dict.fromkeys([*task.valid_metrics, *cfg.task.metrics]))
+
+
 def check_config(cfg: Config) -> None:
     """The checks that involve more than one key, or the task: a ConfigError naming the keys."""
     task, arch = TASKS.get(cfg.task.type), ARCHS.get(cfg.model.arch)
-    metrics = task.valid_metrics
+    unknown = [m for m in cfg.task.metrics if m not in METRICS]
+    if unknown:
+        raise ConfigError(
+            f"'task.metrics': no registered metric {', '.join(map(repr, unknown))}; choices: {', '.join(METRICS.names())}"
+        )
+    metrics = valid_metric_names(task, cfg)
     if cfg.train.valid_metric not in metrics:
         raise ConfigError(
             f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "

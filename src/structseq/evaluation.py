@@ -16,6 +16,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,17 @@ def check_beam(beam: int | None) -> None:
     if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int)):
         raise ConfigError(f"'--beam' must be an integer, got {beam!r}")
     check_value(beam, {"ge": 1}, "--beam")
+
+
+def check_metrics(names: Sequence[str]) -> None:
+    """Every name a registered metric (plugins included); a ConfigError listing them otherwise."""
+    from structseq.registry import METRICS
+
+    unknown = [m for m in names if m not in METRICS]
+    if unknown:
+        raise ConfigError(
+            f"--metric: no registered metric {', '.join(map(repr, unknown))}; choices: {', '.join(METRICS.names())}"
+        )
 
 
 def is_file_spec(split: str) -> bool:
@@ -84,13 +96,16 @@ def evaluate(
     limit: int | None = None,
     sampling: Sampling | None = None,
     overwrite: bool = False,
+    metrics: Sequence[str] = (),
 ) -> dict:
     """`Run.evaluate` (its docstring says what the report holds); `overwrite` lets a different earlier
-    evaluation of the same name, or a file structseq did not write, be replaced."""
+    evaluation of the same name, or a file structseq did not write, be replaced; `metrics`: registered metrics
+    to report besides the task's (`--metric`)."""
     from structseq.config import _bleu_tokenizers
     from structseq.fields import check_value
 
     check_beam(beam)
+    check_metrics(metrics)
     check_value(bleu_tokenize, {"choices": _bleu_tokenizers}, "--bleu-tokenize")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"'--limit' must be an integer >= 1, got {limit!r}")
@@ -109,7 +124,10 @@ def evaluate(
         label = prediction_label(split, dataset, split_name) + evaluation_suffix(settings, run_defaults(run))
         target = _check_target(run.run_dir / "predictions", label, settings, split, overwrite)
     predictions = run.decode_examples(examples, beam=beam, show_progress=show_progress, sampling=sampling)
-    metrics = scorer.evaluate(examples, predictions, dataset=dataset, split=split_name, data_root=data_root)
+    asked = metrics
+    metrics = scorer.evaluate(
+        examples, predictions, dataset=dataset, split=split_name, data_root=data_root, metrics=asked
+    )
     metrics.update(
         {
             "dataset": dataset,

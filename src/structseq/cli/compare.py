@@ -67,6 +67,9 @@ def compare(
     limit: Optional[int] = typer.Option(
         None, "--limit", min=1, help="compare runs' evaluations of the split's first N examples (evaluate --limit)"
     ),
+    metric: list[str] = typer.Option(
+        [], "--metric", help="a registered metric to compare too, computed from the predictions (repeatable)"
+    ),
     allow_mixed: bool = typer.Option(
         False, "--allow-mixed", help="accept a side whose seeds were evaluated with different settings"
     ),
@@ -85,6 +88,9 @@ def compare(
             f"expected two systems A and B, got {len(systems)} arguments; quote a glob "
             "('runs/lstm-s*') so that the shell does not expand it, or join runs with commas"
         )
+    from structseq.evaluation import check_metrics
+
+    check_metrics(metric)
     if fmt not in FORMATS:
         raise StructseqError(f"--format: unknown {fmt!r}; choices: {', '.join(FORMATS)}")
     shown = tuple(names.split(",")) if names else tuple(systems)
@@ -113,6 +119,7 @@ def compare(
         names=shown,
         split=split,
         allow_mixed=allow_mixed,
+        extra_metrics=tuple(metric),
     )
     text = render(report, fmt)
     if output is None:

@@ -128,6 +128,9 @@ def evaluate(
     temperature: float = Temperature,
     seed: int = Seed,
     quiet: bool = Quiet,
+    metric: list[str] = typer.Option(
+        [], "--metric", help="a registered metric to report too (repeatable; plugins included), e.g. --metric chrf"
+    ),
     overwrite: bool = typer.Option(
         False,
         "--overwrite",
@@ -163,6 +166,7 @@ def evaluate(
         sampling=sampling,
         write_predictions=main,
         overwrite=overwrite,
+        metrics=metric,
     )
     if not main:
         return

@@ -134,6 +134,18 @@ def _paired(metric: str, a: list[Output], b: list[Output], opts: dict) -> list[d
     return [{"a": x.ident, "b": y.ident, **_test(metric, [x], [y], opts)} for x, y in _pairs(a, b)]
 
 
+def _registered(name: str, o: Output, tokenize: str) -> dict:
+    """A registered metric (`--metric`, plugins too) of one output's predictions: {score, signature}."""
+    from structseq.metrics.base import MetricInputs
+    from structseq.metrics.report import compute_metric
+
+    inputs = MetricInputs(o.hypotheses, o.references, bleu_tokenize=tokenize, tokenized=True)
+    result = compute_metric(name, inputs)
+    if result is None or not isinstance(result.get("score"), (int, float)):
+        raise StructseqError(f"--metric {name}: gives no single score from predictions alone")
+    return _limited({name: result}, o)[name]
+
+
 def _bootstrap(metric: str, o: Output, opts: dict) -> dict:
     """One output's bootstrap interval of `metric`, as sacrebleu computes it (`sig.bootstrap_ci`)."""
     if metric == "bleu":
@@ -160,6 +172,43 @@ def _side(xs: list[float], level: float, signature: str, bootstrap: list[dict] |
     return out
 
 
+def _row(name, signature, xs, ys, level, paired=None, boots=(None, None), note=None) -> dict:
+    """One metric of the report: each side's summary (`_side`), the difference of the means, the paired
+    test(s) and the verdict (None without a paired test)."""
+    row = {
+        "name": name,
+        "signature": signature,
+        "A": _side(xs, level, signature, boots[0]),
+        "B": _side(ys, level, signature, boots[1]),
+        "delta": sig.mean_sd(xs)[0] - sig.mean_sd(ys)[0],
+        "paired": paired,
+        "verdict": None if paired is None else sig.verdict(paired, level),
+    }
+    return {**row, "note": note} if note else row
+
+
+def _metric_rows(a: list[Output], b: list[Output], opts: dict, level: float, extra: tuple[str, ...]) -> list[dict]:
+    """The report's metrics: those recomputed from the predictions (with paired tests and bootstrap
+    intervals), the `--metric` ones, then the other scores every metrics JSON holds."""
+    tokenize, rows = opts["tokenize"], []
+    scores = {o.path: metric_scores(o, tokenize) for o in a + b}
+    for m in KIND_METRICS[a[0].kind]:
+        xs, ys = ([scores[o.path][m]["score"] for o in side] for side in (a, b))
+        boots = [[_bootstrap(m, o, opts) for o in side] for side in (a, b)]
+        rows.append(_row(m, scores[a[0].path][m]["signature"], xs, ys, level, _paired(m, a, b, opts), boots))
+    for m in extra:
+        xs, ys = ([_registered(m, o, tokenize) for o in side] for side in (a, b))
+        paired = _paired(m, a, b, opts) if m in sig.RATIO_METRICS else None
+        note = None if paired else "--metric, computed from the predictions; no paired test"
+        rows.append(
+            _row(m, xs[0]["signature"], [x["score"] for x in xs], [y["score"] for y in ys], level, paired, note=note)
+        )
+    for m, pairs in report_scores(a + b, set(KIND_METRICS[a[0].kind]) | set(extra)).items():
+        xs, ys = [s for s, _ in pairs[: len(a)]], [s for s, _ in pairs[len(a) :]]
+        rows.append(_row(m, pairs[0][1], xs, ys, level, note="from the metrics JSON; no paired test"))
+    return rows
+
+
 def compare(
     a: list[Output],
     b: list[Output],
@@ -173,9 +222,11 @@ def compare(
     names: tuple[str, str] = ("A", "B"),
     split: str | None = None,
     allow_mixed: bool = False,
+    extra_metrics: tuple[str, ...] = (),
 ) -> dict:
     """The comparison report (JSON-able): per metric each side's `seed_summary`, the difference of the means,
-    and the paired test(s). A side whose outputs were evaluated with different settings is an error unless
+    and the paired test(s); `extra_metrics`: registered metrics (`--metric`) computed from the predictions too.
+    A side whose outputs were evaluated with different settings is an error unless
     `allow_mixed` (`check_settings`)."""
     if test not in sig.TESTS:
         raise StructseqError(f"--test: unknown test {test!r}; choices: {', '.join(sig.TESTS)}")
@@ -188,37 +239,7 @@ def compare(
         check_settings(side, name, allow_mixed)
     tokenize = bleu_tokenizer(a + b, bleu_tokenize)
     opts = {"test": test, "resamples": resamples, "seed": seed, "pairing": pairing, "tokenize": tokenize}
-    scores = {o.path: metric_scores(o, tokenize) for o in a + b}
-    metrics = []
-    for m in KIND_METRICS[a[0].kind]:
-        xs, ys = [scores[o.path][m]["score"] for o in a], [scores[o.path][m]["score"] for o in b]
-        signature = scores[a[0].path][m]["signature"]
-        paired = _paired(m, a, b, opts)
-        metrics.append(
-            {
-                "name": m,
-                "signature": signature,
-                "A": _side(xs, level, signature, [_bootstrap(m, o, opts) for o in a]),
-                "B": _side(ys, level, signature, [_bootstrap(m, o, opts) for o in b]),
-                "delta": sig.mean_sd(xs)[0] - sig.mean_sd(ys)[0],
-                "paired": paired,
-                "verdict": sig.verdict(paired, level),
-            }
-        )
-    for m, pairs in report_scores(a + b, set(KIND_METRICS[a[0].kind])).items():
-        xs, ys = [s for s, _ in pairs[: len(a)]], [s for s, _ in pairs[len(a) :]]
-        metrics.append(
-            {
-                "name": m,
-                "signature": pairs[0][1],
-                "A": _side(xs, level, pairs[0][1]),
-                "B": _side(ys, level, pairs[0][1]),
-                "delta": sig.mean_sd(xs)[0] - sig.mean_sd(ys)[0],
-                "paired": None,
-                "verdict": None,
-                "note": "from the metrics JSON; no paired test",
-            }
-        )
+    metrics = _metric_rows(a, b, opts, level, extra_metrics)
     pairs = [[x.ident, y.ident] for x, y in _pairs(a, b)] if pairing == "seeds" else None
     return {
         "split": split,

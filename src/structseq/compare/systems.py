@@ -65,7 +65,7 @@ def read_predictions(path: Path, system: str) -> Output:
             raise StructseqError(f"{path}:{n}: {len(row)} columns but the header names {len(header)}")
     report_path = path.with_name(path.name[: -len(".tsv")] + ".metrics.json") if path.name.endswith(".tsv") else None
     report = json.loads(report_path.read_text(encoding="utf-8")) if report_path and report_path.is_file() else {}
-    kind = "supertag" if "correct_words" in header or report.get("task") == "supertag" else "seq2seq"
+    kind = task_kind(report.get("task")) or ("supertag" if "correct_words" in header else "seq2seq")
     return Output(
         system,
         path,
@@ -76,6 +76,17 @@ def read_predictions(path: Path, system: str) -> Output:
         report,
         report.get("seed"),
     )
+
+
+def task_kind(task: str | None) -> str | None:
+    """Which metrics a task's predictions are compared on, from the task the run's metrics JSON names: a
+    tagger's (its registered metrics hold `sentence_accuracy`) or a sequence task's; None for a file without a
+    report (then its columns decide)."""
+    if not task:
+        return None
+    from structseq.registry import TASKS
+
+    return "supertag" if task in TASKS and "sentence_accuracy" in TASKS.get(task).metrics else "seq2seq"
 
 
 def expand(spec: str) -> list[Path]:

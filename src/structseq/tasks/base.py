@@ -112,21 +112,40 @@ class Task(abc.ABC):
         return " ".join(prediction)
 
     def evaluate(
-        self, examples: Sequence[Example], predictions: Sequence[Any], *, dataset: str, split: str, data_root=None
+        self,
+        examples: Sequence[Example],
+        predictions: Sequence[Any],
+        *,
+        dataset: str,
+        split: str,
+        data_root=None,
+        metrics: Sequence[str] = (),
     ) -> dict:
-        """Every metric this task and the dataset name (`metric_names`), each with its signature stating its
-        scale, after the task's non-score entries (`report_facts`); JSON-able."""
+        """Every metric this task, the dataset and the config name (`metric_names`) and the `metrics` asked for
+        (`--metric`), each with its signature stating its scale, after the task's non-score entries
+        (`report_facts`); JSON-able."""
         from structseq.metrics.report import compute_metrics
 
         inputs = self.metric_inputs(examples, predictions, dataset=dataset, split=split, data_root=data_root)
-        return {**self.report_facts(inputs), **compute_metrics(self.metric_names(dataset), inputs)}
+        names = (*self.metric_names(dataset), *metrics)
+        return {**self.report_facts(inputs), **compute_metrics(names, inputs)}
 
     def metric_names(self, dataset: str) -> tuple[str, ...]:
         """The registered metrics of a report: the task's (`metrics`), then the dataset's (`Dataset.metrics`)."""
         from structseq.data.registry import datasets
 
         spec = datasets().get(dataset)
-        return tuple(dict.fromkeys((*self.metrics, *(spec.metrics if spec is not None else ()))))
+        extra = (*(spec.metrics if spec is not None else ()), *self.cfg.task.metrics)
+        return tuple(dict.fromkeys((*self.metrics, *extra)))
+
+    def registered_validation(self, examples: Sequence[Example], predictions: Sequence[Any], name: str) -> float:
+        """`valid_<name>` of a registered metric (`task.metrics`, plugins too) on validation outputs: its score
+        as `evaluate` computes it."""
+        from structseq.metrics.report import compute_metric
+
+        inputs = self.metric_inputs(examples, predictions, dataset=self.cfg.data.dataset, split="valid")
+        result = compute_metric(name, inputs)
+        return float("nan") if result is None else float(result["score"])
 
     def bleu_tokenize(self, dataset: str) -> str:
         """sacrebleu's tokenizer: `data.bleu_tokenize`, else the dataset's declared one, else 13a."""

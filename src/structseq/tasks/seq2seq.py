@@ -219,11 +219,14 @@ class Seq2SeqTask(Task):
             _, nll, n = self.loss(model, b, 0.0)
             total_nll, total_tok = total_nll + float(nll), total_tok + n
         out = {"valid_loss": total_nll / max(total_tok, 1)}
-        if self.cfg.train.valid_metric in ("exact_match", "bleu"):
+        name = self.cfg.train.valid_metric
+        if name != "loss":
             hyps = self.predict(model, examples, vocabs, beam=1)
             out["valid_exact_match"] = sum(tuple(h) == e.target for h, e in zip(hyps, examples)) / max(len(examples), 1)
-            if self.cfg.train.valid_metric == "bleu":
+            if name == "bleu":
                 out["valid_bleu"] = self.validation_bleu(examples, hyps)
+            elif name != "exact_match":  # another registered metric (task.metrics)
+                out[f"valid_{name}"] = self.registered_validation(examples, hyps, name)
         return out
 
     def validation_bleu(self, examples: Sequence[Example], predictions: Sequence[list[str]]) -> float:

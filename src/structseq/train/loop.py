@@ -103,12 +103,7 @@ class Trainer:
             raise ConfigError(
                 f"'train.bf16' needs a CUDA device that supports bfloat16; set it to false on {self.device}"
             )
-        self.task = get_task(cfg)
-        if cfg.train.valid_metric not in self.task.valid_metrics:
-            raise ConfigError(
-                f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
-                f"'{self.task.name}'; choices: {', '.join(self.task.valid_metrics)}"
-            )
+        self.task = get_task(cfg)  # config_from_dict checked train.valid_metric against it
         check_loggers(cfg.train)
         self.data = load_training_data(cfg, self.task, data_root)
         self._last = self.out / "checkpoints" / "last.pt"
@@ -484,7 +479,7 @@ class Trainer:
         metrics = self.validate()
         key = f"valid_{cfg.train.valid_metric}"
         value = metrics[key]
-        maximise = self.task.valid_metrics[cfg.train.valid_metric] == "max"
+        maximise = higher_is_better(self.task, cfg.train.valid_metric)
         better = p.best is None or (value > p.best if maximise else value < p.best)
         if better:
             p.best, p.bad_validations = value, 0
@@ -504,6 +499,16 @@ class Trainer:
             self._save("best", snap)
         self._save_periodic(snap)
         return stop
+
+
+def higher_is_better(task, name: str) -> bool:
+    """The direction of a validation metric: a registered metric's own (`Metric.higher_is_better`), else the
+    task's (`valid_metrics`: the loss, "min")."""
+    from structseq.registry import METRICS
+
+    if name in METRICS:
+        return METRICS.get(name).higher_is_better
+    return task.valid_metrics[name] == "max"
 
 
 def train(cfg: Config | dict, out_dir: str | Path, **kwargs) -> dict:
