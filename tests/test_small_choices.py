@@ -18,3 +18,39 @@ def test_piped_tables_are_never_cut_or_wrapped():
     assert "registered dataset name (see `structseq data list`) or 'files'" in row
     assert not any(line.strip("│ ").startswith("│") for line in r.stdout.splitlines())  # no wrapped continuation
     assert "\x1b[" not in r.stdout  # no colour codes
+
+
+def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkeypatch):
+    """train.threads 0 and no --threads: as many threads as the CPUs the load leaves free (at least 1); a busy
+    machine says so in one line naming the setting; an explicit count is used as given, without the hint."""
+    import os
+
+    import torch
+    import yaml
+
+    from test_train import toy_config, toy_tsv
+
+    before = torch.get_num_threads()
+    data = toy_tsv(tmp_path)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(toy_config(data, max_steps=2, valid_every=0).to_dict()))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.8, 7.0, 6.0))
+    try:
+        torch.set_num_threads(2)
+        r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "run"), "-q"])
+        assert r.exit_code == 0, r.output
+        assert "this machine is busy (load 7.8 on 2 CPUs): using 1 torch thread (set train.threads" in r.output
+        assert torch.get_num_threads() == 1
+        r = runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--split", str(data), "-q", "--limit", "2"])
+        assert r.exit_code == 0 and "(set --threads to choose)" in r.output
+        torch.set_num_threads(2)
+        r = runner.invoke(
+            app, ["evaluate", str(tmp_path / "run"), "--split", str(data), "-q", "--threads", "2", "--limit", "3"]
+        )
+        assert r.exit_code == 0 and "busy" not in r.output and torch.get_num_threads() == 2
+        monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.2, 0.2))  # idle: torch's own default stands
+        r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "idle"), "-q"])
+        assert r.exit_code == 0 and "busy" not in r.output and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -180,7 +180,9 @@ class TrainConfig:
     patience: int = option(0, "stop after N validations without improvement (0 = never)", ge=0)
     log_every: int = option(10, "write a metrics line every N updates", ge=1)
     seed: int = option(1, "random seed (data order, initialisation, dropout)", ge=0, le=2**32 - 1)
-    threads: int = option(0, "torch CPU threads (0 = torch default)", ge=0)
+    threads: int = option(
+        0, "torch CPU threads (0: the CPUs other processes leave free, at least 1, at most torch's default)", ge=0
+    )
     eval_checkpoint: str = option(
         "best", "checkpoint `evaluate` uses by default: best | last (the papers report last)", choices=("best", "last")
     )

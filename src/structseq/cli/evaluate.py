@@ -23,7 +23,9 @@ Runs = typer.Argument(
 )
 Beam = typer.Option(None, "--beam", help="beam size [default: the run's decode.beam]")
 BatchSize = typer.Option(None, "--batch-size", help="sentences decoded together (decode.batch_size)")
-Threads = typer.Option(None, "--threads", min=1, help="CPU threads for torch [default: torch's own]")
+Threads = typer.Option(
+    None, "--threads", min=1, help="CPU threads for torch [default: the CPUs other processes leave free, at least 1]"
+)
 MaxLenA = typer.Option(None, "--max-len-a", help="output length limit a * |x| + b: a (decode.max_len_a)")
 MaxLenB = typer.Option(None, "--max-len-b", help="output length limit a * |x| + b: b (decode.max_len_b)")
 Set = typer.Option(
@@ -67,11 +69,9 @@ def load_for_decoding(
 ):
     """The run (an ensemble for several) with the command line's decoding overrides applied."""
     from structseq.api import load_ensemble
+    from structseq.train.device import set_threads
 
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
+    set_threads(threads, "--threads")
     given = [
         f"decode.{key}={value}"
         for key, value in (("batch_size", batch_size), ("max_len_a", max_len_a), ("max_len_b", max_len_b))

@@ -57,7 +57,7 @@ from structseq.train.checkpoint import (
     save_checkpoint,
 )
 from structseq.train.compiled import compile_model, compile_wanted, new_step, set_tf32
-from structseq.train.device import resolve_device
+from structseq.train.device import resolve_device, set_threads
 from structseq.train.loggers import check_loggers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
 from structseq.train.progress import LossWatch, Progress, ProgressBar, closing_summary, validation_line
@@ -95,8 +95,7 @@ class Trainer:
         self._signal: int | None = None
         self.dist = distributed.context()
         rundir.check_directory(self.out)
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
+        set_threads(cfg.train.threads)
         self.device = self.dist.device if self.dist.world_size > 1 else resolve_device(cfg.train.device)
         set_tf32(self.device, cfg.train.tf32)
         if cfg.train.bf16 and not (self.device.type == "cuda" and torch.cuda.is_bf16_supported()):
