@@ -171,6 +171,39 @@ def test_recomputing_chunks_gives_the_same_gradients_with_less_memory_kept():
     assert saved[1] < saved[0] / 2
 
 
+@pytest.mark.parametrize("source_dropout", ["per_point", "per_batch"])
+def test_fused_input_dropout_is_drawn_per_re_encoding_point(source_dropout):
+    """Training with dropout (k0 = 1): the source and prefix parts of the fused input that the first fusion layer
+    reads differ between the re-encoding points of one sentence (`per_point`, the default, as the reference's
+    copy of the batch per point) or are the same at every point (`per_batch`); recomputed chunks draw the same
+    masks again (same gradients); without dropout both compute the same outputs."""
+    model = make({**VARIANTS["shr-o3-prenorm"], "dropout": 0.5, "source_dropout": source_dropout})
+    model.train()
+    model.chunk_points = 100
+    seen = []
+    hook = model.key_encoder.fusion[0].register_forward_pre_hook(lambda layer, args: seen.append(args[0].detach()))
+    src, tgt = batch()
+    model({"src": src[:1], "tgt_in": tgt[:1]})  # one sentence, 13 steps, interval 3: rows = its 5 points
+    hook.remove()
+    rows, S = seen[0], src.shape[1]
+    assert rows.shape[0] == 5
+    for part in (slice(0, S), S):  # the source; y_0, in every row's prefix
+        same = [torch.equal(rows[0, part], rows[r, part]) for r in range(1, 5)]
+        assert all(same) if source_dropout == "per_batch" else not any(same)
+    grads = []
+    for recompute in (False, True):
+        model.recompute_chunks, model.chunk_points = recompute, 2
+        model.zero_grad()
+        torch.manual_seed(1)
+        model({"src": src, "tgt_in": tgt}).gather(-1, tgt.clamp_min(4)[..., None]).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(*grads))
+    outs = [make({**VARIANTS["shr-o3-prenorm"], "source_dropout": mode}).train() for mode in ("per_point", "per_batch")]
+    with torch.no_grad():
+        a, b = (m({"src": src, "tgt_in": tgt}) for m in outs)
+    assert close(a, b, tgt)[0]
+
+
 def test_dangle_is_rdangle_shr_with_interval_one():
     dangle, shr = make({"arch": "dangle"}), make({"arch": "rdangle-shr", "interval": 1}, seed=5)
     assert dangle.state_dict().keys() == shr.state_dict().keys()

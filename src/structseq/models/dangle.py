@@ -19,6 +19,11 @@ are skipped. Source-only work (the value encoder, its cross-attention value proj
 layers) runs once per batch. `chunk_points` sets how many points share a pass; with `recompute_chunks`
 each chunk's activations are recomputed in the backward pass instead of stored, so training memory is
 that of one chunk (activation checkpointing, about a third more compute).
+
+`source_dropout: per_point` (default): in training the key encoder's inputs (the source embedding with the k0
+layers over it, and the prefix embedding) are dropped out afresh for every (point, sentence) row, as the
+reference's copy of the batch per point draws new masks per point; `per_batch` reuses one draw per sentence at
+every point (structseq before issue 44). The value encoder runs once per batch.
 """
 
 from __future__ import annotations
@@ -34,6 +39,15 @@ from torch.utils.checkpoint import checkpoint
 from structseq.errors import ConfigError
 from structseq.fields import option
 from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
+from structseq.models.reencoding import (
+    auto_chunk_points,
+    gather_owned,
+    is_reencoding_point,
+    live_rows,
+    reencoding_points,
+    run_chunks,
+    step_owners,
+)
 from structseq.models.transformer import (
     TransformerBlocksConfig,
     TransformerDecoder,
@@ -104,65 +118,6 @@ class AdaptiveKeyEncoder(nn.Module):
         return self.final_norm(h) if self.final_norm is not None else h
 
 
-# ---------------------------------------------------------------- re-encoding points and chunks (shared with
-# models/rdangle_pretrained.py: any R-Dangle training path is the same loop over groups of points)
-
-
-def reencoding_points(length: int, interval: int) -> list[int]:
-    """Re-encoding steps (0-based) for a target of `length` decoder inputs: 0, o, 2o, ... (interval 0: only 0)."""
-    return list(range(0, length, interval)) if interval else [0]
-
-
-def is_reencoding_point(step: int, interval: int) -> bool:
-    return step % interval == 0 if interval else step == 0
-
-
-def auto_chunk_points(interval: int, length: int, steps: int) -> int:
-    """Points per chunk covering about `steps` target steps (interval 0: the one point)."""
-    return -(-steps // (interval or length))
-
-
-def run_chunks(chunk, args: tuple, lengths: Tensor, interval: int, size: int, recompute: bool) -> list[Tensor]:
-    """`chunk(*args, group)` for consecutive groups of `size` re-encoding points of a batch whose sentences have
-    `lengths` decoder inputs (a loop over groups of points, never over time steps); with `recompute`, each
-    chunk's activations are recomputed in the backward pass instead of stored."""
-    pts = torch.tensor(reencoding_points(int(lengths.max()), interval), device=lengths.device)
-    outputs = []
-    for first in range(0, len(pts), size):
-        group = pts[first : first + size]
-        if recompute and torch.is_grad_enabled():
-            outputs.append(checkpoint(chunk, *args, group, use_reentrant=False))
-        else:
-            outputs.append(chunk(*args, group))
-    return outputs
-
-
-def live_rows(group: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-    """The rows of a chunk worth computing, point-major: (point index in `group`, sentence) for every point that
-    lies within its sentence's `lengths` decoder inputs."""
-    return (group[:, None] < lengths[None, :]).nonzero(as_tuple=True)
-
-
-def step_owners(
-    group: Tensor, point_of: Tensor, sent_of: Tensor, batch: int, n: int, interval: int
-) -> tuple[Tensor, Tensor, Tensor]:
-    """For the n steps of a chunk (from its first point on): the row that owns step t of sentence b, (n, B),
-    the steps (n,) and a mask (B, n, 1) of the (b, t) that have a row (output (b, t) comes from the row of
-    sentence b and of the point that owns step t)."""
-    row_of = torch.full((len(group), batch), -1, dtype=torch.long, device=group.device)
-    row_of[point_of, sent_of] = torch.arange(len(sent_of), device=group.device)
-    steps = torch.arange(n, device=group.device)  # relative to the chunk's first point
-    rows = row_of[torch.div(steps, interval, rounding_mode="floor")]  # (n, B)
-    return rows.clamp_min(0), steps, rows.ge(0).T[..., None]
-
-
-def gather_owned(x: Tensor, owners: tuple[Tensor, Tensor, Tensor]) -> Tensor:
-    """Per-row outputs x (R, n, ...) of a chunk as (B, n, ...): each step from the row that owns it (zero where
-    none does); `owners` from `step_owners`."""
-    rows, steps, keep = owners
-    return x[rows, steps[:, None]].transpose(0, 1) * keep
-
-
 class RDangleSeq2Seq(Autoregressive):
     sentence_state = frozenset({"src", "src_pad", "src_states", "values"})  # cross_kv follows the prefix
 
@@ -181,8 +136,10 @@ class RDangleSeq2Seq(Autoregressive):
         interval: int = 1,
         chunk_points: int = 0,
         recompute_chunks: bool = False,
+        source_dropout: str = "per_point",
     ):
         super().__init__()
+        self.per_point = source_dropout == "per_point"
         if interval < 0 or chunk_points < 0:
             raise ValueError(f"interval ({interval}) and chunk_points ({chunk_points}) must be >= 0")
         self.src_embed, self.key_encoder, self.value_encoder = src_embed, key_encoder, value_encoder
@@ -209,6 +166,8 @@ class RDangleSeq2Seq(Autoregressive):
         embedded = self.src_embed(src)
         states = self.key_encoder.pre_fuse(embedded, pad)
         enc = {"src": src, "src_pad": pad, "src_states": states}
+        if self.per_point and self.training:  # the key encoder's source is dropped out per row (`_chunk`)
+            enc["src_clean"] = self.src_embed(src, drop=False)
         if self.separate:
             values = self.value_encoder(embedded, states, pad)
             enc["values"] = [layer.cross_attn["source"].project_values(values) for layer in self.decoder.layers]
@@ -227,8 +186,10 @@ class RDangleSeq2Seq(Autoregressive):
             sents = torch.arange(tgt_in.shape[0], device=tgt_in.device)
             points = points.expand(sents.shape[0])
         L = int(points.max()) + 2 if length is None else length
-        emb = self.decoder.embed(tgt_in[:, : L - 1]) + self.key_encoder.type_tgt  # (B, L-1, D)
+        rows = self.per_point and self.training  # dropout per row (`source_dropout`)
+        emb = self.decoder.embed(tgt_in[:, : L - 1], drop=not rows)  # (B, L-1, D)
         emb = F.pad(emb, (0, 0, 0, 1)).index_select(0, sents)  # (R, L, D)
+        emb = (self.decoder.embed.drop(emb) if rows else emb) + self.key_encoder.type_tgt
         pos = torch.arange(L, device=tgt_in.device)
         in_prefix = pos[None, :] <= points[:, None]  # (R, L)
         at_end = pos[None, :] == points[:, None] + 1
@@ -314,7 +275,11 @@ class RDangleSeq2Seq(Autoregressive):
         last = length - 2 if last is None else last
         row_points, pad = group[point_of], enc["src_pad"].index_select(0, sent_of)
         seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of, length)
-        keys = self.key_encoder(enc["src_states"].index_select(0, sent_of), pad, seg, seg_pad)
+        if "src_clean" in enc:  # a fresh mask per (point, sentence) row
+            states = self.key_encoder.pre_fuse(self.src_embed.drop(enc["src_clean"].index_select(0, sent_of)), pad)
+        else:
+            states = enc["src_states"].index_select(0, sent_of)
+        keys = self.key_encoder(states, pad, seg, seg_pad)
         end = min(last + o, T)  # the top decoder layer only computes the steps of this group
         x, _, attn = self.decoder(
             tgt_in.index_select(0, sent_of)[:, :end],
@@ -395,6 +360,13 @@ class DangleConfig(TransformerBlocksConfig):
         "training: recompute each chunk's activations in the backward pass instead "
         "of storing them (peak memory of one chunk, about a third more compute)",
     )
+    source_dropout: str = option(
+        "per_point",
+        "training: dropout on the key encoder's source and prefix embeddings, fresh masks at every re-encoding "
+        "point (per_point, as the reference's copy of the batch per point) or one draw reused at every point "
+        "(per_batch)",
+        choices=("per_point", "per_batch"),
+    )
 
 
 @dataclass
@@ -443,7 +415,15 @@ def build_dangle(cfg: DangleConfig, vocabs: Vocabs, train_examples: Sequence | N
     decoder, head = decoder_and_head(cfg, tgt_embed, src_vocab, tgt_vocab, train_examples)
     return with_width(
         RDangleSeq2Seq(
-            src_embed, key_encoder, value_encoder, decoder, head, cfg.interval, cfg.chunk_points, cfg.recompute_chunks
+            src_embed,
+            key_encoder,
+            value_encoder,
+            decoder,
+            head,
+            cfg.interval,
+            cfg.chunk_points,
+            cfg.recompute_chunks,
+            cfg.source_dropout,
         ),
         cfg.d_model,
     )

@@ -22,7 +22,7 @@ BART's position table (1,024 for the released checkpoints).
 
 Re-encoding points, the batched training path (one row per (point, sentence), points grouped in chunks) and
 incremental decoding that rebuilds the decoder's cache at points follow `rdangle-shr` exactly, with the point
-and chunk functions of `structseq.models.dangle`. BART's `encoder_layerdrop` is not applied in the fused path.
+and chunk functions of `structseq.models.reencoding`. BART's `encoder_layerdrop` is not applied in the fused path.
 
 Dropout on the source part of the fused input (`source_dropout`): the reference trains on one copy of the batch
 per re-encoding point, each embedding the source again, so each point draws its own mask (`per_point`, the
@@ -43,14 +43,6 @@ from torch import Tensor, nn
 from structseq.errors import ConfigError
 from structseq.fields import option
 from structseq.models.base import Inputs, State, Vocabs, with_width
-from structseq.models.dangle import (
-    auto_chunk_points,
-    gather_owned,
-    is_reencoding_point,
-    live_rows,
-    run_chunks,
-    step_owners,
-)
 from structseq.models.hf_checkpoint import (
     RowCache,
     SpecialIds,
@@ -61,6 +53,14 @@ from structseq.models.hf_checkpoint import (
     special_ids,
 )
 from structseq.models.hf_seq2seq import HFSeq2SeqConfig, PretrainedSeq2Seq, model_width
+from structseq.models.reencoding import (
+    auto_chunk_points,
+    gather_owned,
+    is_reencoding_point,
+    live_rows,
+    run_chunks,
+    step_owners,
+)
 from structseq.nn.attention import without_cudnn_attention
 from structseq.registry import register_arch
 

@@ -225,11 +225,15 @@ class TokenEmbedding(nn.Module):
         self.scale, self.dropout = math.sqrt(dim), dropout
         self.register_buffer("positions", sinusoidal_table(max_positions, dim) if positions else None, persistent=False)
 
-    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, tokens: Tensor, offset: int = 0, drop: bool = True) -> Tensor:
+        """Embedded `tokens`, dropped out unless `drop` is False (a caller drawing its own masks: `self.drop`)."""
         x = self.embed(tokens) * self.scale
         if self.positions is not None:
             T = tokens.shape[1]
             if offset + T > self.positions.shape[0]:
                 self.positions = sinusoidal_table(2 * (offset + T), x.shape[-1]).to(x.device)
             x = x + self.positions[offset : offset + T]
+        return self.drop(x) if drop else x
+
+    def drop(self, x: Tensor) -> Tensor:
         return dropout(x, self.dropout, self.training)
