@@ -54,3 +54,47 @@ def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkey
         assert r.exit_code == 0 and "busy" not in r.output and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_small_choices_are_said_or_refused(tmp_path, monkeypatch):
+    """`score` warns about target words it scores as <unk>; --beam beside --set decode.beam is refused;
+    progress off a terminal counts sentences; a 4-panel plot is a grid and its bands stay in the range."""
+    import yaml
+    from PIL import Image
+
+    from structseq import progress
+    from structseq.cli.plot import value_range
+    from test_train import toy_config, toy_tsv
+
+    data = toy_tsv(tmp_path)
+    d = toy_config(data, max_steps=2, valid_every=2, valid_metric="bleu").to_dict()
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(d))
+    for seed in (1, 2):
+        r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / f"s{seed}"), "-q", "--seed", str(seed)])
+        assert r.exit_code == 0, r.output
+    run = str(tmp_path / "s1")
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a b\tB A\na b\tB ZEBRA\n")
+    r = runner.invoke(app, ["score", run, "--pairs", str(pairs)])
+    assert r.exit_code == 0, r.output
+    assert "warning: 1 of 2 targets hold words outside the run's target vocabulary, scored as <unk>" in r.output
+    assert "pair 2, 'B ZEBRA'" in r.output
+
+    r = runner.invoke(app, ["evaluate", run, "--split", str(data), "--beam", "2", "--set", "decode.beam=3"])
+    assert r.exit_code != 0 and "--beam 2 and --set decode.beam=3 both set the beam" in str(r.exception)
+
+    monkeypatch.setattr(progress, "LINE_EVERY", 0.0)
+    r = runner.invoke(app, ["evaluate", run, "--split", str(data), "--batch-size", "25", "--limit", "60"])
+    assert r.exit_code == 0, r.output
+    assert "decode: 25/60 sentences (41%)" in r.output and "decode: 60/60 sentences (100%)" in r.output
+
+    png = tmp_path / "four.png"
+    runs = [str(tmp_path / "s1"), str(tmp_path / "s2")]
+    r = runner.invoke(app, ["plot", *runs, "-o", str(png), "-m", "loss", "-m", "lr", "-m", "bleu", "-m", "exact_match"])
+    assert r.exit_code == 0, r.output
+    with Image.open(png) as im:
+        assert im.size == (round(5.5 * 2 * 110), round(4.2 * 2 * 110))  # 2 x 2, not one 4-panel row
+    assert value_range("valid_bleu") == (0.0, 100.0) and value_range("valid_exact_match") == (0.0, 1.0)
+    assert value_range("loss")[0] == 0.0

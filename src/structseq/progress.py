@@ -17,8 +17,9 @@ def is_main_process() -> bool:
 
 def progress(items, label: str, enabled: bool):
     """`items`, with progress on stderr when enabled (and on rank 0 only): a transient bar on a terminal;
-    otherwise a line every `LINE_EVERY` seconds ("decode: 12/40 (30%), 1m00s"), and a last one at the end
-    when any was printed, so a long job never stays silent in a log."""
+    otherwise a line every `LINE_EVERY` seconds ("decode: 1,536/3,920 sentences (39%), 1m00s": items that are
+    batches, lists of sentences, count their sentences), and a last one at the end when any was printed, so a
+    long job never stays silent in a log."""
     if not enabled or not is_main_process():
         yield from items
         return
@@ -29,15 +30,19 @@ def progress(items, label: str, enabled: bool):
 
         yield from track(items, description=label, transient=True, console=Console(stderr=True))
         return
+    sizes = [len(x) if isinstance(x, (list, tuple)) else 1 for x in items]  # a batch counts its sentences
+    unit = " sentences" if any(isinstance(x, (list, tuple)) for x in items) else ""
+    total, done = sum(sizes), 0
     start = last = time.monotonic()
     printed = False
     for i, item in enumerate(items):
         yield item
+        done += sizes[i]
         now = time.monotonic()
         if now - last >= LINE_EVERY or (printed and i + 1 == len(items)):
             elapsed = int(now - start)
             print(
-                f"{label}: {i + 1}/{len(items)} ({100 * (i + 1) // max(len(items), 1)}%), "
+                f"{label}: {done:,}/{total:,}{unit} ({100 * done // max(total, 1)}%), "
                 f"{elapsed // 60}m{elapsed % 60:02d}s",
                 file=sys.stderr,
                 flush=True,

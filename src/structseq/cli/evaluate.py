@@ -82,6 +82,13 @@ def load_for_decoding(
     return load_ensemble(run_paths(runs), checkpoint, device=device, moved=moved).with_overrides([*decode, *given])
 
 
+def check_beam_clash(beam: int | None, overrides: list[str]) -> None:
+    """--beam N beside --set decode.beam=M: refused rather than one silently winning."""
+    given = [o for o in overrides if o.split("=", 1)[0].strip() == "decode.beam"]
+    if beam is not None and given:
+        raise ConfigError(f"--beam {beam} and --set {given[-1]} both set the beam: give one of them")
+
+
 def sampling_of(sample: bool, top_k: int, top_p: float, temperature: float, seed: int):
     """The `Sampling` settings when --sample is given; the sampling options alone are an error."""
     from structseq.decode.search import Sampling
@@ -145,6 +152,7 @@ def evaluate(
     run's own settings, with a .metrics.json stating them all; an earlier evaluation is replaced only with --overwrite."""
     from structseq.progress import is_main_process
 
+    check_beam_clash(beam, set_)
     sampling = sampling_of(sample, top_k, top_p, temperature, seed)
     run = load_for_decoding(
         runs,
@@ -218,6 +226,7 @@ def predict(
 
     if fmt not in all_formats():
         raise ConfigError(f"'--format' must be one of {', '.join(all_formats())}, got {fmt!r}")
+    check_beam_clash(beam, set_)
     sampling = sampling_of(sample, top_k, top_p, temperature, seed)
     run = load_for_decoding(
         runs,

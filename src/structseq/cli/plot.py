@@ -160,6 +160,18 @@ def panels(metrics: Sequence[str], runs: Sequence[RunCurves]) -> list[tuple[str,
     return out
 
 
+def value_range(key: str) -> tuple[float, float]:
+    """Where a logged value can lie, so a ± sd band never leaves it: a registered metric's scale (BLEU 0-100,
+    a fraction 0-1); anything else (a loss, a learning rate) is at least 0."""
+    from structseq.metrics.significance import RANGES
+    from structseq.registry import METRICS
+
+    name = key.removeprefix("valid_")
+    if name in METRICS:
+        return RANGES.get(METRICS.get(name).scale, (0.0, float("inf")))
+    return 0.0, float("inf")
+
+
 def key_label(key: str) -> str:
     return f"valid {key.removeprefix('valid_')}" if key.startswith("valid_") else f"train {key}"
 
@@ -174,8 +186,12 @@ def draw(runs: Sequence[RunCurves], metrics: Sequence[str], title: str | None = 
     names_seen: dict[str, int] = {}
     for r in runs:
         names_seen[r.path.name] = names_seen.get(r.path.name, 0) + 1
-    fig = Figure(figsize=(5.5 * len(layout), 4.2), dpi=110, layout="constrained")
-    axes = fig.subplots(1, len(layout), squeeze=False)[0]
+    cols = len(layout) if len(layout) <= 3 else 2  # four panels and more: a grid, not one long row
+    rows = -(-len(layout) // cols)
+    fig = Figure(figsize=(5.5 * cols, 4.2 * rows), dpi=110, layout="constrained")
+    axes = list(fig.subplots(rows, cols, squeeze=False).flat)
+    for ax in axes[len(layout) :]:
+        ax.set_visible(False)
     for ax, (panel_title, keys) in zip(axes, layout):
         for gi, group in enumerate(groups):
             colour, label = f"C{gi % 10}", group_label(group, names_seen)
@@ -195,10 +211,11 @@ def draw(runs: Sequence[RunCurves], metrics: Sequence[str], title: str | None = 
                     label=f"{label}: {key_label(key)}" if len(keys) > 1 else label,
                 )
                 if len(group) > 1:
+                    low, high = value_range(key)
                     ax.fill_between(
                         steps,
-                        [m - s for m, s in zip(mean, sd)],
-                        [m + s for m, s in zip(mean, sd)],
+                        [max(low, m - s) for m, s in zip(mean, sd)],
+                        [min(high, m + s) for m, s in zip(mean, sd)],
                         color=colour,
                         alpha=0.2,
                         linewidth=0,

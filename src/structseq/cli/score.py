@@ -63,6 +63,16 @@ def score(
         rows = run.score(examples, batch_size=run.config.decode.batch_size)
     if not is_main_process():
         return
+    unknown = [i for i, r in enumerate(rows, 1) if "<unk>" in r["tokens"] and "<unk>" not in r["target"].split()]
+    if unknown:
+        import sys
+
+        print(
+            f"warning: {len(unknown)} of {len(rows)} targets hold words outside the run's target vocabulary, "
+            f"scored as <unk> (first: pair {unknown[0]}, {rows[unknown[0] - 1]['target']!r})",
+            file=sys.stderr,
+            flush=True,
+        )
     if fmt == "json":
         for r in rows:
             print(json.dumps(r, ensure_ascii=False))
