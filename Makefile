@@ -11,8 +11,9 @@ $(BIN)/structseq: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The pinned CPU torch first: an unpinned torch would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==$(TORCH_VERSION)
-	# hf: transformers, so that the local pretrained-encoder path of the supertagger is tested (no download).
-	$(BIN)/pip install -q -e '.[test,hf]'
+	# hf: transformers, so that the local pretrained-encoder path of the supertagger is tested (no download);
+	# scale: DuckDB, Arrow and Ray, so that the sharded compose path and its Ray engine are tested.
+	$(BIN)/pip install -q -e '.[test,hf,scale]'
 	touch $(BIN)/structseq
 
 venv: $(BIN)/structseq

@@ -15,6 +15,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from structseq.cli.compose_sharded import (
+    AddressOpt,
+    EngineOpt,
+    MaxLengthOpt,
+    MemoryOpt,
+    ShardsOpt,
+    WorkDirOpt,
+    WorkersOpt,
+)
+from structseq.cli.compose_sharded import run as run_sharded
+from structseq.cli.compose_sharded import summary as sharded_summary
 from structseq.cli.options import OVERWRITE_HELP, DataRoot
 from structseq.compose.corpus import read_corpora, read_sentences, use_data_root, write_tsv
 from structseq.compose.degree import NgramDictionary, score_pool
@@ -260,6 +271,13 @@ def build(
     decoder: Annotated[int, typer.Option(help="Index of the member whose translation is the hypothesis.")] = 0,
     column: ColumnOpt = None,
     overwrite: OverwriteOpt = False,
+    shards: ShardsOpt = None,
+    engine: EngineOpt = "local",
+    workers: WorkersOpt = None,
+    address: AddressOpt = None,
+    memory_limit: MemoryOpt = "4GB",
+    work_dir: WorkDirOpt = None,
+    max_length: MaxLengthOpt = None,
 ) -> None:
     """The whole pipeline: degree -> top-K candidates -> uncertainty -> drop D -> sample S from the next R.
 
@@ -286,20 +304,26 @@ def build(
     try:
         runs = load_ensemble(_expand(ensemble)) if ensemble else None
         table = read_uncertainty_tsv(uncertainty_tsv) if uncertainty_tsv else None
-        targets = read_sentences(pool_target, side="target") if pool_target else None
-        with _progress() as progress:
-            report = build_benchmark(
-                _read_nonempty(train, column, "training corpus"),
-                _read_nonempty(pool, column, "pool"),
-                out_dir,
-                config=config,
-                runs=runs,
-                uncertainty=table,
-                pool_targets=targets,
-                progress=progress,
-                overwrite=overwrite,
-                inputs=[*train, pool, pool_target, uncertainty_tsv],
-            )
+        if shards is not None:  # out of core: same files, same answers (docs/compose-scale.md)
+            report = run_sharded(err, train, pool, out_dir, config, shards=shards, engine=engine, workers=workers,
+                address=address, memory_limit=memory_limit, work_dir=work_dir, column=column, max_length=max_length,
+                runs=runs, uncertainty=table, pool_target=pool_target, overwrite=overwrite, inputs=[uncertainty_tsv])  # fmt: skip
+            err.print(sharded_summary(report))
+        else:
+            targets = read_sentences(pool_target, side="target") if pool_target else None
+            with _progress() as progress:
+                report = build_benchmark(
+                    _read_nonempty(train, column, "training corpus"),
+                    _read_nonempty(pool, column, "pool"),
+                    out_dir,
+                    config=config,
+                    runs=runs,
+                    uncertainty=table,
+                    pool_targets=targets,
+                    progress=progress,
+                    overwrite=overwrite,
+                    inputs=[*train, pool, pool_target, uncertainty_tsv],
+                )
     except StructseqError as error:
         _fail(error)
     summary = {k: report[k] for k in ("pool", "candidates") if k in report}

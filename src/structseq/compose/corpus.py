@@ -51,17 +51,19 @@ def read_sentences(path: str | os.PathLike, column: int | None = None, side: str
         raise DataError("no such file", path)
     if column is None and _is_tsv(path):
         column = 0
-    out: list[str] = []
     with _open_text(path) as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.rstrip("\r\n")
-            if column is not None:
-                fields = line.split("\t")
-                if column >= len(fields):
-                    raise DataError(f"has {len(fields)} column(s), column {column} asked for", path, number)
-                line = fields[column]
-            out.append(line.replace("\t", " "))
-    return out
+        return [sentence_of(line, column, path, number) for number, line in enumerate(handle, 1)]
+
+
+def sentence_of(line: str, column: int | None, path: object, number: int) -> str:
+    """The sentence of a line as read (its line end dropped): the TSV `column` when given, tabs made spaces."""
+    line = line.rstrip("\r\n")
+    if column is not None:
+        fields = line.split("\t")
+        if column >= len(fields):
+            raise DataError(f"has {len(fields)} column(s), column {column} asked for", path, number)
+        line = fields[column]
+    return line.replace("\t", " ")
 
 
 def read_corpora(paths: Iterable[str | os.PathLike], column: int | None = None) -> list[str]:

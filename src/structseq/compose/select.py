@@ -58,9 +58,14 @@ def top_k_unique(
     index = np.flatnonzero(eligible)
     ties = np.random.default_rng(seed).random(len(index))
     order = index[np.lexsort((ties, -degree[index]))]
+    return first_distinct(order.tolist(), sentences, k)
+
+
+def first_distinct(order: Sequence[int], sentences: Sequence[str], k: int) -> np.ndarray:
+    """The first `k` of `order` (indices into `sentences`) whose sentence (up to whitespace) is not an earlier one's."""
     seen: set[str] = set()
     chosen: list[int] = []
-    for i in order.tolist():
+    for i in order:
         if len(chosen) >= k:
             break
         key = _normalise(sentences[i])
@@ -267,6 +272,15 @@ def build_benchmark(
     degrees, candidates = _degree_phase(train, pool, config, report, progress)
     candidate_text = [pool[i] for i in candidates.tolist()]
     outputs.write(out / "candidates.txt", "".join(s + "\n" for s in candidate_text))
+    after_candidates(out, pool, pool_targets, degrees, candidates, runs, uncertainty, config, report, outputs, progress)
+    _write_report(out, report, outputs)
+    return report
+
+
+def after_candidates(out, pool, targets, degrees, candidates, runs, uncertainty, config, report, outputs, progress):
+    """Uncertainty of the candidates, candidates.tsv, then the selection (when scored); `pool`, `targets` and
+    `degrees` need only be indexable at the candidates' pool indices (the sharded path holds no more)."""
+    candidate_text = [pool[i] for i in candidates.tolist()]
     uncertainty = _uncertainty_phase(runs, uncertainty, candidate_text, config, report, progress)
     if runs is not None:
         write_uncertainty_tsv(out / "uncertainty.tsv", uncertainty, outputs)
@@ -274,11 +288,7 @@ def build_benchmark(
     if uncertainty is None:
         report["stopped"] = "no ensemble or uncertainty table: candidates written, nothing selected"
     else:
-        report["selection"] = _selection_phase(
-            out, pool, pool_targets, degrees, candidates, uncertainty, config, outputs
-        )
-    _write_report(out, report, outputs)
-    return report
+        report["selection"] = _selection_phase(out, pool, targets, degrees, candidates, uncertainty, config, outputs)
 
 
 def build_files(decodes: bool, scored: bool, targets: bool) -> list[str]:

@@ -1,0 +1,102 @@
+"""Where the stage tasks run: in this process, in a local process pool (the default), or on Ray (`engine_ray`).
+
+An engine only maps a module-level stage function over a list of argument tuples and yields each task's
+result as it finishes; it keeps no state between stages, so any engine runs the same stage functions. The local
+pool is `concurrent.futures.ProcessPoolExecutor` on the `forkserver` start method (children forked from a
+clean server process: safe next to the DuckDB and Arrow threads of the parent, and quick to start); each task
+measures its own peak memory (`run_task`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+from structseq.errors import ConfigError
+
+Task = tuple
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM), MiB: what each task reports."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def reset_peak() -> None:
+    """Start a new peak-memory window for this process (Linux: `5` to /proc/self/clear_refs resets VmHWM), so a
+    pool worker's `peak_rss_mib` is the current task's, not its biggest since it started."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        pass
+
+
+def run_task(fn: Callable, args: Task):
+    """A task in a worker process: its own peak-memory window, then the stage function."""
+    reset_peak()
+    return fn(*args)
+
+
+def _single_thread() -> None:
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+
+
+class InlineEngine:
+    """Every task in this process, in order: the local engine with one worker (no process to start)."""
+
+    name = "local"
+    workers = 1
+
+    def map(self, fn: Callable, tasks: Sequence[Task], resources: dict | None = None) -> Iterator[tuple[int, object]]:
+        for i, args in enumerate(tasks):
+            yield i, fn(*args)
+
+    def close(self) -> None:
+        pass
+
+
+class LocalEngine:
+    """A pool of `workers` processes; each stage's results in completion order."""
+
+    name = "local"
+
+    def __init__(self, workers: int):
+        if workers < 1:
+            raise ConfigError(f"workers must be >= 1, got {workers}")
+        self.workers = workers
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(["structseq.compose.sharded"])
+        self._pool: ProcessPoolExecutor | None = None
+
+    def map(self, fn: Callable, tasks: Sequence[Task], resources: dict | None = None) -> Iterator[tuple[int, object]]:
+        if not tasks:
+            return
+        if self._pool is None:  # one pool for the whole build: workers start once
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_single_thread)
+        pending = {self._pool.submit(run_task, fn, args): i for i, args in enumerate(tasks)}
+        try:
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    yield pending.pop(future), future.result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None

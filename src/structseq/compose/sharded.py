@@ -1,0 +1,288 @@
+"""`build_benchmark` out of core: the ReaCT pipeline as stages over Parquet shards, local processes or Ray.
+
+Same answers as the in-memory path (tested at 1, 2 and 8 shards and on Ray): the atom dictionary is the same
+set (only the ids differ), degrees are computed by the same `score_pool`, and the top-K merge is exact: a
+sentence in the global top-K distinct is in its own shard's top-K distinct (fewer than K distinct sentences rank
+above it in the whole pool, so fewer in its shard), and each shard draws the tie-breaks the in-memory generator
+draws for its sentences (PCG64 advanced past the earlier shards' eligible sentences). The K candidates, the
+uncertainty and the selection are small and reuse `select`'s functions and files unchanged.
+
+The work folder (`--work-dir`, default OUT/work) holds one subfolder per build (a digest of the inputs' names,
+sizes and times, the settings and the shard count): rerunning the same command resumes from the finished
+tasks; a changed input or setting starts a new subfolder and never reuses stale shards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from structseq.compose import stages
+from structseq.compose.engines import InlineEngine, LocalEngine, peak_rss_mib
+from structseq.compose.select import BuildConfig, _summary, _write_report, after_candidates, build_files, first_distinct
+from structseq.compose.shards import piece_dict, plan, read_parquet
+from structseq.errors import ConfigError, DataError
+from structseq.outputs import OutputError, Outputs, atomic_write
+
+#: (stage, total tasks) -> callback(finished task record); what the CLI turns into bars or lines
+StageProgress = Callable[[str, int], Callable[[dict], None]]
+
+
+class Sparse:
+    """Values at some corpus indices, indexed by those indices like the full array would be (an int or an array)."""
+
+    def __init__(self, index: np.ndarray, values):
+        order = np.argsort(index, kind="stable")
+        self.index = np.asarray(index)[order]
+        self.values = np.asarray(values, dtype=object if isinstance(values, list) else None)[order]
+
+    def __getitem__(self, key):
+        position = np.searchsorted(self.index, key)
+        if np.any(self.index[np.minimum(position, len(self.index) - 1)] != key):
+            raise KeyError(key)
+        return self.values[position]
+
+
+def make_engine(name: str, workers: int, address: str | None = None):
+    """`local` (processes; `workers` 1 runs inline), or `ray` (the `scale` extra: pip install structseq[scale])."""
+    if name == "local":
+        return InlineEngine() if workers == 1 else LocalEngine(workers)
+    if name == "ray":
+        from structseq.compose.engine_ray import RayEngine
+
+        return RayEngine(workers, address)
+    raise ConfigError(f"engine must be local or ray, got {name!r}")
+
+
+def work_folder(root: Path, train: Sequence[Path], pool: Path, config: BuildConfig, shards: int, max_length) -> Path:
+    """The build's own subfolder of `root`: a digest of what its shards depend on."""
+    inputs = []
+    for path in [*train, pool]:
+        stat = Path(path).stat()
+        inputs.append([str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns])
+    keys = {k: getattr(config, k) for k in ("min_count", "atom_threshold", "max_n", "min_length", "candidates", "seed")}
+    digest = hashlib.sha256(json.dumps([inputs, keys, shards, max_length]).encode()).hexdigest()[:16]
+    return root / f"build-{digest}"
+
+
+class _Runner:
+    """Runs stages on an engine, skipping finished tasks, timing each stage and keeping its records."""
+
+    def __init__(self, engine, progress: StageProgress | None, log: Callable[[str], None]):
+        self.engine, self.progress, self.log = engine, progress, log
+        self.stages: dict[str, dict] = {}
+
+    def run(self, stage: str, fn, tasks: list[tuple], resources: dict | None = None) -> list[dict]:
+        clock = time.perf_counter()
+        records: list[dict | None] = [None] * len(tasks)
+        resumed = 0
+        todo = []
+        for i, args in enumerate(tasks):
+            # a finished task returns its record at once; asking the engine only for the rest keeps a resume cheap
+            record = stages.done(fn.marker(*args))
+            if record is not None:
+                records[i], resumed = record, resumed + 1
+            else:
+                todo.append(i)
+        advance = self.progress(stage, len(tasks)) if self.progress else None
+        if advance is not None and resumed:
+            for i in range(len(tasks)):
+                if records[i] is not None:
+                    advance(records[i])
+        for j, record in self.engine.map(fn, [tasks[i] for i in todo], resources):
+            records[todo[j]] = record
+            if advance is not None:
+                advance(record)
+        seconds = time.perf_counter() - clock
+        peaks = [r.get("peak_rss_mib", 0.0) for r in records if r]
+        self.stages[stage] = {
+            "tasks": len(tasks),
+            "resumed": resumed,
+            "seconds": round(seconds, 3),
+            "task_peak_rss_mib": max(peaks, default=0.0),
+        }
+        self.log(f"{stage}: {len(tasks)} task(s), {resumed} resumed, {seconds:.1f}s")
+        return records
+
+
+def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config: BuildConfig, shards: int, **opts):
+    """Training side: ingest, vocabulary, encode, then one count + merge per n-gram length. Returns (levels, report)."""
+    pieces = plan(list(train), shards)
+    w = str(work)
+    records = runner.run(
+        "train ingest",
+        stages.ingest_train,
+        [(w, s, piece_dict(p), opts["column"], opts["max_length"]) for s, p in enumerate(pieces)],
+    )
+    vocab = runner.run(
+        "vocabulary", stages.merge_words, [(w, len(pieces), config.min_count, opts["memory_limit"], opts["threads"])]
+    )
+    runner.run("train encode", stages.encode_train, [(w, s) for s in range(len(pieces))])
+    atoms_per_n = {1: vocab[0]["vocabulary"]}
+    n = 2
+    while config.max_n is None or n <= config.max_n:
+        counted = runner.run(
+            f"count n={n}", stages.count_level, [(w, s, n, config.atom_threshold) for s in range(len(pieces))]
+        )
+        if not sum(r["candidates"] for r in counted):
+            break
+        merged = runner.run(
+            f"atoms n={n}",
+            stages.merge_level,
+            [(w, len(pieces), n, config.atom_threshold, opts["memory_limit"], opts["threads"])],
+        )
+        if not merged[0]["atoms"]:
+            break
+        atoms_per_n[n] = merged[0]["atoms"]
+        n += 1
+    skipped = [line for r in records for line in r["skipped"]]
+    train_report = {
+        "sentences": sum(r["sentences"] for r in records),
+        "vocabulary": vocab[0]["vocabulary"],
+        "atoms_per_n": atoms_per_n,
+    }
+    read = {"train_files": len(train), "train_shards": len(pieces), "train_tokens": sum(r["tokens"] for r in records)}
+    return max(atoms_per_n), train_report, read, skipped
+
+
+def score_and_rank(runner: _Runner, work: Path, pool: Path, config: BuildConfig, shards: int, levels: int, **opts):
+    """Pool side: ingest, degree per shard, each shard's top-K, the exact merge. Returns (candidates, texts, rows)."""
+    pieces = plan([pool], shards)
+    w = str(work)
+    runner.run(
+        "pool ingest",
+        stages.ingest_pool,
+        [(w, s, piece_dict(p), opts["column"], opts["max_length"]) for s, p in enumerate(pieces)],
+    )
+    knobs = {
+        k: getattr(config, k) for k in ("min_count", "atom_threshold", "max_n", "min_length", "candidates", "seed")
+    }
+    degrees = runner.run("degree", stages.degree_shard, [(w, s, levels, knobs) for s in range(len(pieces))])
+    offsets = np.concatenate([[0], np.cumsum([r["eligible"] for r in degrees])]).tolist()
+    runner.run("top-K", stages.top_shard, [(w, s, offsets[s], knobs) for s in range(len(pieces))])
+    tables = [read_parquet(work / "pool" / f"top-{s}.parquet") for s in range(len(pieces))]
+    merged = {
+        k: np.concatenate([np.asarray(t[k]) for t in tables])
+        for k in ("index", "degree", "tie", "length", "cover_size")
+    }
+    sentences = [s for t in tables for s in t["sentence"]]
+    order = np.lexsort((merged["index"], merged["tie"], -merged["degree"]))
+    chosen = first_distinct(order.tolist(), sentences, config.candidates)
+    rows = {k: v[chosen] for k, v in merged.items()}
+    return rows, [sentences[i] for i in chosen.tolist()], len(pieces), sum(r["sentences"] for r in degrees)
+
+
+def build_sharded(
+    train: Sequence[str | os.PathLike],
+    pool: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    config: BuildConfig | None = None,
+    shards: int = 8,
+    engine: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    memory_limit: str = "4GB",
+    work_dir: str | os.PathLike | None = None,
+    column: int | None = None,
+    max_length: int | None = None,
+    runs=None,
+    uncertainty=None,
+    pool_target: str | os.PathLike | None = None,
+    progress: StageProgress | None = None,
+    log: Callable[[str], None] = lambda line: None,
+    overwrite: bool = False,
+    inputs: Sequence[object] = (),
+) -> dict:
+    """`build_benchmark` over files too large for memory; writes the same files (plus the work folder).
+
+    `memory_limit` bounds DuckDB's group-bys (they spill beyond it); each worker holds one shard at a time, so
+    the total is about memory_limit + workers x (a shard's memory): pick `shards` so a shard is small.
+    `max_length` (tokens): a longer training line is skipped and named in the report, a longer pool line is an
+    error naming file:line (the rules of training and of evaluation).
+    """
+    config = config or BuildConfig()
+    config.validate()
+    if runs is not None and uncertainty is not None:
+        raise ConfigError("give either ensemble runs or a precomputed uncertainty table, not both")
+    try:
+        import duckdb  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as error:
+        raise ConfigError(
+            f"--shards needs DuckDB and Arrow ({error.name} is missing): pip install 'structseq[sharded]'"
+        ) from None
+    train, pool = [Path(p) for p in train], Path(pool)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out}: is a file; the build writes a folder of files: choose another --out-dir")
+    outputs = Outputs([*train, pool, pool_target, *inputs], overwrite=overwrite)
+    for name in build_files(runs is not None, uncertainty is not None, pool_target is not None):
+        outputs.check(out / name)
+    workers = workers or min(os.cpu_count() or 1, shards)
+    work = work_folder(Path(work_dir) if work_dir else out / "work", train, pool, config, shards, max_length)
+    work.mkdir(parents=True, exist_ok=True)
+    opts = {"column": column, "max_length": max_length, "memory_limit": memory_limit, "threads": workers}
+    runner = _Runner(make_engine(engine, workers, address), progress, log)
+    clock = time.perf_counter()
+    try:
+        levels, train_report, read, skipped = build_dictionary(runner, work, train, config, shards, **opts)
+        rows, texts, pool_shards, pool_sentences = score_and_rank(runner, work, pool, config, shards, levels, **opts)
+        con = stages.ngrams_duckdb.connect(memory_limit, work / "spill", workers)
+        pool_report = stages.ngrams_duckdb.pool_summary(
+            con, sorted((work / "pool").glob("degree-*.parquet")), config.min_length
+        )
+        con.close()
+    finally:
+        runner.engine.close()
+    report: dict = {"config": asdict(config), "timings_s": {"degree_phase": round(time.perf_counter() - clock, 3)}}
+    report["train"], report["pool"] = train_report, pool_report
+    report["candidates"] = {"count": int(len(texts)), "degree": _summary(rows["degree"])}
+    outputs.write(out / "candidates.txt", "".join(s + "\n" for s in texts))
+    candidates = rows["index"]
+    pool_view = Sparse(candidates, texts)
+    degrees = SimpleNamespace(
+        lengths=Sparse(candidates, rows["length"]),
+        cover_size=Sparse(candidates, rows["cover_size"]),
+        degree=Sparse(candidates, rows["degree"]),
+    )
+    targets = _targets_at(pool_target, candidates, pool_sentences) if pool_target is not None else None
+    after_candidates(out, pool_view, targets, degrees, candidates, runs, uncertainty, config, report, outputs, None)
+    report["sharded"] = {
+        "engine": runner.engine.name,
+        "workers": runner.engine.workers,
+        "shards": {"train": read["train_shards"], "pool": pool_shards},
+        "memory_limit": memory_limit,
+        "work_dir": str(work),
+        "read": {**read, "pool_sentences": pool_sentences},
+        "skipped": {"count": len(skipped), "lines": skipped[:100]},
+        "stages": runner.stages,
+        "peak_rss_mib_main": peak_rss_mib(),
+    }
+    _write_report(out, report, outputs)
+    atomic_write(work / "summary.json", json.dumps(report["sharded"], indent=1) + "\n")
+    return report
+
+
+def _targets_at(path, candidates: np.ndarray, expected: int) -> Sparse:
+    """The pool's references at the candidates' indices, read a piece (about 64 MB) at a time."""
+    from structseq.compose.shards import read_piece
+
+    pieces = plan([path], max(1, Path(path).stat().st_size >> 26))
+    if sum(p.lines for p in pieces) != expected:
+        raise DataError(f"pool has {expected} sentences but its targets have {sum(p.lines for p in pieces)}", path)
+    wanted = set(candidates.tolist())
+    found: dict[int, str] = {}
+    for piece in pieces:
+        lines, _ = read_piece(piece)
+        found.update((piece.first_index + i, s) for i, s in enumerate(lines) if piece.first_index + i in wanted)
+    index = np.asarray(sorted(found), dtype=np.int64)
+    return Sparse(index, [found[i] for i in index.tolist()])
