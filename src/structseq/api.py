@@ -33,7 +33,7 @@ from structseq.tasks import Task, get_task
 from structseq.train import loop
 from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, load_model_state, resolve_checkpoint
 from structseq.train.device import resolve_device
-from structseq.train.rundir import RunDirError, check_directory, read_run_config
+from structseq.train.rundir import RunDirError, check_directory, read_run_config, warn_config_edits
 
 
 def train(
@@ -386,6 +386,7 @@ def load_run(
             )
     checkpoint, path = resolve_checkpoint(run_dir, checkpoint)
     ckpt = load_checkpoint(path, RUN_KEYS)
+    warn_config_edits(run_dir, ckpt["config"])  # config.yaml edited: the checkpoint's config is used
     try:
         cfg = config_from_dict(dict(ckpt["config"]), saved=True)
     except ConfigError as e:

@@ -22,6 +22,7 @@ from typing import Optional
 import typer
 
 from structseq.errors import StructseqError
+from structseq.textio import iter_lines
 
 FORMATS = (".png", ".pdf", ".svg")
 #: a name's trailing seed marker, removed to label a group of seeds: run-s1, run_seed2, run3
@@ -54,7 +55,7 @@ def read_run(run_dir: str | Path) -> RunCurves:
     if not path.is_file():
         raise StructseqError(f"{run_dir}: no metrics.jsonl (is this a training run directory?)")
     records = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in iter_lines(path):  # not UTF-8: an error naming the file and line
         if not line.strip():
             continue
         try:

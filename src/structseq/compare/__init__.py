@@ -25,6 +25,7 @@ from structseq.compare.systems import (  # re-exported: their old home
     load_system,
     predictions_path,
     read_predictions,
+    report_score,
 )
 from structseq.errors import StructseqError
 from structseq.metrics import significance as sig
@@ -94,7 +95,7 @@ def report_scores(outputs: list[Output], computed: set[str]) -> dict[str, list[t
         names = {k for k, v in o.report.items() if isinstance(v, dict) and "score" in v and "signature" in v}
         shared = names if shared is None else shared & names
     return {
-        m: [(float(o.report[m]["score"]), o.report[m]["signature"]) for o in outputs]
+        m: [(report_score(o, m), o.report[m]["signature"]) for o in outputs]
         for m in sorted((shared or set()) - computed)
     }
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import math
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from structseq.errors import StructseqError
+from structseq.textio import read_text
 
 
 @dataclass
@@ -64,7 +66,7 @@ def read_predictions(path: Path, system: str) -> Output:
         if len(row) != len(header):
             raise StructseqError(f"{path}:{n}: {len(row)} columns but the header names {len(header)}")
     report_path = path.with_name(path.name[: -len(".tsv")] + ".metrics.json") if path.name.endswith(".tsv") else None
-    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path and report_path.is_file() else {}
+    report = _report(report_path) if report_path and report_path.is_file() else {}
     kind = task_kind(report.get("task")) or ("supertag" if "correct_words" in header else "seq2seq")
     return Output(
         system,
@@ -87,6 +89,29 @@ def task_kind(task: str | None) -> str | None:
     from structseq.registry import TASKS
 
     return "supertag" if task in TASKS and "sentence_accuracy" in TASKS.get(task).metrics else "seq2seq"
+
+
+def _report(path: Path) -> dict:
+    """A metrics JSON (an object), every problem an error naming the file."""
+    try:
+        report = json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise StructseqError(f"{path}: not valid JSON ({e.msg}, line {e.lineno}, column {e.colno})") from None
+    if not isinstance(report, dict):
+        raise StructseqError(f"{path}: not a metrics report (a JSON {type(report).__name__}, not an object)")
+    return report
+
+
+def report_score(o: Output, metric: str) -> float:
+    """The score of `metric` in an output's metrics JSON; one that is not a finite number (NaN, null) is an
+    error naming the file and the metric, never a NaN mean or delta."""
+    score = o.report[metric]["score"]
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise StructseqError(
+            f"{o.path.with_name(o.path.name[: -len('.tsv')] + '.metrics.json')}: {metric}'s score is "
+            f"{json.dumps(score)}, not a finite number; compare cannot rank it (evaluate again to rewrite it)"
+        )
+    return float(score)
 
 
 def expand(spec: str) -> list[Path]:

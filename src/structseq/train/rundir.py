@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import time
+import warnings
 from pathlib import Path
 
 import yaml
@@ -221,6 +222,45 @@ def read_run_config(run_dir: str | Path) -> dict:
     if not isinstance(raw, dict):
         raise RunDirError(f"{path}: not a run's config (expected a mapping of sections, found {type(raw).__name__})")
     return raw
+
+
+def _flat(d: object, prefix: str = "") -> dict[str, str]:
+    if not isinstance(d, dict):
+        return {prefix.rstrip("."): json.dumps(d, sort_keys=True, default=str)}
+    return {k: v for key, value in d.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
+
+
+#: the sections a run's config.yaml shares with its checkpoints and that decide what evaluation computes
+EVALUATED = ("task", "data", "model", "decode")
+
+
+def config_edits(run_dir: str | Path, saved: dict) -> list[str]:
+    """The keys of `EVALUATED` whose value in the run's config.yaml differs from `saved` (the checkpoint's
+    config, which loading uses), as `KEY: YAML (checkpoint: SAVED)`; [] when config.yaml is missing or broken."""
+    try:
+        edited = read_run_config(run_dir)
+    except StructseqError:
+        return []
+    mine = _flat({s: edited.get(s) for s in EVALUATED})
+    theirs = _flat({s: saved.get(s) for s in EVALUATED})
+    return [
+        f"{k}: {mine.get(k, 'absent')} (checkpoint: {theirs.get(k, 'absent')})"
+        for k in sorted(set(mine) | set(theirs))
+        if mine.get(k) != theirs.get(k)
+    ]
+
+
+def warn_config_edits(run_dir: str | Path, saved: dict) -> None:
+    """A warning naming the keys of config.yaml edited since the checkpoint (`config_edits`): config.yaml is the
+    run's record, the checkpoint's config what loading uses."""
+    edits = config_edits(run_dir, saved)
+    if edits:
+        warnings.warn(
+            f"{Path(run_dir) / 'config.yaml'} differs from the checkpoint's config, which is used "
+            f"({'; '.join(edits[:3])}{'; ...' if len(edits) > 3 else ''}); to decode otherwise, use --beam or "
+            "--set decode.KEY=VALUE",
+            stacklevel=3,
+        )
 
 
 def write_data_files(run_dir: str | Path, files: list[Path]) -> None:
