@@ -226,16 +226,8 @@ def test_every_model_has_the_contract_defaults():
 
 # ---------------------------------------------------------------- every registered autoregressive model
 
-_SMALL = {
-    "d_model": 16,
-    "n_heads": 2,
-    "ffn_dim": 32,
-    "embed_dim": 16,
-    "hidden_dim": 16,
-    "node_dim": 16,
-    "word_dim": 16,
-    "hidden": 16,
-}
+#: the sizes of the fields a model declares as a `width` or a number of `heads` (`option(..., role=...)`)
+_SMALL = {"width": 16, "heads": 2}
 
 
 def _tiny(arch) -> dict:
@@ -244,8 +236,8 @@ def _tiny(arch) -> dict:
     out = {"arch": arch.name}
     for key, field in fields.items():
         default = field.default
-        if key in _SMALL:
-            out[key] = _SMALL[key]
+        if field.metadata.get("role") in _SMALL:
+            out[key] = _SMALL[field.metadata["role"]]
         elif key.endswith("layers") and isinstance(default, int) and not isinstance(default, bool):
             out[key] = min(default, 2) if default else default
         elif "dropout" in key and isinstance(default, float):

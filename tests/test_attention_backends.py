@@ -107,7 +107,7 @@ def test_the_pretrained_seq2seq_backbones_attend_without_cudnn(arch, tmp_path, m
     task = get_task(cfg)
     examples = [Example.from_text("dax lug", "RED BLUE"), Example.from_text("zup", "YELLOW YELLOW RED")]
     vocabs = task.build_vocabs(examples)
-    m = build_model(cfg.model, vocabs, task="hf-seq2seq").eval()
+    m = build_model(cfg.model, vocabs).eval()
     batch = task.batch(examples, vocabs)
     seen = _sdpa_flags(monkeypatch)
     with torch.no_grad():

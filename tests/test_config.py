@@ -145,3 +145,52 @@ def test_saved_configs_of_earlier_versions_still_load():
     assert cfg.model.arch == "dangle" and cfg.model.head.type == "softmax"
     with pytest.raises(ConfigError):
         config_from_dict(old)
+
+
+def test_limits_are_the_fields_a_model_declares_whatever_their_names():
+    """Config and readers find a model's longest input by its declared role, not by the name `max_length`."""
+    from dataclasses import dataclass
+
+    from structseq.data.limits import input_limits
+    from structseq.fields import option
+    from structseq.registry import ARCHS, register_arch
+
+    @dataclass
+    class LimitsProbe:
+        arch: str = option("limits-probe", "a model whose longest input is `longest`")
+        longest: int = option(50, "longest source or target", ge=1, role="max_length")
+        max_length: int = option(7, "an unrelated setting that happens to have the conventional name", ge=1)
+
+    register_arch("limits-probe", config=LimitsProbe)(lambda cfg, vocabs, train=None: None)
+    try:
+        cfg = config_from_dict({"model": "limits-probe"})
+        assert input_limits(cfg)["max_length"] == 50 and input_limits(cfg)["length_key"] == "model.longest"
+        assert input_limits(config_from_dict({"model": "lstm"}))["length_key"] == "model.max_length"
+        with pytest.raises(ConfigError, match=r"'data.max_length' \(60\) exceeds 'model.longest' \(50\)"):
+            config_from_dict({"model": "limits-probe", "data": {"max_length": 60}})
+        assert config_from_dict({"model": "limits-probe", "data": {"max_length": 20}}).data.max_length == 20
+    finally:
+        ARCHS.remove("limits-probe")
+
+
+def test_optimisers_and_schedules_are_registered_and_a_plugin_adds_one():
+    import torch
+
+    from structseq.registry import OPTIMIZERS, SCHEDULES, register_optimizer, register_schedule
+    from structseq.train.optim import build_optimizer, lr_multiplier
+
+    assert list(OPTIMIZERS) == ["adam", "adamw"]
+    assert list(SCHEDULES) == ["constant", "noam", "inverse_sqrt", "cosine"]
+    with pytest.raises(ConfigError, match="'optim.optimizer': invalid value 'sgd'; choices: adam, adamw"):
+        config_from_dict({"optim": {"optimizer": "sgd"}})
+
+    register_optimizer("sgd-probe")(lambda cfg, params: torch.optim.SGD(params, lr=cfg.lr))
+    register_schedule("halving-probe")(lambda cfg, model_dim, max_steps: lambda step: 0.5 ** (step // 10))
+    try:
+        cfg = config_from_dict({"optim": {"optimizer": "sgd-probe", "schedule": "halving-probe", "lr": 0.1}})
+        opt = build_optimizer(cfg.optim, [torch.nn.Parameter(torch.zeros(2))])
+        assert isinstance(opt, torch.optim.SGD) and opt.param_groups[0]["lr"] == 0.1
+        assert [lr_multiplier(cfg.optim, 8, 100)(s) for s in (1, 10, 25)] == [1.0, 0.5, 0.25]
+    finally:
+        OPTIMIZERS.remove("sgd-probe")
+        SCHEDULES.remove("halving-probe")

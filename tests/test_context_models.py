@@ -30,7 +30,7 @@ HEADS = {"softmax": {"type": "softmax"}, "copy": {"type": "copy"}, "lexical": {"
 
 def make(model_cfg, vocab=VOCAB, tvocab=TVOCAB):
     cfg = config_from_dict({"task": "context-seq2seq", "model": model_cfg})
-    return build_model(cfg.model, {"src": vocab, "tgt": tvocab}, task="context-seq2seq").eval()
+    return build_model(cfg.model, {"src": vocab, "tgt": tvocab}).eval()
 
 
 def batch(empty_context_row=True):

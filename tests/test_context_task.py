@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from structseq.config import config_from_dict
-from structseq.data.context import BRK, NONCE, PRIMITIVES, commands_split, read_documents
+from structseq.data.ctx_commands import NONCE, PRIMITIVES, commands_split
+from structseq.data.documents import read_documents
 from structseq.data.example import Example
+from structseq.data.limits import BRK
 from structseq.data.readers import read_tsv
 from structseq.data.registry import datasets
 from structseq.decode.contrastive import contrastive_accuracy
@@ -370,7 +372,7 @@ def test_each_variant_learns_the_training_distribution(variant):
     )
     task = get_task(cfg)
     vocabs = task.build_vocabs(train)
-    model = build_model(cfg.model, vocabs, train, task=task.name)
+    model = build_model(cfg.model, vocabs, train)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     b = task.batch(train, vocabs)
     em = 0.0
@@ -390,7 +392,7 @@ def test_each_variant_learns_the_training_distribution(variant):
 
 
 def test_contrastive_pairs_from_the_embedded_task():
-    from structseq.data.context import commands_contrastive
+    from structseq.data.ctx_commands import commands_contrastive
 
     pairs = commands_contrastive("test", size=40)
     assert pairs and all(e.target != tuple(e.meta["contrast"].split()) for e in pairs)

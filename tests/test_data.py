@@ -3,9 +3,10 @@
 import pytest
 
 from structseq.data.batching import collate, make_batches
+from structseq.data.dataset import DATASETS, register_dataset
 from structseq.data.example import Example
 from structseq.data.readers import read_file, read_parallel, read_tsv
-from structseq.data.registry import datasets, holdout, load_dataset
+from structseq.data.registry import SplitSpec, datasets, holdout, load_dataset
 from structseq.data.vocab import Vocab
 from structseq.errors import DataError
 
@@ -80,6 +81,46 @@ def test_missing_files_say_what_and_where(tmp_path):
 def test_embedded_datasets_need_no_files(tmp_path):
     assert len(load_dataset("scan-jump", "test", tmp_path)) == 7706
     assert len(load_dataset("colors", "train", tmp_path)) == 14
+
+
+def test_a_dataset_registered_at_its_loader_reads_by_name_and_name_split(tmp_path):
+    """A plugin dataset is one decorated loader: `load_dataset`, NAME:SPLIT and SplitSpec all find it."""
+    seen = []
+
+    @register_dataset("toy-plugin", description="two toy pairs", splits=("train", "test"), source="generated")
+    def _toy(split, root):
+        seen.append((split, root))
+        return [Example(("a",), ("A",), split), Example(("b",), ("B",), split)]
+
+    try:
+        assert datasets()["toy-plugin"].source == "generated"
+        assert [e.category for e in load_dataset("toy-plugin", "test", tmp_path)] == ["test", "test"]
+        assert load_dataset("toy-plugin:train", data_root=tmp_path)[0].category == "train"
+        assert seen == [("test", tmp_path), ("train", tmp_path)]
+        with pytest.raises(DataError, match="dataset 'toy-plugin' has no split 'dev'"):
+            load_dataset("toy-plugin", "dev", tmp_path)
+        with pytest.raises(Exception, match="dataset 'toy-plugin' is registered twice"):
+            register_dataset("toy-plugin", description="again", splits=("train",))(_toy)
+    finally:
+        DATASETS.remove("toy-plugin")
+    assert "toy-plugin" not in datasets()
+
+
+def test_split_spec_is_one_rule_for_split_strings(tmp_path, monkeypatch):
+    """NAME:SPLIT of a registered dataset wins; then a file (anything with `data.dataset: files`, else what
+    looks like a path); else a split of the configured dataset. An existing file with a colon stays a file."""
+    assert SplitSpec.parse("cognition:cg-test", "cogs") == SplitSpec("cognition", "cg-test", "named")
+    assert SplitSpec.parse("cognition:cg-test", "files") == SplitSpec("cognition", "cg-test", "named")
+    assert SplitSpec.parse("gen", "cogs") == SplitSpec("cogs", "gen", "split")
+    assert SplitSpec.parse("gen", "files") == SplitSpec("files", "gen", "file")
+    for spec in ("a.tsv", "dir/x", "a.src,a.tgt", "x.jsonl", "y.txt.gz"):
+        assert SplitSpec.parse(spec, "cogs").kind == "file"
+    assert SplitSpec.parse("nosuch:test", "cogs").kind == "split"
+    assert SplitSpec.parse("colors:test").load() == load_dataset("colors", "test")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "colors:test").write_text("a\tb\n")
+    assert SplitSpec.parse("colors:test", "cogs") == SplitSpec("cogs", "colors:test", "file")
+    assert [e.target for e in SplitSpec.parse("colors:test", "cogs").load()] == [("b",)]
 
 
 def test_registry_lists_the_required_datasets():

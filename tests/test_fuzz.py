@@ -251,7 +251,7 @@ def _untrained_run():
     )
     vocabs = {"src": Vocab.build([["dax", "jump", "a"]]), "tgt": Vocab.build([["RED", "I_JUMP"]])}
     task = get_task(cfg)
-    return Run(Path("."), cfg, build_model(cfg.model, vocabs, task=task.name).eval(), vocabs, "best", task)
+    return Run(Path("."), cfg, build_model(cfg.model, vocabs).eval(), vocabs, "best", task)
 
 
 RUN = None

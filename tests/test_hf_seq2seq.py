@@ -41,7 +41,7 @@ def setup(folder, **model):
     cfg = config_from_dict({"task": "hf-seq2seq", "model": {"arch": "hf-seq2seq", "pretrained": str(folder), **model}})
     task = get_task(cfg)
     vocabs = task.build_vocabs(EXAMPLES)
-    return task, vocabs, build_model(cfg.model, vocabs, task="hf-seq2seq").eval()
+    return task, vocabs, build_model(cfg.model, vocabs).eval()
 
 
 @pytest.mark.parametrize("family", ["bart", "t5"])

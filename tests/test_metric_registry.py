@@ -208,7 +208,7 @@ def _tiny_run(tmp_path, cfg: dict, train) -> api.Run:
     cfg = config_from_dict(cfg)
     task = get_task(cfg)
     vocabs = task.build_vocabs(train)
-    return api.Run(tmp_path, cfg, build_model(cfg.model, vocabs, task=task.name), vocabs, "last", task)
+    return api.Run(tmp_path, cfg, build_model(cfg.model, vocabs), vocabs, "last", task)
 
 
 def test_bleu_tokenize_on_a_task_without_bleu_is_a_config_error(tmp_path):

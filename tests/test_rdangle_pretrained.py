@@ -48,7 +48,7 @@ def setup(folder, randomise: bool = True, **model):
     cfg = config_from_dict({"task": "hf-seq2seq", "model": {**settings, **model}})
     task = get_task(cfg)
     vocabs = task.build_vocabs(EXAMPLES)
-    m = build_model(cfg.model, vocabs, task="hf-seq2seq").eval()
+    m = build_model(cfg.model, vocabs).eval()
     if randomise:  # the type vectors start at zero: give them values so that the tests see them
         with torch.no_grad():
             m.type_src.normal_(0, 0.5)

@@ -215,7 +215,7 @@ def _context_run(examples, seed=0):
     task = get_task(cfg)
     vocabs = task.build_vocabs(examples)
     torch.manual_seed(seed)
-    model = build_model(cfg.model, vocabs, task=task.name).eval()
+    model = build_model(cfg.model, vocabs).eval()
     return SimpleNamespace(model=model, task=task, vocabs=vocabs)
 
 

@@ -28,8 +28,8 @@ def _context_cfg(tmp_path, **over):
 # ------------------------------------------------------------------ context-aware models
 def test_context_sentences_keeps_the_last_n(tmp_path):
     """Mutant context-sentences-first-n."""
-    from structseq.data.context import BRK
     from structseq.data.example import Example
+    from structseq.data.limits import BRK
     from structseq.tasks import get_task
 
     task = get_task(_context_cfg(tmp_path, task={"context_sentences": 2}))

@@ -162,7 +162,7 @@ def _tiny(arch="supertag-tree", train=None, **model):
     task = get_task(cfg)
     vocabs = task.build_vocabs(train)
     torch.manual_seed(0)
-    model = build_model(cfg.model, vocabs, train, task="supertag").eval()
+    model = build_model(cfg.model, vocabs, train).eval()
     return task, vocabs, model, train
 
 

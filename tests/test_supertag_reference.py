@@ -53,7 +53,7 @@ def _tiny(seed=0, **model):
     task = get_task(cfg)
     vocabs = task.build_vocabs(EXAMPLES)
     torch.manual_seed(seed)
-    return task, vocabs, build_model(cfg.model, vocabs, EXAMPLES, task="supertag").eval()
+    return task, vocabs, build_model(cfg.model, vocabs, EXAMPLES).eval()
 
 
 def test_the_data_has_unary_modalities_and_blanks():

@@ -122,7 +122,7 @@ def test_a_pretrained_encoder_that_is_not_a_local_folder_is_one_config_error(nam
     monkeypatch.chdir(tmp_path)
     (tmp_path / "file").write_text("not a folder\n")
     cfg, task, vocabs, train = _pretrained(name)
-    for attempt in (lambda: build_model(cfg.model, vocabs, train, task="supertag"), lambda: task.tokenizer):
+    for attempt in (lambda: build_model(cfg.model, vocabs, train), lambda: task.tokenizer):
         with pytest.raises(
             ConfigError,
             match=r"'model\.encoder\.pretrained': the encoder folder .* nothing is "
@@ -135,10 +135,10 @@ def test_a_pretrained_encoder_that_is_not_a_local_folder_is_one_config_error(nam
 def test_a_moved_or_broken_pretrained_folder_is_one_config_error(tmp_path):
     folder = _tiny_bert(tmp_path / "enc")
     cfg, task, vocabs, train = _pretrained(folder)
-    build_model(cfg.model, vocabs, train, task="supertag")  # loads
+    build_model(cfg.model, vocabs, train)  # loads
     shutil.move(folder, tmp_path / "elsewhere")
     with pytest.raises(ConfigError, match="does not exist .moved or deleted"):
-        build_model(cfg.model, vocabs, train, task="supertag")
+        build_model(cfg.model, vocabs, train)
     broken = tmp_path / "broken"
     shutil.copytree(tmp_path / "elsewhere", broken)
     (broken / "config.json").write_text("{not json")
@@ -146,7 +146,7 @@ def test_a_moved_or_broken_pretrained_folder_is_one_config_error(tmp_path):
         weights.write_bytes(b"garbage")
     cfg, task, vocabs, train = _pretrained(broken)
     with pytest.raises(ConfigError, match=r"'model\.encoder\.pretrained': cannot load the encoder's model") as e:
-        build_model(cfg.model, vocabs, train, task="supertag")
+        build_model(cfg.model, vocabs, train)
     assert "\n" not in str(e.value)
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -158,7 +158,7 @@ def test_a_moved_or_broken_pretrained_folder_is_one_config_error(tmp_path):
 def test_a_sentence_longer_than_the_encoder_positions_is_an_error_naming_it(tmp_path):
     folder = _tiny_bert(tmp_path / "enc", positions=16)
     cfg, task, vocabs, train = _pretrained(folder)
-    model = build_model(cfg.model, vocabs, train, task="supertag").eval()
+    model = build_model(cfg.model, vocabs, train).eval()
     long = Example(tuple(("the", "dog", "sleeps") * 6))
     with pytest.raises(
         DataError,

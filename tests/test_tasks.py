@@ -68,12 +68,11 @@ def test_every_task_is_registered_with_its_options():
 
 
 def test_architecture_must_serve_the_task():
+    """Checked once, when the config loads (build_model trusts a loaded config)."""
     from structseq.errors import ConfigError
 
-    cfg = config_from_dict({"model": TINY})
-    vocabs = {"src": Vocab.build([["a"]]), "tgt": Vocab.build([["a"]])}
-    with pytest.raises(ConfigError, match="does not serve task 'supertag-nosuch'"):
-        build_model(cfg.model, vocabs, task="supertag-nosuch")
+    with pytest.raises(ConfigError, match="'model.arch': 'transformer' does not serve task 'supertag'.*supertag-tree"):
+        config_from_dict({"task": "supertag", "model": TINY})
 
 
 def _colors_config(**train):
@@ -247,6 +246,6 @@ def test_source_bos_starts_every_source_the_model_reads_with_bos(kind):
         if kind == "context-seq2seq":
             assert encoded["ctx"] == [*vocabs["src"].encode(["c"]), Vocab.eos]
         src[bos] = task.collate([encoded], [0])["src"]
-        model = build_model(cfg.model, vocabs, task=kind)
+        model = build_model(cfg.model, vocabs)
         assert task.predict(model, [example], vocabs)  # the model reads it
     assert src[True].shape[1] == src[False].shape[1] + 1

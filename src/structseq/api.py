@@ -397,7 +397,7 @@ def load_run(
         vocabs = {name: Vocab(tokens) for name, tokens in ckpt["vocab"].items()}
         task = get_task(cfg)
         task.load_state_dict(ckpt.get("task") or {})
-        model = build_model(cfg.model, vocabs, task=task.name)
+        model = build_model(cfg.model, vocabs)
     except (KeyError, ValueError) as e:
         raise StructseqError(
             f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: {e})"

@@ -19,8 +19,8 @@ from typing import Any
 
 from structseq.errors import ConfigError, DataError
 from structseq.fields import apply_overrides as _apply
-from structseq.fields import build_section, chosen, option, path_keys
-from structseq.registry import ARCHS, HEADS, METRICS, PLUGIN_HINT, TASKS
+from structseq.fields import build_section, chosen, declared, option, path_keys
+from structseq.registry import ARCHS, HEADS, METRICS, OPTIMIZERS, PLUGIN_HINT, SCHEDULES, TASKS
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
 
@@ -124,15 +124,15 @@ class DataConfig:
 
 @dataclass
 class OptimConfig:
-    optimizer: str = option("adam", "adam | adamw", choices=("adam", "adamw"))
+    optimizer: str = option("adam", "adam | adamw (or a registered optimiser)", choices=lambda: tuple(OPTIMIZERS))
     lr: float = option(5e-4, "peak learning rate (Noam: the scale factor)", gt=0)
     betas: list[float] = option([0.9, 0.98], "Adam betas", ge=0, lt=1, length=2)
     eps: float = option(1e-8, "Adam epsilon", gt=0)
     weight_decay: float = option(0.0, "weight decay (decoupled for adamw)", ge=0)
     schedule: str = option(
         "inverse_sqrt",
-        "constant | noam | inverse_sqrt | cosine",
-        choices=("constant", "noam", "inverse_sqrt", "cosine"),
+        "constant | noam | inverse_sqrt | cosine (or a registered schedule)",
+        choices=lambda: tuple(SCHEDULES),
     )
     warmup: int = option(4000, "warm-up updates", ge=0)
     min_lr: float = option(0.0, "final learning rate of the cosine schedule", ge=0)
@@ -403,9 +403,6 @@ def check_config(cfg: Config) -> None:
             "'decode.max_len_a' and 'decode.max_len_b' are both 0: outputs could have no tokens; "
             "set max_len_b >= 1 or max_len_a > 0"
         )
-    heads, width = getattr(cfg.model, "n_heads", None), getattr(cfg.model, "d_model", None)
-    if isinstance(heads, int) and isinstance(width, int) and width % heads:
-        raise ConfigError(f"'model.d_model' ({width}) must be a multiple of 'model.n_heads' ({heads})")
     _check_lengths(cfg)
     columns = [c for c in cfg.data.columns or () if c != "-"]
     twice = sorted({c for c in columns if columns.count(c) > 1})
@@ -416,18 +413,19 @@ def check_config(cfg: Config) -> None:
 
 
 def _check_lengths(cfg: Config) -> None:
-    """`data.max_length` and `task.max_context_tokens` within what the model takes."""
-    most, length = getattr(cfg.model, "max_length", None), cfg.data.max_length
-    if most is not None and length is not None and length > most:
+    """`data.max_length` and the task's context trim within what the model takes (the fields the model and task
+    declare with the roles `max_length`, `max_context_length`, `context_trim`)."""
+    most, length = declared(cfg.model, "max_length"), cfg.data.max_length
+    if most is not None and most[1] is not None and length is not None and length > most[1]:
         raise ConfigError(
-            f"'data.max_length' ({length}) exceeds 'model.max_length' ({most}), the longest input "
-            "the model takes: lower it, or raise model.max_length"
+            f"'data.max_length' ({length}) exceeds 'model.{most[0]}' ({most[1]}), the longest input "
+            f"the model takes: lower it, or raise model.{most[0]}"
         )
-    most, trim = getattr(cfg.model, "max_context_length", None), getattr(cfg.task, "max_context_tokens", None)
-    if most is not None and trim is not None and trim > most:
+    most, trim = declared(cfg.model, "max_context_length"), declared(cfg.task, "context_trim")
+    if most is not None and trim is not None and most[1] is not None and trim[1] is not None and trim[1] > most[1]:
         raise ConfigError(
-            f"'task.max_context_tokens' ({trim}) exceeds 'model.max_context_length' ({most}), the "
-            "longest context the model takes: lower it, or raise model.max_context_length"
+            f"'task.{trim[0]}' ({trim[1]}) exceeds 'model.{most[0]}' ({most[1]}), the "
+            f"longest context the model takes: lower it, or raise model.{most[0]}"
         )
 
 

@@ -233,7 +233,7 @@ def context_data(folder: Path) -> dict[str, Path]:
     """The short-context variant of ctx-commands as TSV files (source, context, target) in `folder`: the embedded
     generator (`structseq.data.context.commands_split`) with CONTEXT_SIZES examples and CONTEXT_LENGTHS context
     tokens, each split with the full task's generator seed."""
-    from structseq.data.context import SPLIT_SETTINGS, commands_split
+    from structseq.data.ctx_commands import SPLIT_SETTINGS, commands_split
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from structseq.config import apply_overrides, config_from_dict
-from structseq.data.registry import dataset_split, load_dataset
+from structseq.data.registry import SplitSpec
+from structseq.data.registry import load_split as load_data_split
 from structseq.errors import ConfigError, StructseqError
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def check_beam(beam: int | None) -> None:
     check_value(beam, {"ge": 1}, "--beam")
 
 
+<<<<<<< HEAD
 def check_metrics(names: Sequence[str]) -> None:
     """Every name a registered metric (plugins included); a ConfigError listing them otherwise."""
     from structseq.registry import METRICS
@@ -57,6 +59,8 @@ def is_file_spec(split: str) -> bool:
     )
 
 
+=======
+>>>>>>> 5715107 (Datasets register at their loaders (@register_dataset, plugins too); SplitSpec.parse is the one rule for split strings and load_split the one reader (training reads NAME:SPLIT and files as evaluation does); data/context.py split into ctx_commands (generator), documents (readers) and context (registrations); models declare their width/heads/length fields by role (config and limits stop reading names); optimisers and schedules registered; arch-serves-task and valid-metric checked once, in the config)
 def load_split(run, split: str | None = None, data_root=None):
     """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT. An example
     longer than the run's limits (`data.limits.input_limits`) is a DataError naming its line."""
@@ -65,17 +69,9 @@ def load_split(run, split: str | None = None, data_root=None):
 
     d = run.config.data
     split = split or (d.test[0] if d.test else "test")
-    spec = dataset_split(split)
     with length_limit(**input_limits(run.config)) as limit:
-        if spec:
-            dataset, name = spec
-            examples = load_dataset(split, name, data_root)
-        elif d.dataset == "files" or is_file_spec(split):
-            dataset, name = d.dataset, split
-            examples = load_dataset(split, split, data_root, columns=d.columns, fields=d.fields)
-        else:
-            dataset, name = d.dataset, split
-            examples = load_dataset(d.dataset, split, data_root)
+        spec, examples = load_data_split(d, split, data_root)
+    dataset, name = spec.dataset, spec.split
     for i, e in enumerate(examples):  # generated splits are not read from lines
         over = over_limit(e, limit)
         if over is not None:
@@ -114,7 +110,7 @@ def evaluate(
     dataset, split_name, examples = load_split(run, split, data_root)
     examples = examples[:limit]
     if not examples:
-        where = split if d.dataset == "files" or is_file_spec(split) else f"{dataset}/{split_name}"
+        where = split if SplitSpec.parse(split, d.dataset).kind == "file" else f"{dataset}/{split_name}"
         raise StructseqError(f"{where}: no examples to evaluate (an empty file?)")
     run.task.check_examples(examples, f"{dataset}/{split_name}")
     scorer = _scoring_task(run, dataset, bleu_tokenize)
@@ -341,9 +337,10 @@ def prediction_label(spec: str, dataset: str, split_name: str) -> str:
     """The split's part of an evaluation's file name: SPLIT for a split of the run's dataset, NAME-SPLIT for
     NAME:SPLIT, and for a file its stem and a short hash of its resolved path (`test-1a2b3c4d`), so that
     evaluating `--split test` and `--split /elsewhere/test.tsv` never share a file."""
-    if dataset_split(spec):
+    kind = SplitSpec.parse(spec).kind
+    if kind == "named":
         return f"{dataset}-{split_name}"
-    if not is_file_spec(spec):
+    if kind == "split":
         return spec
     parts = [Path(p) for p in spec.split(",")]
     resolved = ",".join(str(p.resolve()) for p in parts)

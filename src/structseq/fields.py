@@ -23,6 +23,10 @@ from typing import Any
 from structseq.errors import ConfigError
 from structseq.yamlio import load_yaml
 
+#: what a field may declare it is (`option(..., role=...)`), so that generic code finds it without knowing its
+#: name: a `width` or `heads` of a model (sizes a test shrinks), the longest input a model takes (`max_length`,
+#: `max_context_length`), the context length a task trims to (`context_trim`)
+ROLES = ("width", "heads", "max_length", "max_context_length", "context_trim")
 
 def option(
     default,
@@ -36,6 +40,7 @@ def option(
     length=None,
     pattern=None,
     path: bool = False,
+    role=None,
     **kw,
 ):
     """A config field with its help text and the values it accepts, checked when a config is loaded:
@@ -43,10 +48,13 @@ def option(
     function returning one) or matching `pattern` (a pair: regular expression, its description), a list of
     `length` items. None (for `X | None` fields) is always valid. `path`: a local folder a trained run keeps
     reading (a pretrained base), stored absolute when training starts and movable at evaluation
-    (`structseq.config.absolute_paths`, `moved_paths`)."""
+    (`structseq.config.absolute_paths`, `moved_paths`). `role`: one of `ROLES` (see
+    `declared`)."""
+    if role is not None and role not in ROLES:
+        raise ValueError(f"option role must be one of {', '.join(ROLES)}, not {role!r}")
     limits = {
         k: v
-        for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=choices, length=length, pattern=pattern).items()
+        for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=choices, length=length, pattern=pattern, role=role).items()
         if v is not None
     }
     metadata = {"help": help, **limits, **({"path": True} if path else {})}
@@ -66,6 +74,15 @@ def path_keys(section, prefix: str = "") -> dict[str, object]:
         elif dataclasses.is_dataclass(value):
             out.update(path_keys(value, f"{prefix}{f.name}."))
     return out
+
+
+def declared(section: Any, role: str) -> tuple[str, Any] | None:
+    """(name, value) of the field of config section `section` declared with `role`, or None when it declares
+    none: how the config and the readers find, say, a model's longest input whatever the model calls it."""
+    for f in dataclasses.fields(section):
+        if f.metadata.get("role") == role:
+            return f.name, getattr(section, f.name)
+    return None
 
 
 def chosen(factory: Callable[[], Any], by: str, kind: str, help: str):

@@ -28,8 +28,16 @@ from structseq.errors import ConfigError, StructseqError
 
 T = TypeVar("T")
 
-#: packages whose modules define the built-in models, heads, tasks, metrics and lexicon learners
-BUILTIN = ("structseq.models", "structseq.tasks", "structseq.metrics", "structseq.lexicon")
+#: packages (every module of each) and modules that define the built-in models, heads, tasks, metrics, lexicon
+#: learners, datasets, optimisers and schedules
+BUILTIN = (
+    "structseq.models",
+    "structseq.tasks",
+    "structseq.metrics",
+    "structseq.lexicon",
+    "structseq.data",
+    "structseq.train.optim",
+)
 PLUGINS_ENV = "STRUCTSEQ_PLUGINS"
 #: the end of an unknown-name error: where names come from besides the built-in packages
 PLUGIN_HINT = f" (plugin modules are loaded from ${PLUGINS_ENV})"
@@ -100,6 +108,11 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return list(self)
 
+    def table(self) -> dict[str, T]:
+        """The live name -> entry dict, discovered (a test may patch an entry in it for its duration)."""
+        discover()
+        return self._items
+
 
 # ---------------------------------------------------------------- the kinds
 
@@ -146,6 +159,8 @@ HEADS: Registry[Head] = Registry("head", "model.head.type")
 TASKS: Registry[type] = Registry("task", "task.type")
 METRICS: Registry[Metric] = Registry("metric", "metric")
 LEARNERS: Registry[Callable[..., Any]] = Registry("lexicon learner", "model.head.lexicon")
+OPTIMIZERS: Registry[Callable[..., Any]] = Registry("optimizer", "optim.optimizer")
+SCHEDULES: Registry[Callable[..., Any]] = Registry("schedule", "optim.schedule")
 
 
 def register_arch(name: str, *, config: type, tasks: tuple[str, ...] = ("seq2seq",), attention: bool = False):
@@ -204,6 +219,28 @@ def register_learner(name: str):
     return deco
 
 
+def register_optimizer(name: str):
+    """Decorator of an optimiser builder `(optim config, param groups) -> torch.optim.Optimizer`:
+    `optim.optimizer: NAME`."""
+
+    def deco(fn):
+        OPTIMIZERS.add(name, fn)
+        return fn
+
+    return deco
+
+
+def register_schedule(name: str):
+    """Decorator of a schedule `(optim config, model width, max_steps) -> (step -> lr factor)`: `optim.schedule:
+    NAME`."""
+
+    def deco(fn):
+        SCHEDULES.add(name, fn)
+        return fn
+
+    return deco
+
+
 # ---------------------------------------------------------------- discovery
 
 
@@ -244,7 +281,7 @@ def discover() -> None:
     try:
         for package in BUILTIN:
             pkg = importlib.import_module(package)
-            for info in pkgutil.iter_modules(pkg.__path__, package + "."):
+            for info in pkgutil.iter_modules(getattr(pkg, "__path__", ()), package + "."):
                 importlib.import_module(info.name)
         for spec in filter(None, (s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(","))):
             _import_plugin(spec)

@@ -13,7 +13,9 @@ training: it occurs only in test, composed of parts that training shows (the VP-
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+from structseq.data.dataset import register_dataset
 from structseq.data.example import Example
 
 NOUNS = ("dog", "cat", "man", "park", "bird", "tree")
@@ -68,3 +70,13 @@ def splits(n_train: int = 800, n_test: int = 100, seed: int = 0) -> dict[str, li
     dev = [_example(sentence(rng, vp_s=False)) for _ in range(n_test)]
     test = [_example(sentence(rng, vp_s=(i % 2 == 0) or None)) for i in range(n_test)]
     return {"train": train, "dev": dev, "test": test}
+
+
+@register_dataset(
+    "ab-grammar",
+    description="a tiny synthetic AB grammar for supertaggers; test holds a category unseen in training",
+    splits=("train", "dev", "test"),
+    source="generated",
+)
+def _ab_grammar(split: str, root: Path) -> list[Example]:
+    return splits(600, 100, seed=0)[split]

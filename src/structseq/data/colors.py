@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from structseq.data.dataset import register_dataset
 from structseq.data.example import Example
 from structseq.errors import DataError
 
@@ -105,3 +106,13 @@ def splits(data_root: Path | None = None) -> dict[str, list[Example]]:
         part: [Example(tuple(c.split()), interpret_tokens(c)) for c in inputs]
         for part, inputs in (("train", TRAIN_INPUTS), ("test", TEST_INPUTS))
     }
+
+
+@register_dataset(
+    "colors",
+    description="Colors few-shot instruction learning (Lake et al. 2019)",
+    splits=("train", "test"),
+    source="generated",
+)
+def _colors(split: str, root: Path) -> list[Example]:
+    return splits()[split]

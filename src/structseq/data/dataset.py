@@ -1,13 +1,15 @@
-"""A named dataset: its splits, where their files are, and how to load them (the registry's entries)."""
+"""A named dataset: its splits, where their files are, and how to load them; `register_dataset` adds one to
+the registry (`structseq.data.registry` looks names up and parses split strings)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from structseq.data.example import Example
 from structseq.errors import DataError
+from structseq.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -42,3 +44,45 @@ class Dataset:
                     f"are in SOURCES.md of the shared data ({self.note or 'see README'})"
                 )
         return self.loader(split, root)
+
+
+DATASETS: Registry[Dataset] = Registry("dataset", "data.dataset")
+
+
+def register_dataset(
+    name: str,
+    *,
+    description: str,
+    splits: Sequence[str],
+    source: str = "files",
+    note: str = "",
+    files: Mapping[str, tuple[str, ...]] | None = None,
+    bleu_tokenize: str = "13a",
+    pooled_references: tuple[str, ...] = (),
+    metrics: tuple[str, ...] = (),
+    sizes: Mapping[str, int] | None = None,
+):
+    """Decorator of a loader `(split, data_root) -> list[Example]`: `data.dataset: NAME` (and `NAME:SPLIT`
+    anywhere a split is given) reads with it. The fields are `Dataset`'s; `source` is `generated` (no files)
+    or `files` (`files` maps each split to the paths it reads, relative to the data root)."""
+
+    def deco(loader: Callable[[str, Path], list[Example]]):
+        DATASETS.add(
+            name,
+            Dataset(
+                name,
+                description,
+                tuple(splits),
+                loader,
+                source,
+                note,
+                dict(files or {}),
+                bleu_tokenize,
+                tuple(pooled_references),
+                tuple(metrics),
+                dict(sizes or {}),
+            ),
+        )
+        return loader
+
+    return deco

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from structseq.data.example import Example
 from structseq.data.vocab import SPECIALS
 from structseq.errors import DataError
+from structseq.fields import declared
 
 #: the default longest source or target (tokens) of a model, and the longest context of a context model
 MAX_LENGTH, MAX_CONTEXT_LENGTH = 1024, 4096
@@ -46,20 +47,19 @@ def input_limits(cfg) -> dict:
     """The `length_limit` keywords of a config: source/target tokens (`data.max_length`, else the model's
     `max_length`, else MAX_LENGTH) and context tokens (the model's `max_context_length` when it reads
     contexts, unless `task.max_context_tokens` trims them: then no limit on what is read)."""
-    model = cfg.model
+    most, context = declared(cfg.model, "max_length"), declared(cfg.model, "max_context_length")
     if cfg.data.max_length is not None:
         length, length_key = cfg.data.max_length, "data.max_length"
+    elif most is not None and most[1] is not None:
+        length, length_key = most[1], f"model.{most[0]}"
     else:
-        length = getattr(model, "max_length", None)
-        length, length_key = (length, "model.max_length") if length is not None else (MAX_LENGTH, "data.max_length")
-    context = getattr(model, "max_context_length", None)
-    if getattr(cfg.task, "max_context_tokens", None) is not None:
-        context = None
+        length, length_key = MAX_LENGTH, "data.max_length"
+    trim = declared(cfg.task, "context_trim")
     return {
         "max_length": length,
         "length_key": length_key,
-        "max_context": context,
-        "context_key": "model.max_context_length",
+        "max_context": None if context is None or (trim is not None and trim[1] is not None) else context[1],
+        "context_key": f"model.{context[0]}" if context is not None else "model.max_context_length",
     }
 
 

@@ -203,7 +203,7 @@ def read_file(
         if len(rest) > 1 or (rest and not rest[0].isdigit()):
             raise DataError(f"'{spec}': expected SRC_FILE,TGT_FILE or SRC_FILE,TGT_FILE,N (N previous sentences)")
         if documents:
-            from structseq.data.context import read_documents
+            from structseq.data.documents import read_documents
 
             return read_documents(src, tgt, int(rest[0]) if rest else 2)
         return read_parallel(src, tgt)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
+from structseq.data.dataset import register_dataset
 from structseq.data.example import Example
 from structseq.errors import DataError
 from structseq.paths import data_root as _default_root
@@ -290,3 +291,19 @@ SPLITS: dict[str, SplitFn] = {
 }
 #: The splits that need no data directory.
 GENERATED = frozenset(SPLITS) - {"scan-simple"}
+
+
+def _load(name: str, split: str, root: Path) -> list[Example]:
+    return SPLITS[name](root)[split]
+
+
+for _name in SPLITS:
+    _generated = _name in GENERATED
+    register_dataset(
+        _name,
+        description=f"SCAN {_name[5:]} split (Lake & Baroni 2018)",
+        splits=("train", "test"),
+        source="generated" if _generated else "files",
+        note="" if _generated else "a random 80/20 draw: read from the official files (brendenlake/SCAN)",
+        files={} if _generated else dict(zip(("train", "test"), ((p,) for p in OFFICIAL_FILES[_name]))),
+    )(partial(_load, _name))

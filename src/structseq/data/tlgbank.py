@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from structseq.data.categories import CategoryError, parse_category
+from structseq.data.dataset import register_dataset
 from structseq.data.example import Example
 from structseq.data.limits import check_tokens
 from structseq.errors import DataError
@@ -105,5 +106,12 @@ def random_split(
     return out
 
 
+@register_dataset(
+    "tlgbank-light",
+    description="TLGbank light supertagging, French type-logical categories (Moot 2015)",
+    splits=("train", "dev", "test"),
+    note="RichardMoot/TLGbankLight maxentdata.txt; sentences drawn 80/10/10 with seed 42",
+    files={s: (TLGBANK_LIGHT,) for s in ("train", "dev", "test")},
+)
 def tlgbank_light(split: str, root: Path) -> list[Example]:
     return random_split(read_tagged(root / TLGBANK_LIGHT))[split]

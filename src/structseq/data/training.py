@@ -11,7 +11,7 @@ from pathlib import Path
 
 from structseq.data.example import Example
 from structseq.data.limits import RESERVED, LengthLimit, input_limits, length_limit, over_limit
-from structseq.data.registry import dataset_split, holdout, load_dataset
+from structseq.data.registry import SplitSpec, holdout
 from structseq.data.vocab import NamedVocabs, Vocabs
 from structseq.errors import ConfigError, StructseqError
 from structseq.textio import recording_reads
@@ -26,18 +26,11 @@ class TrainingData(NamedVocabs):
     files: list[Path] = field(default_factory=list)  # the data files read (none for generated splits)
 
 
-def load_split(cfg, split: str, data_root=None) -> list[Example]:
-    """A split of the configured dataset, a file (`data.dataset: files`) or NAME:SPLIT of any dataset."""
-    d = cfg.data
-    return load_dataset(
-        d.dataset if d.dataset != "files" else split, split, data_root, columns=d.columns, fields=d.fields
-    )
-
-
 def _configured_split(cfg, key: str, data_root) -> list[Example]:
     """`data.train` or `data.valid`; with `data.dataset: files`, one that names no file is a ConfigError."""
     spec = getattr(cfg.data, key)
-    if cfg.data.dataset == "files" and not (Path(spec).exists() or "," in spec or dataset_split(spec)):
+    parsed = SplitSpec.parse(spec, cfg.data.dataset)
+    if parsed.kind == "file" and cfg.data.dataset == "files" and not (Path(spec).exists() or "," in spec):
         held_out = (
             f"; null holds out data.valid_fraction ({cfg.data.valid_fraction}) of the training data"
             if key == "valid"
@@ -47,7 +40,7 @@ def _configured_split(cfg, key: str, data_root) -> list[Example]:
             f"'data.{key}': '{spec}' is neither a file nor NAME:SPLIT of a registered dataset "
             f"(with data.dataset: files, splits are files){held_out}"
         )
-    return load_split(cfg, spec, data_root)
+    return parsed.load(data_root, cfg.data.columns, cfg.data.fields)
 
 
 def holdout_seed(cfg: Mapping) -> int:

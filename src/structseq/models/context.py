@@ -86,6 +86,7 @@ class ContextTransformerConfig(TransformerConfig):
         "unless task.max_context_tokens trims it; its self-attention needs "
         "memory growing with the square of this length",
         ge=1,
+        role="max_context_length",
     )
 
 

@@ -293,8 +293,8 @@ class LSTMSeq2Seq(Autoregressive):
 @dataclass
 class LSTMConfig:
     arch: str = option("lstm", "model family")
-    embed_dim: int = option(512, "embedding width", ge=1)
-    hidden_dim: int = option(512, "LSTM width", ge=1)
+    embed_dim: int = option(512, "embedding width", ge=1, role="width")
+    hidden_dim: int = option(512, "LSTM width", ge=1, role="width")
     layers: int = option(2, "LSTM depth (encoder and decoder)", ge=1)
     dropout: float = option(0.4, "dropout on embeddings, between layers and on the combined vector", ge=0, lt=1)
     combine_feed: bool = option(
@@ -325,6 +325,7 @@ class LSTMConfig:
         "longest source or target (tokens) the model takes: longer input is "
         "refused naming its line (training: skipped, see data.too_long)",
         ge=1,
+        role="max_length",
     )
     head: Any = head_option()
 

@@ -40,11 +40,11 @@ class SupertagEncoderConfig:
         0.1, "learning-rate factor of the pretrained encoder's parameters (paper: 1e-5 / 1e-4; 0 freezes it)", ge=0.0
     )
     pooling: str = option("attention", "pooling of a word's subword pieces: attention | first | mean", choices=POOLINGS)
-    word_dim: int = option(128, "word embedding width (from-scratch encoder)", ge=1)
+    word_dim: int = option(128, "word embedding width (from-scratch encoder)", ge=1, role="width")
     char_dim: int = option(32, "character embedding width (0: no character component)", ge=0)
     char_filters: int = option(64, "character CNN filters (width-3 convolution, max over the word)", ge=1)
     max_chars: int = option(24, "characters of a word the CNN reads (the first ones)", ge=1)
-    hidden: int = option(128, "BiLSTM width per direction", ge=1)
+    hidden: int = option(128, "BiLSTM width per direction", ge=1, role="width")
     layers: int = option(2, "BiLSTM layers", ge=1)
     word_dropout: float = option(
         0.1,

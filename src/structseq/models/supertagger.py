@@ -58,7 +58,7 @@ def _encoder():
 @dataclass
 class SupertagClassifierConfig:
     arch: str = option("supertag-classifier", "supertag-classifier | supertag-tree")
-    d_model: int = option(256, "word state width d_w", ge=1)
+    d_model: int = option(256, "word state width d_w", ge=1, role="width")
     dropout: float = option(0.2, "dropout on encoder outputs and inside the decoder", ge=0.0, lt=1.0)
     encoder: SupertagEncoderConfig = _encoder()
 
@@ -66,9 +66,9 @@ class SupertagClassifierConfig:
 @dataclass
 class SupertagTreeConfig(SupertagClassifierConfig):
     arch: str = option("supertag-tree", "supertag-classifier | supertag-tree")
-    node_dim: int = option(128, "node (symbol and path) embedding width d_n", ge=1)
-    node_heads: int = option(4, "heads of node feedback (they divide d_model)", ge=1)
-    state_heads: int = option(8, "heads of state feedback (they divide d_model)", ge=1)
+    node_dim: int = option(128, "node (symbol and path) embedding width d_n", ge=1, role="width")
+    node_heads: int = option(4, "heads of node feedback (they divide d_model)", ge=1, role="heads")
+    state_heads: int = option(8, "heads of state feedback (they divide d_model)", ge=1, role="heads")
     max_distance: int = option(6, "state feedback: words farther apart than this do not attend to each other", ge=0)
     node_feedback: bool = option(True, "node feedback (false: the paper's -nf ablation)")
     state_feedback: bool = option(True, "state feedback (false: the paper's -sf ablation)")

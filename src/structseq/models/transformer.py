@@ -151,9 +151,9 @@ class TransformerBlocksConfig:
     """Keys shared by every model built from Transformer blocks."""
 
     arch: str = option("transformer", "model family (`structseq config --list` names them)")
-    d_model: int = option(512, "model width", ge=1)
-    n_heads: int = option(4, "attention heads", ge=1)
-    ffn_dim: int = option(1024, "feed-forward inner width", ge=1)
+    d_model: int = option(512, "model width", ge=1, role="width")
+    n_heads: int = option(4, "attention heads", ge=1, role="heads")
+    ffn_dim: int = option(1024, "feed-forward inner width", ge=1, role="width")
     decoder_layers: int = option(6, "decoder depth", ge=1)
     dropout: float = option(0.3, "residual and embedding dropout", ge=0, lt=1)
     attention_dropout: float = option(0.0, "dropout on attention weights", ge=0, lt=1)
@@ -173,8 +173,15 @@ class TransformerBlocksConfig:
         "refused naming its line (training: skipped, see data.too_long); "
         "attention needs memory growing with the square of this length",
         ge=1,
+        role="max_length",
     )
     head: Any = head_option()
+
+    def __post_init__(self):
+        if isinstance(self.n_heads, int) and self.n_heads > 0 and self.d_model % self.n_heads:
+            raise ConfigError(
+                f"'model.d_model' ({self.d_model}) must be a multiple of 'model.n_heads' ({self.n_heads})"
+            )
 
 
 @dataclass

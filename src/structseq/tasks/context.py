@@ -43,7 +43,7 @@ class ContextTaskOptions(Seq2SeqTaskOptions):  # subword, subword_vocab_size, to
         ge=0,
     )
     max_context_tokens: int | None = option(
-        None, "keep the last N context tokens, after subwords (null: all; 0: none)", ge=0
+        None, "keep the last N context tokens, after subwords (null: all; 0: none)", ge=0, role="context_trim"
     )
     p_drop_context: float = option(
         0.0, "augmentation p1: probability that a training example loses its context", ge=0, le=1

@@ -111,7 +111,7 @@ class Trainer:
             raise StructseqError(f"{self.out} already holds a run; use --resume to continue it or another --out")
         init = self._load_init() if cfg.train.init_from and not resume else None
         seed_everything(cfg.train.seed)
-        self.model = build_model(cfg.model, self.data.vocabs, self.data.train, task=self.task.name).to(self.device)
+        self.model = build_model(cfg.model, self.data.vocabs, self.data.train).to(self.device)
         self.model.static_shapes = cfg.optim.static_shapes  # structseq.models.base.Model
         if init is not None:
             self._init_parameters(*init)
