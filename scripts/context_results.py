@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from collections import defaultdict
 from pathlib import Path
+
+from structseq.metrics.significance import format_mean_sd
 
 SPLITS = ("test", "longer", "position", "combination")
 
@@ -28,9 +29,7 @@ def table(*paths: str) -> str:
         cells = []
         for s in SPLITS:
             v = splits.get(s, [])
-            cells.append(
-                "-" if not v else f"{statistics.mean(v):.1f}" + (f" ± {statistics.stdev(v):.1f}" if len(v) > 1 else "")
-            )
+            cells.append(format_mean_sd(v, 1) if v else "-")
         out.append(f"| {decoder} | {over} | {len(splits.get('test', []))} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
@@ -35,15 +34,15 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from structseq.experiments import sweep
+from structseq.metrics.significance import format_mean_sd
 
-import reproduce  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def one(config: str, seed: int, runs: str, out: str, overrides: list[str]) -> str:
-    """scripts/reproduce.py's `one` under the run names these tables were made with (no override tag)."""
-    return reproduce.one(config, seed, runs, out, overrides, name=reproduce.run_name(config, seed))
+    """`structseq sweep`'s `one` under the run names these tables were made with (no override tag)."""
+    return sweep.one(config, seed, runs, out, overrides, name=sweep.run_name(config, seed))
 
 
 # The paper's numbers (docs: /work/shared/notes/lexical-translation.md; Table 2, 4, 5). None = not reported.
@@ -195,8 +194,7 @@ def render(
             vals = cells.get((stem, c), [])
             ours = "-"
             if vals:
-                sd = f" ± {statistics.stdev(vals):.{digits}f}" if len(vals) > 1 else ""
-                ours = f"{statistics.mean(vals):.{digits}f}{sd} (n={len(vals)})"
+                ours = f"{format_mean_sd(vals, digits)} (n={len(vals)})"
             p = paper[columns.index(c)]
             row += [ours, "-" if p is None else p if isinstance(p, str) else f"{p:.2f}"]
             rec["cells"][c] = {"ours": vals, "paper": p}
@@ -244,7 +242,7 @@ def main(argv=None) -> None:
         jobs = [
             (c, s, o)
             for c, s, o in plan(a.table, datasets, rows, a.seeds, a.budget, a.threads)
-            if str(runs / reproduce.run_name(c, s)) not in recorded
+            if str(runs / sweep.run_name(c, s)) not in recorded
         ]
         with ProcessPoolExecutor(a.jobs) as pool:
             futures = [pool.submit(one, c, s, str(runs), str(results), o) for c, s, o in jobs]

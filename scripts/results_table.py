@@ -104,11 +104,6 @@ def _old_beam(records) -> str:
     return OLD_BEAM if any(r.get("old_beam_search") for r in records) else ""
 
 
-def _fmt(xs, d=3) -> str:
-    """Mean ± sd over seeds, the one formatting `structseq compare` uses (`metrics.significance`)."""
-    return format_mean_sd(xs, d)
-
-
 def curve(files: list[str], curve_files: list[str], plot: str | None, metric: str = "exact_match") -> bool:
     """Learning-curve table (and plot) per (config, split): score at each kept checkpoint, per seed; returns
     whether a row is marked `OLD_BEAM` (its note printed under the table)."""
@@ -218,11 +213,11 @@ def headline(groups: dict[tuple, list[dict]]) -> None:
             ]
         )
         if rs and all("pooled_bleu" in r["metrics"] for r in rs):
-            shown_score = "BLEU " + _fmt([100 * score(r, "pooled_bleu.full") for r in rs], 2)
+            shown_score = "BLEU " + format_mean_sd([100 * score(r, "pooled_bleu.full") for r in rs], 2)
             paper = PAPER_BLEU.get((ds, stem), "")
             paper = f"BLEU {paper.split(' / ')[0]} (A&A 2021)" if paper else ""
         else:
-            shown_score = "EM " + _fmt([r["metrics"]["exact_match"]["score"] for r in rs]) if rs else "-"
+            shown_score = "EM " + format_mean_sd([r["metrics"]["exact_match"]["score"] for r in rs]) if rs else "-"
             paper = PAPER.get((ds, stem), "")
         n = f"{len(rs)}" + (f" (+{lost} diverged)" if lost else "")
         print(f"| {ds} | {shown} | {shown_score} | {n} | {paper} |")
@@ -243,8 +238,8 @@ def pooled(groups: dict[tuple, list[dict]]) -> None:
         items = rs[0]["metrics"]["pooled_bleu"]["1-shot"]["n"]
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides)
         print(
-            f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {_fmt(full, 2)} "
-            f"| {_fmt(shot, 2)} ({items}) | {PAPER_BLEU.get(paper_key(config), '')} |"
+            f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {format_mean_sd(full, 2)} "
+            f"| {format_mean_sd(shot, 2)} ({items}) | {PAPER_BLEU.get(paper_key(config), '')} |"
         )
 
 
@@ -278,7 +273,7 @@ def per_category(groups: dict[tuple, list[dict]]) -> None:
                     for r in rs
                     if cat in r["metrics"]["per_category"]["exact_match"]
                 ]
-                cells.append(_fmt(xs) if xs else "-")
+                cells.append(format_mean_sd(xs) if xs else "-")
             print(f"| {cat} | " + " | ".join(cells) + " |")
 
 
@@ -336,7 +331,7 @@ def main(argv=None) -> None:
         em = [r["metrics"]["exact_match"]["score"] for r in rs]
         ta = [r["metrics"]["token_accuracy"]["score"] for r in rs]
         bl = [r["metrics"]["bleu"]["score"] for r in rs]
-        fmt = _fmt
+        fmt = format_mean_sd
         key = paper_key(config)
         wall = statistics.median(r["train_wall_s"] for r in rs) / 60  # median: robust to a mis-timed run
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)

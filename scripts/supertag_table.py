@@ -19,6 +19,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from structseq.metrics.significance import format_mean_sd
+
 ORDER = ["classifier", "tree", "tree-nosf", "tree-nonf", "tree-nosf-nonf"]
 
 
@@ -51,11 +53,7 @@ COLS = (
 
 
 def fmt(xs: list[float]) -> str:
-    if not xs:
-        return "—"
-    if len(xs) == 1:
-        return f"{xs[0]:.2f}"
-    return f"{statistics.mean(xs):.2f} ± {statistics.stdev(xs):.2f}"
+    return format_mean_sd(xs, 2) if xs else "—"
 
 
 def read_records(dirs: list[Path]) -> dict[str, dict[int, dict]]:

@@ -9,7 +9,7 @@ A generated block names the command that writes it:
     python scripts/update_tables.py            # rerun every block's command, replace the block's text
     python scripts/update_tables.py --check    # change nothing; exit 1 naming every block its records no longer give
 
-The commands are the repository's table scripts (`scripts/*.py`, `benchmarks/report.py`), run with this Python
+The commands are the repository's table scripts (`scripts/*.py`, `scripts/analysis/*.py`, `benchmarks/report.py`), run with this Python
 from the repository root; their `plot: FILE` lines are dropped, and `--check` leaves `--plot` out so it writes
 nothing. The test suite runs `--check`, so a table cannot silently drift from the records it claims to come from.
 """
@@ -32,7 +32,7 @@ BLOCK = re.compile(
 
 def _argv(command: str, where: str, plots: bool) -> list[str]:
     words = shlex.split(command)
-    table_script = len(words) > 1 and re.fullmatch(r"scripts/\w+\.py|benchmarks/report\.py", words[1])
+    table_script = len(words) > 1 and re.fullmatch(r"scripts/(analysis/)?\w+\.py|benchmarks/report\.py", words[1])
     if words[:1] != ["python"] or not table_script:
         raise SystemExit(
             f"{where}: a generated block's command must be `python scripts/NAME.py ...` or "

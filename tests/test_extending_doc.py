@@ -1,4 +1,4 @@
-"""docs/extending.md is executable: its task, model, head and metric, saved as one plugin file outside the
+"""docs/extending.md is executable: its dataset, task, model, head and metric, saved as one plugin file outside the
 package, train, evaluate and predict through the unchanged CLI, and no file of the package is edited."""
 
 import json
@@ -78,6 +78,20 @@ def test_the_plugin_trains_evaluates_and_predicts(walkthrough):
     )
     assert predicted.returncode == 0, predicted.stderr
     assert predicted.stdout.split("\n")[0] == "short long"
+
+
+def test_the_plugin_dataset_is_listed_shown_and_evaluated_by_name(walkthrough):
+    tmp, env, _ = walkthrough
+    listed = _cli(["data", "list", "--json"], env, tmp)
+    assert listed.returncode == 0, listed.stderr
+    entry = next(d for d in json.loads(listed.stdout) if d["name"] == "word-lengths")
+    assert entry["splits"] == {"train": 2, "test": 2} and entry["source"] == "generated"
+    shown = _cli(["data", "show", "word-lengths", "--split", "test"], env, tmp)
+    assert shown.returncode == 0 and "elephants bark" in shown.stdout and "long short" in shown.stdout
+    evaluation = _cli(["evaluate", "run", "--split", "word-lengths:test", "--json"], env, tmp)
+    assert evaluation.returncode == 0, evaluation.stderr
+    report = json.loads(evaluation.stdout)
+    assert report["dataset"] == "word-lengths" and report["tag_accuracy"]["n"] == 5  # words of the two phrases
 
 
 def test_the_head_and_the_model_contract_are_checked_when_the_config_loads(walkthrough):

@@ -11,8 +11,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _sweep():
+    """The experiment runner (`structseq sweep`; scripts/reproduce.py is its wrapper)."""
+    from structseq.experiments import sweep
+
+    return sweep
+
+
+def _plan():
+    """The reproduction plan (`structseq plan`; scripts/plan.py is its wrapper)."""
+    from structseq.experiments import plan
+
+    return plan
+
+
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"scripts_{name}", ROOT / "scripts" / f"{name}.py")
+    path = ROOT / "scripts" / f"{name}.py"
+    if not path.exists():  # a one-off analysis, archived
+        path = ROOT / "scripts" / "analysis" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
@@ -20,7 +37,7 @@ def _load(name: str):
 
 
 def test_run_names_keep_whole_override_values():
-    run_name = _load("reproduce").run_name
+    run_name = _sweep().run_name
     cfg = "configs/ctx-commands/alternate.yaml"
     names = {
         run_name(cfg, 1, [o])
@@ -90,7 +107,7 @@ def test_feedback_gain_is_the_spectral_radius_of_the_feed_columns():
 
 def test_an_interrupted_run_stops_the_whole_sweep(tmp_path, monkeypatch):
     """Ctrl-C / SIGTERM inside one run (its checkpoint saved) must not start the next seed."""
-    mod = _load("reproduce")
+    mod = _sweep()
     started = []
 
     def one(config, seed, *args):
@@ -108,7 +125,7 @@ def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypat
     from structseq import api
     from structseq.errors import DivergedError
 
-    mod = _load("reproduce")
+    mod = _sweep()
 
     def train(*a, **k):
         raise DivergedError(float("nan"), 2109)
@@ -336,7 +353,7 @@ def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_p
     every evaluation, curve points included; a missing run costs the median of its config's recorded runs, else
     of its cell's (marked *), else of its `like` cell's (*), these scaled by the ratio of `train.max_steps`, else it
     is unknown (?)."""
-    plan = _load("plan")
+    plan = _plan()
     monkeypatch.chdir(ROOT)
     path = _plan(
         tmp_path,
@@ -376,7 +393,7 @@ def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_p
 def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkeypatch):
     """A probe of the exact (config, overrides) prices its missing runs (marked ~) before any rough estimate; a
     config with records keeps their median; --probe skips variants already priced."""
-    plan = _load("plan")
+    plan = _plan()
     monkeypatch.chdir(ROOT)
     path = _plan(
         tmp_path,
@@ -398,7 +415,7 @@ def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkey
     assert rows["sweep"]["hours"] is None  # other overrides of the sweep: not priced by that probe
     assert "| nothing like it recorded (`new`) | 1 | none | 0 / 1 | 0.5~ |" in plan.render(list(rows.values()), "p")
     monkeypatch.setattr(
-        plan.reproduce,
+        plan.sweep,
         "probe",
         lambda *a, **k: {**dict(zip(("config", "seed", "overrides"), a)), "s_per_update": 1.0, "cost_s": 60.0},
     )
@@ -411,7 +428,7 @@ def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkey
 
 
 def test_plan_reports_how_probes_compared_with_the_runs_recorded_after_them():
-    plan = _load("plan")
+    plan = _plan()
     a, b = ("a.yaml", ()), ("b.yaml", ("x=1",))
     done = {
         (*a, 1): {"cost": 100.0, "diverged": False},
@@ -434,7 +451,7 @@ def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp
     from structseq import api
     from structseq.decode.search import decode
 
-    mod = _load("reproduce")
+    mod = _sweep()
     config = str(ROOT / "configs/scan-jump/lstm-256.yaml")
     over = [
         "train.max_steps=100",
@@ -464,7 +481,7 @@ def test_plan_errors_name_the_file_and_cell(tmp_path, monkeypatch):
 
     from structseq.errors import ConfigError
 
-    plan = _load("plan")
+    plan = _plan()
     monkeypatch.chdir(ROOT)
     for bad, words in (
         (PLAN.replace("    like: pair", "    like: nope"), "names no cell"),
@@ -481,8 +498,8 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
     recorded meanwhile; a seed's configs run together; the curve is asked for its seeds only."""
     import fcntl
 
-    plan = _load("plan")
-    rep = plan.reproduce
+    plan = _plan()
+    rep = plan.sweep
     monkeypatch.chdir(tmp_path)
     for c in (
         "configs/scan-jump/lstm-lex-simple-256.yaml",
@@ -528,8 +545,8 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
 def test_plan_run_retrains_the_run_another_starts_from_without_recording_it(tmp_path, monkeypatch):
     """runs/ is not committed: a run with `train.init_from` a plan run's directory first has that run trained
     (train_only: no record), and an init_from that no plan run makes and that is not here stops the plan."""
-    plan = _load("plan")
-    rep = plan.reproduce
+    plan = _plan()
+    rep = plan.sweep
     monkeypatch.chdir(tmp_path)
     for c in ("configs/a/base.yaml", "configs/a/tuned.yaml"):
         (tmp_path / c).parent.mkdir(parents=True, exist_ok=True)
@@ -657,7 +674,7 @@ def test_reproduce_lexicon_print_renders_the_records_and_writes_nothing(tmp_path
 
 def test_the_shipped_plan_loads_and_names_existing_configs(monkeypatch):
     monkeypatch.chdir(ROOT)
-    plan = _load("plan")
+    plan = _plan()
     cells = plan.load_plan("configs/plans/reproduction.yaml")
     assert len({c.id for c in cells}) == len(cells) > 10
     for cell in cells:  # every run's overrides are valid config keys of its config
@@ -738,7 +755,7 @@ def test_cogs_errors_names_the_source_words_the_lexicon_translates_to_a_missed_w
 def test_train_only_trains_then_finds_the_run_final_and_writes_no_record(tmp_path, monkeypatch):
     from structseq import api
 
-    mod = _load("reproduce")
+    mod = _sweep()
     over = ["train.max_steps=2", "train.valid_every=2", "model.hidden_dim=8", "model.embed_dim=8", "optim.batch_size=4"]
     assert (
         mod.train_only("configs/scan-jump/lstm-256.yaml", 1, str(tmp_path), over)

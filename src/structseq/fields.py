@@ -78,7 +78,10 @@ def path_keys(section, prefix: str = "") -> dict[str, object]:
 
 def declared(section: Any, role: str) -> tuple[str, Any] | None:
     """(name, value) of the field of config section `section` declared with `role`, or None when it declares
-    none: how the config and the readers find, say, a model's longest input whatever the model calls it."""
+    none (or is no config section): how the config and the readers find, say, a model's longest input whatever
+    the model calls it."""
+    if not dataclasses.is_dataclass(section):
+        return None
     for f in dataclasses.fields(section):
         if f.metadata.get("role") == role:
             return f.name, getattr(section, f.name)

@@ -16,6 +16,9 @@ from structseq.cli.config import config as config_command
 from structseq.cli.evaluate import category_columns, metric_rows, print_metrics  # noqa: F401 (re-exported)
 from structseq.cli.evaluate import evaluate as evaluate_command
 from structseq.cli.evaluate import predict as predict_command
+from structseq.cli.experiments import PASS_THROUGH
+from structseq.cli.experiments import plan as plan_command
+from structseq.cli.experiments import sweep as sweep_command
 from structseq.cli.export import export as export_command
 from structseq.cli.many import train_many as train_many_command
 from structseq.cli.options import DataRoot, stdout_console
@@ -43,6 +46,8 @@ app.command("predict")(predict_command)
 app.command("score")(score_command)
 app.command("compare")(compare_command)
 app.command("train-many")(train_many_command)
+app.command("sweep", context_settings=PASS_THROUGH, add_help_option=False)(sweep_command)
+app.command("plan", context_settings=PASS_THROUGH, add_help_option=False)(plan_command)
 console = stdout_console()
 
 

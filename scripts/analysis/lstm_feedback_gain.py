@@ -1,6 +1,6 @@
 """How strongly an LSTM decoder with `combine_feed` amplifies its own fed-back vector (issue 14 diagnosis).
 
-    python scripts/lstm_feedback_gain.py runs/budget/scan-around-right-lstm-lex-simple-256-s1 [RUN ...] \
+    python scripts/analysis/lstm_feedback_gain.py runs/budget/scan-around-right-lstm-lex-simple-256-s1 [RUN ...] \
         [--longest 64] [--json]
 
 With `combine_feed`, the combined vector is `combine([emb; feed; h_t; context])` and becomes the next step's

@@ -1,6 +1,6 @@
 """Which definition did a ctx-commands model read? Error analysis of a predictions TSV.
 
-    python scripts/ctx_errors.py runs/ctx-explore-lex/ctx-commands-interleave-*-s1/predictions/test.tsv
+    python scripts/analysis/ctx_errors.py runs/ctx-explore-lex/ctx-commands-interleave-*-s1/predictions/test.tsv
 
 For the commands made of one defined word alone (e.g. `dax`), each hypothesis is one of: correct; the meaning
 of *another* definition of the same context (`other definition, before` / `after` the right one: the model

@@ -4,9 +4,9 @@ and in how many training logical forms the most-missed words occur (COGS's expos
 `--lexicon` adds, for a lexical-translation run, the source words whose row of the trained L puts at least half its
 mass on each most-missed word ("-": none, so only the decoder's own softmax can write it).
 
-    python scripts/cogs_errors.py runs/budget/cogs-lstm-256-s1 runs/budget/cogs-lstm-lex-simple-256-s1
-    python scripts/cogs_errors.py runs/budget/cogs-lstm-lex-bayesian-256-s1 --lexicon
-    python scripts/cogs_errors.py --exposure      # data only: which gen sentences need a word seen once in training
+    python scripts/analysis/cogs_errors.py runs/budget/cogs-lstm-256-s1 runs/budget/cogs-lstm-lex-simple-256-s1
+    python scripts/analysis/cogs_errors.py runs/budget/cogs-lstm-lex-bayesian-256-s1 --lexicon
+    python scripts/analysis/cogs_errors.py --exposure      # data only: which gen sentences need a word seen once in training
 
 Reads each run's `predictions/gen.tsv` (written by `structseq evaluate RUN --split gen` and by reproduce.py) and
 COGS's `train.tsv` under the data root ($STRUCTSEQ_DATA, else ../shared/data).

@@ -1,7 +1,7 @@
 """Which test examples fail across seeds, and how: the spread of a small test set (Colors has 10 commands) is a
 question of which examples each seed loses, and what it writes instead.
 
-    python scripts/seed_errors.py runs/colors-spread/colors-lstm-lex-simple-threads1-s* \\
+    python scripts/analysis/seed_errors.py runs/colors-spread/colors-lstm-lex-simple-threads1-s* \\
         runs/colors-spread/colors-lstm-lex-simple-threads1-feed_dropouttrue-s* --lexicon
 
 Runs are grouped by their directory name without the `-s<seed>` suffix (one group per config), and each run's
