@@ -18,7 +18,7 @@ def _sweep():
     return sweep
 
 
-def _plan():
+def _planner():
     """The reproduction plan (`structseq plan`; scripts/plan.py is its wrapper)."""
     from structseq.experiments import plan
 
@@ -353,7 +353,7 @@ def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_p
     every evaluation, curve points included; a missing run costs the median of its config's recorded runs, else
     of its cell's (marked *), else of its `like` cell's (*), these scaled by the ratio of `train.max_steps`, else it
     is unknown (?)."""
-    plan = _plan()
+    plan = _planner()
     monkeypatch.chdir(ROOT)
     path = _plan(
         tmp_path,
@@ -393,7 +393,7 @@ def test_plan_status_counts_recorded_runs_and_estimates_the_rest_from_them(tmp_p
 def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkeypatch):
     """A probe of the exact (config, overrides) prices its missing runs (marked ~) before any rough estimate; a
     config with records keeps their median; --probe skips variants already priced."""
-    plan = _plan()
+    plan = _planner()
     monkeypatch.chdir(ROOT)
     path = _plan(
         tmp_path,
@@ -428,7 +428,7 @@ def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkey
 
 
 def test_plan_reports_how_probes_compared_with_the_runs_recorded_after_them():
-    plan = _plan()
+    plan = _planner()
     a, b = ("a.yaml", ()), ("b.yaml", ("x=1",))
     done = {
         (*a, 1): {"cost": 100.0, "diverged": False},
@@ -481,7 +481,7 @@ def test_plan_errors_name_the_file_and_cell(tmp_path, monkeypatch):
 
     from structseq.errors import ConfigError
 
-    plan = _plan()
+    plan = _planner()
     monkeypatch.chdir(ROOT)
     for bad, words in (
         (PLAN.replace("    like: pair", "    like: nope"), "names no cell"),
@@ -498,7 +498,7 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
     recorded meanwhile; a seed's configs run together; the curve is asked for its seeds only."""
     import fcntl
 
-    plan = _plan()
+    plan = _planner()
     rep = plan.sweep
     monkeypatch.chdir(tmp_path)
     for c in (
@@ -545,7 +545,7 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
 def test_plan_run_retrains_the_run_another_starts_from_without_recording_it(tmp_path, monkeypatch):
     """runs/ is not committed: a run with `train.init_from` a plan run's directory first has that run trained
     (train_only: no record), and an init_from that no plan run makes and that is not here stops the plan."""
-    plan = _plan()
+    plan = _planner()
     rep = plan.sweep
     monkeypatch.chdir(tmp_path)
     for c in ("configs/a/base.yaml", "configs/a/tuned.yaml"):
@@ -674,7 +674,7 @@ def test_reproduce_lexicon_print_renders_the_records_and_writes_nothing(tmp_path
 
 def test_the_shipped_plan_loads_and_names_existing_configs(monkeypatch):
     monkeypatch.chdir(ROOT)
-    plan = _plan()
+    plan = _planner()
     cells = plan.load_plan("configs/plans/reproduction.yaml")
     assert len({c.id for c in cells}) == len(cells) > 10
     for cell in cells:  # every run's overrides are valid config keys of its config

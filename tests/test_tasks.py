@@ -68,11 +68,15 @@ def test_every_task_is_registered_with_its_options():
 
 
 def test_architecture_must_serve_the_task():
-    """Checked once, when the config loads (build_model trusts a loaded config)."""
+    """One rule (`Arch.check_serves`): the config loader applies it, and build_model(task=) for a hand-built one."""
     from structseq.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="'model.arch': 'transformer' does not serve task 'supertag'.*supertag-tree"):
+    message = "'model.arch': 'transformer' does not serve task 'supertag'.*supertag-tree"
+    with pytest.raises(ConfigError, match=message):
         config_from_dict({"task": "supertag", "model": TINY})
+    vocabs = {"src": Vocab.build([["a"]]), "tgt": Vocab.build([["a"]])}
+    with pytest.raises(ConfigError, match=message):
+        build_model(config_from_dict({"model": TINY}).model, vocabs, task="supertag")
 
 
 def _colors_config(**train):

@@ -375,12 +375,7 @@ def check_config(cfg: Config) -> None:
             f"'train.valid_metric': '{cfg.train.valid_metric}' is not a metric of task "
             f"'{cfg.task.type}'; choices: {', '.join(metrics)}"
         )
-    if task.name not in arch.tasks:
-        serving = [name for name, a in ARCHS.items() if task.name in a.tasks]
-        raise ConfigError(
-            f"'model.arch': '{arch.name}' does not serve task '{task.name}' (it serves "
-            f"{', '.join(arch.tasks)}); architectures for '{task.name}': {', '.join(serving)}"
-        )
+    arch.check_serves(task.name)
     head = getattr(cfg.model, "head", None)
     if head is not None and HEADS.get(head.type).needs_attention and not arch.attention:
         raise ConfigError(

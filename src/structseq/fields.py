@@ -28,6 +28,7 @@ from structseq.yamlio import load_yaml
 #: `max_context_length`), the context length a task trims to (`context_trim`)
 ROLES = ("width", "heads", "max_length", "max_context_length", "context_trim")
 
+
 def option(
     default,
     help: str,

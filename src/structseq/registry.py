@@ -129,6 +129,16 @@ class Arch:
     tasks: tuple[str, ...] = ("seq2seq",)
     attention: bool = False
 
+    def check_serves(self, task: str) -> None:
+        """A ConfigError naming the archs that do serve `task`, unless this one does: the one statement of the
+        rule (the config loader checks it; `build_model(..., task=)` states it for a config built by hand)."""
+        if task not in self.tasks:
+            serving = [name for name, a in ARCHS.items() if task in a.tasks]
+            raise ConfigError(
+                f"'model.arch': '{self.name}' does not serve task '{task}' (it serves "
+                f"{', '.join(self.tasks)}); architectures for '{task}': {', '.join(serving)}"
+            )
+
 
 @dataclass(frozen=True)
 class Head:

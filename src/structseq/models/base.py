@@ -133,8 +133,11 @@ def check_model(model: Any, arch: str) -> nn.Module:
     return model
 
 
-def build_model(cfg, vocabs: Vocabs, train_examples: Sequence | None = None) -> nn.Module:
+def build_model(cfg, vocabs: Vocabs, train_examples: Sequence | None = None, task: str | None = None) -> nn.Module:
     """The model for `cfg` (a `model` section), checked against the contract. `train_examples`: needed when the
-    model learns something from the data at build time (e.g. a lexical head's lexicon). That the arch serves
-    the task is a config check (`structseq.config.check_config`), made once when the config loads."""
-    return check_model(ARCHS.get(cfg.arch).build(cfg, vocabs, train_examples), cfg.arch)
+    model learns something from the data at build time (e.g. a lexical head's lexicon). `task`: checked by the
+    rule the config loader applies (`Arch.check_serves`); a loaded config has passed it already."""
+    arch = ARCHS.get(cfg.arch)
+    if task is not None:
+        arch.check_serves(task)
+    return check_model(arch.build(cfg, vocabs, train_examples), cfg.arch)
