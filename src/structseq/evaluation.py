@@ -40,7 +40,6 @@ def check_beam(beam: int | None) -> None:
     check_value(beam, {"ge": 1}, "--beam")
 
 
-<<<<<<< HEAD
 def check_metrics(names: Sequence[str]) -> None:
     """Every name a registered metric (plugins included); a ConfigError listing them otherwise."""
     from structseq.registry import METRICS
@@ -52,15 +51,6 @@ def check_metrics(names: Sequence[str]) -> None:
         )
 
 
-def is_file_spec(split: str) -> bool:
-    """A split given as a file: it exists, or it looks like a path (a folder, a suffix) or `SRC,TGT`."""
-    return (
-        Path(split).exists() or "," in split or "/" in split or Path(split).suffix in (".tsv", ".txt", ".gz", ".jsonl")
-    )
-
-
-=======
->>>>>>> 5715107 (Datasets register at their loaders (@register_dataset, plugins too); SplitSpec.parse is the one rule for split strings and load_split the one reader (training reads NAME:SPLIT and files as evaluation does); data/context.py split into ctx_commands (generator), documents (readers) and context (registrations); models declare their width/heads/length fields by role (config and limits stop reading names); optimisers and schedules registered; arch-serves-task and valid-metric checked once, in the config)
 def load_split(run, split: str | None = None, data_root=None):
     """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT. An example
     longer than the run's limits (`data.limits.input_limits`) is a DataError naming its line."""
