@@ -275,7 +275,7 @@ def _import_plugin(spec: str) -> None:
         importlib.import_module(spec)
     except ModuleNotFoundError as e:
         raise ConfigError(f"${PLUGINS_ENV}: cannot import plugin module '{spec}' ({e})") from None
-    except (ImportError, SyntaxError, RegistryError) as e:
+    except Exception as e:  # whatever the plugin's own code raises, as for a .py path
         raise ConfigError(f"${PLUGINS_ENV}: plugin {spec} failed to load: {type(e).__name__}: {e}") from e
 
 

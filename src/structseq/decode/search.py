@@ -239,8 +239,10 @@ class Sampling:
     def __post_init__(self):
         from structseq.errors import ConfigError
 
-        if not self.temperature > 0:
-            raise ConfigError(f"'--temperature' must be > 0, got {self.temperature} (near zero: greedy)")
+        if not 0 < self.temperature < float("inf"):  # inf: every log-probability 0 / inf, a NaN draw
+            raise ConfigError(
+                f"'--temperature' must be > 0 and finite, got {self.temperature} (near zero: greedy; large: uniform)"
+            )
         if self.top_k < 0:
             raise ConfigError(f"'--top-k' must be >= 0 (0: no limit), got {self.top_k}")
         if not 0 < self.top_p <= 1:

@@ -14,6 +14,7 @@ ConfigError before training starts (`check_loggers`). Nothing of this changes a 
 
 from __future__ import annotations
 
+import tempfile
 import importlib.util
 import json
 import math
@@ -78,6 +79,16 @@ class TensorBoardLogger:
     def __init__(self, log_dir: str | Path, start_step: int = 0):
         from torch.utils.tensorboard import SummaryWriter
 
+        log_dir = Path(log_dir)
+        try:  # here, not in the writer's own thread (a traceback there, and a run that logs nothing)
+            log_dir.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=log_dir):
+                pass
+        except OSError as e:
+            raise ConfigError(
+                f"'train.tensorboard': cannot write event files in {log_dir} ({e.strerror or e}); make it "
+                "writable, or set train.tensorboard: false"
+            ) from None
         self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=start_step + 1)
 
     def log(self, step: int, scalars: Mapping[str, Any]) -> None:
