@@ -14,12 +14,12 @@ ConfigError before training starts (`check_loggers`). Nothing of this changes a 
 
 from __future__ import annotations
 
-import tempfile
 import importlib.util
 import json
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
