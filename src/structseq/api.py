@@ -415,7 +415,7 @@ def load_ensemble(
     the same tokens at other ids (remapped: `decode.ensemble.Remapped`; otherwise a ConfigError names the two
     runs and the fix), and task; the first run's config (decode settings, limits)
     and task serve the ensemble."""
-    from structseq.decode.ensemble import Ensemble, Remapped, check_members, check_same_task_settings
+    from structseq.decode.ensemble import Ensemble, Remapped, check_members, check_same_task_settings, holdout_fix
 
     if not run_dirs:
         raise ConfigError("give at least one run directory")
@@ -423,7 +423,12 @@ def load_ensemble(
         return load_run(run_dirs[0], checkpoint, device=device, moved=moved)
     runs = [load_run(d, checkpoint, device=device, moved=moved) for d in run_dirs]
     names = [str(r.run_dir) for r in runs]
-    maps = check_members(names, [r.task.name for r in runs], [r.vocabs for r in runs], _vocab_fix(runs))
+    maps = check_members(
+        names,
+        [r.task.name for r in runs],
+        [r.vocabs for r in runs],
+        holdout_fix({str(r.run_dir): r.config for r in runs}),
+    )
     check_same_task_settings({n: r.config.to_dict()["task"] for n, r in zip(names, runs)})
     models = [Remapped(r.model, m) if m else r.model for r, m in zip(runs, maps)]
     model = Ensemble(models, names).eval()
@@ -433,20 +438,4 @@ def load_ensemble(
         checkpoint="+".join(sorted({r.checkpoint for r in runs})),
         members=tuple(names),
         checkpoint_files=tuple(p for r in runs for p in r.checkpoint_files),
-    )
-
-
-def _vocab_fix(runs: Sequence[Run]) -> str:
-    """What would give runs one vocabulary: where they hold out validation by different seeds, data.holdout_seed."""
-    seeds = {}
-    for r in runs:
-        d = r.config.data
-        if d.valid is None:
-            seeds[str(r.run_dir)] = r.config.train.seed if d.holdout_seed is None else d.holdout_seed
-    if len(set(seeds.values())) < 2:
-        return ""
-    held = ", ".join(f"{k}: {v}" for k, v in seeds.items())
-    return (
-        f"these runs trained on different samples, each holding out its validation examples by its own seed ({held}); "
-        "train them again with one data.holdout_seed (the default since the data seed: 1), or give data.valid"
     )

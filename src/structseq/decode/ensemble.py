@@ -188,3 +188,19 @@ def check_same_vocabs(named: dict[str, dict], fix: str = "") -> None:
                 f"'{key}' vocabulary ({detail}): "
                 + (fix or "train every member on the same data and vocabulary settings")
             )
+
+
+def holdout_fix(configs: dict) -> str:
+    """What would give runs (name -> Config) one vocabulary where they held out their validation examples by
+    different seeds: one data.holdout_seed; '' otherwise."""
+    seeds = {}
+    for name, cfg in configs.items():
+        if cfg.data.valid is None:
+            seeds[name] = cfg.train.seed if cfg.data.holdout_seed is None else cfg.data.holdout_seed
+    if len(set(seeds.values())) < 2:
+        return ""
+    held = ", ".join(f"{k}: {v}" for k, v in seeds.items())
+    return (
+        f"these runs trained on different samples, each holding out its validation examples by its own seed ({held}); "
+        "train them again with one data.holdout_seed (the default since the data seed: 1), or give data.valid"
+    )

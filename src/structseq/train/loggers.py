@@ -182,3 +182,44 @@ def open_loggers(run_dir: str | Path, config: Mapping[str, Any], start_step: int
         Loggers(opened).close()
         raise
     return Loggers(opened)
+
+
+def close_quietly_on_error(log) -> None:
+    """Close the loggers; while an error is on its way out (a diverged loss, Ctrl-C), a logger that fails to
+    close (e.g. `wandb.finish`) only warns, so that it cannot hide that error."""
+    import sys
+    import warnings
+
+    if sys.exc_info()[1] is None:
+        log.close()
+        return
+    try:
+        log.close()
+    except Exception as e:  # noqa: BLE001 - reported, the error in flight wins
+        warnings.warn(f"closing the training loggers failed: {type(e).__name__}: {e}", stacklevel=2)
+
+
+def install_stop_handlers(stopping, stop) -> dict:
+    """First Ctrl-C or SIGTERM: `stop(signum)`, so the loop finishes this update, saves and returns (said on
+    stderr); a second, while `stopping()`, aborts at once. Returns the previous handlers (none off the main
+    thread, where signals cannot be handled)."""
+    import signal
+    import sys
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def handler(signum, frame):
+        if stopping():
+            raise KeyboardInterrupt
+        name = signal.Signals(signum).name
+        print(
+            f"\n{name}: finishing this update and saving checkpoints/last.pt "
+            f"({'Ctrl-C' if signum == signal.SIGINT else name} again aborts)",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop(signum)
+
+    return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}

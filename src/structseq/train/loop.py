@@ -13,26 +13,17 @@ loop honours after the current update). So a checkpoint written on Ctrl-C, at a 
 `save_every` updates resumes bit-exactly: same parameters as an uninterrupted run with the same seed.
 Every RNG the run uses (Python, NumPy, torch CPU and CUDA) is saved and restored.
 
-The run directory (`structseq.train.rundir`): `run()` holds its lock for the life of the run (a second run
-into the same directory gets an error naming the owner); a new run never overwrites files it did not
-create; a resumed run removes the temporaries of interrupted saves and cuts `metrics.jsonl` back to its
-checkpoint's step. Each checkpoint records why the run stopped (`progress["stopped"]`: max_steps,
-early_stopping, interrupted; None while it runs), and resuming a finished run changes nothing. SIGTERM
-(schedulers, `timeout`) is handled like Ctrl-C: finish the update, save, stop (the CLI exits 128 + signal).
-Under DDP only rank 0 locks and writes.
-
-This module holds the Trainer; its pieces live beside it: `rng` (seeding, the saved RNG state), `device`
-(`train.device`), `resume` (when a run is finished, what `--resume` may change, the checks of a resumed
-checkpoint), `checkpoint` (the file format, best/last resolution, `train.init_from`), `progress` (the bar).
+The run directory's session (`rundir.open_session`: its lock for the life of the run, its files) and the
+starting points (`resume`: a resumed checkpoint, `train.init_from`) live beside the Trainer, with `rng`,
+`device`, `checkpoint`, `loggers` (and the Ctrl-C / SIGTERM handlers: finish the update, save, stop) and
+`progress` (the bar, the validation line, the log window). Under DDP only rank 0 locks and writes.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -42,7 +33,7 @@ import torch
 from structseq.config import Config, config_from_dict
 from structseq.data.batching import Batch, make_batches
 from structseq.data.buckets import batch_shape, bucket_lengths
-from structseq.data.training import holdout_overlap, load_training_data
+from structseq.data.training import load_training_data
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import build_model
 from structseq.tasks import get_task
@@ -51,25 +42,34 @@ from structseq.train.averaging import keep_step_checkpoint
 from structseq.train.checkpoint import (
     RESUME_KEYS,
     RUN_KEYS,
-    init_checkpoint,
     load_checkpoint,
-    load_model_state,
     save_checkpoint,
 )
 from structseq.train.compiled import compile_model, compile_wanted, new_step, set_tf32
 from structseq.train.device import resolve_device, set_threads
-from structseq.train.loggers import check_loggers, open_loggers
+from structseq.train.loggers import check_loggers, close_quietly_on_error, install_stop_handlers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
-from structseq.train.progress import LossWatch, Progress, ProgressBar, closing_summary, validation_line
+from structseq.train.progress import (
+    LogWindow,
+    LossWatch,
+    Progress,
+    ProgressBar,
+    closing_summary,
+    higher_is_better,
+    validation_line,
+)
 from structseq.train.resume import (
     file_identity,
     finished,
     finished_summary,
+    init_parameters,
+    load_init,
     plan_resume,
+    restore,
     resumed_vocabs,
     saved_vocabs,
 )
-from structseq.train.rng import rng_state, seed_everything, set_rng_state
+from structseq.train.rng import rng_state, seed_everything
 
 
 class Trainer:
@@ -150,38 +150,16 @@ class Trainer:
     def _load_init(self) -> tuple[Path, dict]:
         """`train.init_from` (phase two): another run's checkpoint, whose vocabularies and task state this
         run takes; its parameters go into the model once it is built (`_init_parameters`)."""
-        path = init_checkpoint(self.cfg.train.init_from)
-        init = load_checkpoint(path, RUN_KEYS)
-        overlap = holdout_overlap(init["config"], self.cfg.to_dict())
-        if overlap:
-            warnings.warn(f"'train.init_from' {path}: {overlap}", stacklevel=2)
-        self.task.load_state_dict(init.get("task") or {})
+        path, init = load_init(self.cfg, self.task)
         self.data.vocabs = saved_vocabs(init)
         return path, init
 
     def _init_parameters(self, path: Path, init: dict) -> None:
-        state, filled = self.model.pretrained_state(init["model"])
-        load_model_state(self.model, state, path)  # strict: same keys and shapes
-        if filled:
-            print(
-                f"init_from {path}: {len(filled)} tensors the checkpoint lacks start as their source "
-                f"twins ({', '.join(sorted({n.rsplit('.', 2)[0] for n in filled})[:4])}, ...)",
-                file=sys.stderr,
-            )
+        init_parameters(self.model, path, init)
 
     def _restore(self, ckpt: dict) -> None:
         """A resumed run's parameters, optimiser state, progress and RNG state."""
-        load_model_state(self.model, ckpt["model"], self._last)
-        try:
-            self.optimizer.load_state_dict(ckpt["optimizer"])
-            known = {f for f in Progress.__dataclass_fields__}
-            self.progress = Progress(**{k: v for k, v in ckpt["progress"].items() if k in known})
-            set_rng_state(ckpt["rng"])
-        except (ValueError, KeyError, TypeError, RuntimeError) as e:
-            raise StructseqError(
-                f"{self._last}: the optimiser, progress or RNG state does not fit this run "
-                f"({type(e).__name__}: {' '.join(str(e).split())[:300]})"
-            ) from None
+        self.progress = restore(self.model, self.optimizer, ckpt, self._last)
 
     # ------------------------------------------------------------ data
     def _epoch_batches(self, epoch: int) -> list[list[int]]:
@@ -345,40 +323,23 @@ class Trainer:
                 lock.release()
 
     def _open_run_dir(self) -> rundir.RunLock | None:
-        """Rank 0 locks the run directory and prepares it: a new run checks and marks it and writes
-        config.yaml and the hashes of its data files; a resumed one (unless finished) refuses changed data,
-        removes stale save temporaries, cuts metrics.jsonl back to the checkpoint's step and records config
-        changes. Every rank raises when rank 0 failed."""
-        lock, error = None, None
-        if self.dist.is_main:
-            try:
-                lock = rundir.RunLock(self.out).acquire()
-                if not self.resume:
-                    rundir.prepare_new(self.out)
-                    rundir.write_config(self.out, self.cfg.to_dict())
-                    rundir.write_data_files(self.out, self.data.files)
-                else:
-                    if not self._last.exists() or file_identity(self._last) != self._loaded:
-                        raise rundir.RunDirError(
-                            f"{self._last} changed after this run loaded it (another run "
-                            "resumed it meanwhile?); start --resume again"
-                        )
-                    if finished(vars(self.progress), self.cfg.train.max_steps) is None:
-                        rundir.check_data_files(self.out, self.data.files)
-                        rundir.clean_temporaries(self.out)
-                        rundir.truncate_metrics(self.out, self.progress.step)
-                        if self.config_changes:
-                            rundir.write_config(self.out, self.cfg.to_dict())
-                            rundir.record_config_change(self.out, self.progress.step, self.config_changes)
-            except BaseException as e:
-                if lock is not None:
-                    lock.release()
-                error = e
-        if self.dist.any(error is not None):
-            if error is not None:
-                raise error
-            raise StructseqError(f"rank 0 could not open the run directory {self.out}; see its error")
-        return lock
+        """The run directory's session (`rundir.open_session`): locked and prepared by rank 0."""
+        return rundir.open_session(
+            self.out,
+            self.dist,
+            config=self.cfg.to_dict(),
+            files=self.data.files,
+            resumed=self._resumed_checkpoint_unchanged if self.resume else None,
+            step=self.progress.step,
+            unfinished=finished(vars(self.progress), self.cfg.train.max_steps) is None,
+            changes=self.config_changes,
+        )
+
+    def _resumed_checkpoint_unchanged(self) -> None:
+        if not self._last.exists() or file_identity(self._last) != self._loaded:
+            raise rundir.RunDirError(
+                f"{self._last} changed after this run loaded it (another run resumed it meanwhile?); start --resume again"
+            )
 
     def _run(self) -> dict:
         cfg, p = self.cfg, self.progress
@@ -387,37 +348,26 @@ class Trainer:
         p.stopped = None
         log = open_loggers(self.out, cfg.to_dict(), p.step) if self.dist.is_main else None
         bar = self._bar = ProgressBar(cfg.train.max_steps, p.step, enabled=self.show_progress and self.dist.is_main)
-        t_log, tok_log, loss_log, n_log, norm_log = time.perf_counter(), 0, 0.0, 0, 0.0
+        window = LogWindow()
         watch = LossWatch()
         stopped = "max_steps"
-        previous_handlers = self._install_interrupt_handler()
+        previous_handlers = install_stop_handlers(lambda: self._stop, self._on_signal)
         try:
             t_prev = time.perf_counter()
             while p.step < cfg.train.max_steps:
                 loss, ntok = self._update()
                 now = time.perf_counter()
                 p.train_seconds, t_prev = p.train_seconds + (now - t_prev), now
-                tok_log, loss_log, n_log = tok_log + ntok, loss_log + loss, n_log + 1
-                norm_log += getattr(self, "_grad_norm", 0.0)
+                window.add(loss, ntok, getattr(self, "_grad_norm", 0.0))
                 watch.see(loss, p.step)
                 validate_now = cfg.train.valid_every and p.step % cfg.train.valid_every == 0
                 saving = validate_now or (cfg.train.save_every and p.step % cfg.train.save_every == 0)
                 if p.step % cfg.train.log_every == 0 or p.step == cfg.train.max_steps or saving or self._stop:
                     watch.check()  # a non-finite loss never reaches a log line or a checkpoint
                 if p.step % cfg.train.log_every == 0 or p.step == cfg.train.max_steps:
-                    dt = time.perf_counter() - t_log
-                    rec = {
-                        "step": p.step,
-                        "loss": float(loss_log) / n_log,
-                        "lr": self.optimizer.param_groups[0]["lr"],
-                        "tokens_per_s": tok_log / dt if dt > 0 else 0.0,
-                        "epoch": p.epoch,
-                    }
-                    if cfg.optim.clip_norm > 0:
-                        rec["grad_norm"] = float(norm_log) / n_log  # mean gradient norm (before clipping)
+                    rec = window.record(p.step, self.optimizer.param_groups[0]["lr"], p.epoch, cfg.optim.clip_norm > 0)
                     self._write(log, rec)
                     bar.update(p.step, rec)
-                    t_log, tok_log, loss_log, n_log, norm_log = time.perf_counter(), 0, 0.0, 0, 0.0
                 if validate_now or p.step == cfg.train.max_steps:
                     if self._validate_and_save(log):
                         stopped = "early_stopping"
@@ -436,7 +386,7 @@ class Trainer:
                 signal.signal(signum, previous)
             bar.close()
             if log is not None:
-                _close_quietly_on_error(log)
+                close_quietly_on_error(log)
         line = closing_summary(p.history, cfg.train.valid_metric, self.out / "checkpoints")
         if line and self.show_progress and self.dist.is_main:
             print(line, file=sys.stderr, flush=True)
@@ -451,26 +401,8 @@ class Trainer:
         if log is not None:
             log.log(rec["step"], {k: v for k, v in rec.items() if k != "step"})
 
-    def _install_interrupt_handler(self) -> dict:
-        """First Ctrl-C or SIGTERM: stop cleanly after this update (checkpoint saved). Second: abort at once.
-        Returns the previous handlers."""
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-
-        def handler(signum, frame):
-            if self._stop:
-                raise KeyboardInterrupt
-            name = signal.Signals(signum).name
-            print(
-                f"\n{name}: finishing this update and saving checkpoints/last.pt "
-                f"({'Ctrl-C' if signum == signal.SIGINT else name} again aborts)",
-                file=sys.stderr,
-                flush=True,
-            )
-            self._signal = signum
-            self._stop = True
-
-        return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    def _on_signal(self, signum: int) -> None:
+        self._signal, self._stop = signum, True
 
     def _validate_and_save(self, log) -> bool:
         """Validate, write best/last checkpoints; True when early stopping triggers."""
@@ -500,16 +432,6 @@ class Trainer:
         return stop
 
 
-def higher_is_better(task, name: str) -> bool:
-    """The direction of a validation metric: a registered metric's own (`Metric.higher_is_better`), else the
-    task's (`valid_metrics`: the loss, "min")."""
-    from structseq.registry import METRICS
-
-    if name in METRICS:
-        return METRICS.get(name).higher_is_better
-    return task.valid_metrics[name] == "max"
-
-
 def train(cfg: Config | dict, out_dir: str | Path, **kwargs) -> dict:
     """Train a model from a config; see `Trainer` for keyword arguments."""
     if isinstance(cfg, dict):
@@ -525,15 +447,3 @@ def resume(out_dir: str | Path, *, overrides: Sequence[str] = (), **kwargs) -> d
     if done is not None:
         return done
     return Trainer(cfg, Path(out_dir), resume=True, config_changes=changes, **kwargs).run()
-
-
-def _close_quietly_on_error(log) -> None:
-    """Close the loggers; while an error is on its way out (a diverged loss, Ctrl-C), a logger that fails to
-    close (e.g. `wandb.finish`) only warns, so that it cannot hide that error."""
-    if sys.exc_info()[1] is None:
-        log.close()
-        return
-    try:
-        log.close()
-    except Exception as e:  # noqa: BLE001 - reported, the error in flight wins
-        warnings.warn(f"closing the training loggers failed: {type(e).__name__}: {e}", stacklevel=2)

@@ -81,6 +81,47 @@ def closing_summary(history: list, metric: str, checkpoints) -> str | None:
     )
 
 
+class LogWindow:
+    """The updates since the last log line: their summed loss, tokens, gradient norms and the time they took;
+    `record` turns them into the log record (mean loss, tokens per second, mean gradient norm) and starts anew."""
+
+    def __init__(self):
+        self.start, self.tokens, self.loss, self.updates, self.norm = time.perf_counter(), 0, 0.0, 0, 0.0
+
+    def add(self, loss, tokens: int, norm) -> None:
+        """One update (`loss` and `norm` may be device tensors: read only at `record`)."""
+        self.tokens, self.loss, self.updates, self.norm = (
+            self.tokens + tokens,
+            self.loss + loss,
+            self.updates + 1,
+            self.norm + norm,
+        )
+
+    def record(self, step: int, lr: float, epoch: int, with_norm: bool) -> dict:
+        dt = time.perf_counter() - self.start
+        rec = {
+            "step": step,
+            "loss": float(self.loss) / self.updates,
+            "lr": lr,
+            "tokens_per_s": self.tokens / dt if dt > 0 else 0.0,
+            "epoch": epoch,
+        }
+        if with_norm:
+            rec["grad_norm"] = float(self.norm) / self.updates  # mean gradient norm (before clipping)
+        self.__init__()
+        return rec
+
+
+def higher_is_better(task, name: str) -> bool:
+    """The direction of a validation metric: a registered metric's own (`Metric.higher_is_better`), else the
+    task's (`valid_metrics`: the loss, "min")."""
+    from structseq.registry import METRICS
+
+    if name in METRICS:
+        return METRICS.get(name).higher_is_better
+    return task.valid_metrics[name] == "max"
+
+
 @dataclass
 class Progress:
     """Where training stands; saved in every checkpoint."""

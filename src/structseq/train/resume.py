@@ -146,3 +146,56 @@ def file_identity(path: Path) -> tuple:
     """(inode, size, mtime): a checkpoint a resumed run loaded must be the same file when the run starts."""
     st = os.stat(path)
     return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+# ---------------------------------------------------------------- starting points of a Trainer
+def load_init(cfg: Config, task) -> tuple[Path, dict]:
+    """`train.init_from`'s checkpoint (path, contents), its task state loaded into `task`; a warning when this
+    run would validate on the base's training examples (`holdout_overlap`)."""
+    import warnings
+
+    from structseq.data.training import holdout_overlap
+    from structseq.train.checkpoint import init_checkpoint
+
+    path = init_checkpoint(cfg.train.init_from)
+    init = load_checkpoint(path, RUN_KEYS)
+    overlap = holdout_overlap(init["config"], cfg.to_dict())
+    if overlap:
+        warnings.warn(f"'train.init_from' {path}: {overlap}", stacklevel=4)
+    task.load_state_dict(init.get("task") or {})
+    return path, init
+
+
+def init_parameters(model, path: Path, init: dict) -> None:
+    """The init checkpoint's parameters into `model` (strict: same keys and shapes; tensors it lacks start as
+    their source twins, `pretrained_state`, and are named on stderr)."""
+    from structseq.train.checkpoint import load_model_state
+
+    state, filled = model.pretrained_state(init["model"])
+    load_model_state(model, state, path)
+    if filled:
+        print(
+            f"init_from {path}: {len(filled)} tensors the checkpoint lacks start as their source "
+            f"twins ({', '.join(sorted({n.rsplit('.', 2)[0] for n in filled})[:4])}, ...)",
+            file=sys.stderr,
+        )
+
+
+def restore(model, optimizer, ckpt: dict, path: Path):
+    """A resumed run's parameters, optimiser state and RNG state restored; returns its `Progress`."""
+    from structseq.train.checkpoint import load_model_state
+    from structseq.train.progress import Progress
+    from structseq.train.rng import set_rng_state
+
+    load_model_state(model, ckpt["model"], path)
+    try:
+        optimizer.load_state_dict(ckpt["optimizer"])
+        known = set(Progress.__dataclass_fields__)
+        progress = Progress(**{k: v for k, v in ckpt["progress"].items() if k in known})
+        set_rng_state(ckpt["rng"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        raise StructseqError(
+            f"{path}: the optimiser, progress or RNG state does not fit this run "
+            f"({type(e).__name__}: {' '.join(str(e).split())[:300]})"
+        ) from None
+    return progress

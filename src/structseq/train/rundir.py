@@ -297,3 +297,37 @@ def check_data_files(run_dir: str | Path, files: list[Path]) -> None:
                 f"{new} now; --resume continues on the same data only: restore the file, or start "
                 "a new run (another --out)"
             )
+
+
+def open_session(out: Path, dist, *, config: dict, files, resumed, step: int, unfinished: bool, changes: dict):
+    """The run directory for one run, locked for its life (the returned `RunLock`; None on ranks > 0): rank 0
+    locks it, then a new run (`resumed` None) checks and marks it and writes config.yaml and the hashes of its
+    data files; a resumed one calls `resumed()` (which raises when the checkpoint changed since it was loaded)
+    and, unless finished, refuses changed data, removes stale save temporaries, cuts metrics.jsonl back to
+    `step` and records config `changes`. Every rank raises when rank 0 failed (`dist.any`)."""
+    lock, error = None, None
+    if dist.is_main:
+        try:
+            lock = RunLock(out).acquire()
+            if resumed is None:
+                prepare_new(out)
+                write_config(out, config)
+                write_data_files(out, files)
+            else:
+                resumed()
+                if unfinished:
+                    check_data_files(out, files)
+                    clean_temporaries(out)
+                    truncate_metrics(out, step)
+                    if changes:
+                        write_config(out, config)
+                        record_config_change(out, step, changes)
+        except BaseException as e:
+            if lock is not None:
+                lock.release()
+            error = e
+    if dist.any(error is not None):
+        if error is not None:
+            raise error
+        raise StructseqError(f"rank 0 could not open the run directory {out}; see its error")
+    return lock
