@@ -408,20 +408,19 @@ def check_config(cfg: Config) -> None:
 
 
 def _check_lengths(cfg: Config) -> None:
-    """`data.max_length` and the task's context trim within what the model takes (the fields the model and task
-    declare with the roles `max_length`, `max_context_length`, `context_trim`)."""
-    most, length = declared(cfg.model, "max_length"), cfg.data.max_length
-    if most is not None and most[1] is not None and length is not None and length > most[1]:
-        raise ConfigError(
-            f"'data.max_length' ({length}) exceeds 'model.{most[0]}' ({most[1]}), the longest input "
-            f"the model takes: lower it, or raise model.{most[0]}"
-        )
-    most, trim = declared(cfg.model, "max_context_length"), declared(cfg.task, "context_trim")
-    if most is not None and trim is not None and most[1] is not None and trim[1] is not None and trim[1] > most[1]:
-        raise ConfigError(
-            f"'task.{trim[0]}' ({trim[1]}) exceeds 'model.{most[0]}' ({most[1]}), the "
-            f"longest context the model takes: lower it, or raise model.{most[0]}"
-        )
+    """`data.max_length` and the task's context trim (its field declared `context_trim`) within the longest input
+    and context the model takes (its fields declared `max_length`, `max_context_length`)."""
+    length = ("data.max_length", cfg.data.max_length) if cfg.data.max_length is not None else None
+    for given, role, what in (
+        (length, "max_length", "input"),
+        (declared(cfg.task, "context_trim", "task."), "max_context_length", "context"),
+    ):
+        most = declared(cfg.model, role, "model.")
+        if given is not None and most is not None and given[1] > most[1]:
+            raise ConfigError(
+                f"'{given[0]}' ({given[1]}) exceeds '{most[0]}' ({most[1]}), the longest {what} the model takes: "
+                f"lower it, or raise {most[0]}"
+            )
 
 
 def read_config_file(path: str | Path) -> dict:

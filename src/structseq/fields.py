@@ -77,15 +77,15 @@ def path_keys(section, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def declared(section: Any, role: str) -> tuple[str, Any] | None:
-    """(name, value) of the field of config section `section` declared with `role`, or None when it declares
-    none (or is no config section): how the config and the readers find, say, a model's longest input whatever
-    the model calls it."""
+def declared(section: Any, role: str, prefix: str = "") -> tuple[str, Any] | None:
+    """(prefix + name, value) of the field of config section `section` declared with `role`, or None when it
+    declares none, its value is None, or `section` is no config section: how the config and the readers find,
+    say, a model's longest input whatever the model calls it."""
     if not dataclasses.is_dataclass(section):
         return None
     for f in dataclasses.fields(section):
-        if f.metadata.get("role") == role:
-            return f.name, getattr(section, f.name)
+        if f.metadata.get("role") == role and getattr(section, f.name) is not None:
+            return prefix + f.name, getattr(section, f.name)
     return None
 
 

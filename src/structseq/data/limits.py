@@ -47,19 +47,16 @@ def input_limits(cfg) -> dict:
     """The `length_limit` keywords of a config: source/target tokens (`data.max_length`, else the model's
     `max_length`, else MAX_LENGTH) and context tokens (the model's `max_context_length` when it reads
     contexts, unless `task.max_context_tokens` trims them: then no limit on what is read)."""
-    most, context = declared(cfg.model, "max_length"), declared(cfg.model, "max_context_length")
+    most, context = declared(cfg.model, "max_length", "model."), declared(cfg.model, "max_context_length", "model.")
     if cfg.data.max_length is not None:
-        length, length_key = cfg.data.max_length, "data.max_length"
-    elif most is not None and most[1] is not None:
-        length, length_key = most[1], f"model.{most[0]}"
+        length_key, length = "data.max_length", cfg.data.max_length
     else:
-        length, length_key = MAX_LENGTH, "data.max_length"
-    trim = declared(cfg.task, "context_trim")
+        length_key, length = most or ("data.max_length", MAX_LENGTH)
     return {
         "max_length": length,
         "length_key": length_key,
-        "max_context": None if context is None or (trim is not None and trim[1] is not None) else context[1],
-        "context_key": f"model.{context[0]}" if context is not None else "model.max_context_length",
+        "max_context": None if context is None or declared(cfg.task, "context_trim") else context[1],
+        "context_key": context[0] if context is not None else "model.max_context_length",
     }
 
 
