@@ -356,8 +356,11 @@ VARIANTS = ["sequential", "concatenate", "alternate", "interleave", "doc-nmt"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_each_variant_learns_the_training_distribution(variant):
-    """A small model fits 32 ctx-commands examples (short contexts) within 150 full-batch updates."""
+@pytest.mark.learned
+def test_each_variant_learns_the_training_distribution(variant, learned_seed, learned):
+    """A small model fits 32 ctx-commands examples (short contexts) within 150 full-batch updates. Training
+    exact match over init seeds 1-5 (`STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5 pytest -m learned`): 1.0 for every
+    variant and seed (the loop stops at the first perfect check, at update 50, 100 or 150)."""
     from structseq.models import build_model
     from structseq.nn.loss import label_smoothed_nll
 
@@ -372,6 +375,7 @@ def test_each_variant_learns_the_training_distribution(variant):
     )
     task = get_task(cfg)
     vocabs = task.build_vocabs(train)
+    torch.manual_seed(learned_seed - 1)  # seed 1: the suite's usual torch seed 0
     model = build_model(cfg.model, vocabs, train)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     b = task.batch(train, vocabs)
@@ -388,7 +392,7 @@ def test_each_variant_learns_the_training_distribution(variant):
             em = sum(tuple(h) == e.target for h, e in zip(hyps, train)) / len(train)
             if em == 1.0:
                 break
-    assert em >= 0.9, f"{variant}: train exact match {em}"
+    assert learned(f"{variant}_train_exact_match", em) >= 0.9, f"{variant}: train exact match {em}"
 
 
 def test_contrastive_pairs_from_the_embedded_task():

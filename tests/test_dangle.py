@@ -340,9 +340,12 @@ def test_beam_search_reorders_every_cache(name):
 
 
 @pytest.mark.parametrize("arch", ["dangle", "rdangle-shr", "rdangle-sep"])
-def test_each_variant_translates_unseen_combinations(arch, tmp_path):
+@pytest.mark.learned
+def test_each_variant_translates_unseen_combinations(arch, tmp_path, learned_seed, learned):
     """Word-by-word translation of 2-4 word sequences over 8 words: trained on 1,200 sequences, tested on
-    200 others (novel combinations of known words), within 300 seeded updates."""
+    200 others (novel combinations of known words), within 300 seeded updates. Test exact match over train
+    seeds 1-5 (`STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5 pytest -m learned`, one CPU): dangle 0.975-0.995,
+    rdangle-shr 0.915-0.965, rdangle-sep 0.835-0.985; each threshold sits well below its worst seed."""
     import itertools
     import random
 
@@ -379,10 +382,11 @@ def test_each_variant_translates_unseen_combinations(arch, tmp_path):
                 "batch_size": 32,
                 "clip_norm": 1.0,
             },
-            "train": {"max_steps": 300, "valid_every": 10_000, "seed": 1, "threads": 1},
+            "train": {"max_steps": 300, "valid_every": 10_000, "seed": learned_seed, "threads": 1},
             "decode": {"max_len_a": 1.0, "max_len_b": 2},
         }
     )
     Trainer(cfg, tmp_path / "run", show_progress=False).run()
     report = api.load_run(tmp_path / "run", "last").evaluate(test, write_predictions=False)
-    assert report["exact_match"]["score"] >= 0.9
+    em = learned(f"{arch}_exact_match", report["exact_match"]["score"])
+    assert em >= {"dangle": 0.9, "rdangle-shr": 0.8, "rdangle-sep": 0.7}[arch], em

@@ -345,19 +345,22 @@ def test_a_reloaded_run_has_the_trained_lexicon_and_identical_outputs(tmp_path, 
 # ---------------------------------------------------------------- acceptance
 
 
-def colors_test_exact_match(config: str, out: Path, extra: list[str] = ()) -> float:
+def colors_test_exact_match(config: str, out: Path, extra: list[str] = (), seed: int = 1) -> float:
     """Train a Colors config with 128 units instead of 512 (same 560 updates of 5 sentences, seed 1,
     one thread) so it fits in CI, and score the compositional test split."""
-    overrides = ["model.embed_dim=128", "model.hidden_dim=128", "train.threads=1", "train.seed=1", *extra]
+    overrides = ["model.embed_dim=128", "model.hidden_dim=128", "train.threads=1", f"train.seed={seed}", *extra]
     api.train(CONFIGS / config, out, overrides=overrides, show_progress=False)
     return api.load_run(out).evaluate("test", write_predictions=False)["exact_match"]["score"]
 
 
-def test_lexical_translation_generalises_on_colors_where_the_plain_lstm_does_not(tmp_path):
+@pytest.mark.learned
+def test_lexical_translation_generalises_on_colors_where_the_plain_lstm_does_not(tmp_path, learned_seed, learned):
     """The paper's Colors result (0.79 vs 0.00). About 10 s per model on one core; over 8 seeds this small
-    model scored 0.80 +- 0.00 with the lexicon and 0.0 without."""
-    lexical = colors_test_exact_match("lstm-lex-simple.yaml", tmp_path / "lex")
-    plain = colors_test_exact_match("lstm.yaml", tmp_path / "plain", ["model.combine_feed=true"])
+    model scored 0.80 +- 0.00 with the lexicon and 0.0 without (train.seed 1 and 2 measured again with
+    `STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5 pytest -m learned`: 0.8 and 0.0 each), so 0.7 and 0.3 leave margin."""
+    lexical = colors_test_exact_match("lstm-lex-simple.yaml", tmp_path / "lex", seed=learned_seed)
+    plain = colors_test_exact_match("lstm.yaml", tmp_path / "plain", ["model.combine_feed=true"], seed=learned_seed)
+    learned("lexical_test_exact_match", lexical), learned("plain_test_exact_match", plain)
     assert lexical >= 0.7, lexical
     assert plain <= 0.3, plain
 

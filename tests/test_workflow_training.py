@@ -299,6 +299,9 @@ def test_integer_tensors_come_from_the_last_state():
 
 # ---------------------------------------------------------------- selection on validation BLEU
 def test_valid_metric_bleu_selects_the_best_checkpoint_and_stops_early(bleu_run):
+    """The early-stopping replay holds on any trajectory; the one learned number, the best validation BLEU > 0
+    (so that the best checkpoint is not a tie of zeros), was 15.9-19.7 over train.seed 1-5 (this fixture's
+    config run once per seed, one CPU)."""
     out, summary, valid = bleu_run
     history = [r for r in records(out) if "valid_loss" in r]
     scores = [r["valid_bleu"] for r in history]
