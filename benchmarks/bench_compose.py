@@ -10,6 +10,14 @@ timings include reading the files, building the dictionary and scoring (the CLI'
 
     .venv/bin/python benchmarks/bench_compose.py            # full sweep, JSON to benchmarks/work/
     .venv/bin/python benchmarks/bench_compose.py --quick    # small pools, a smoke run
+
+Corpus scale (`--scale N ...`, issue 48): a synthetic corpus (Zipfian vocabulary, ReaCT's sentence lengths) of N
+training and N pool sentences through the in-memory path, the sharded local path (`compose build --shards`) and
+the Ray engine; wall time and peak memory of each stage, one JSON line per run appended to
+results/compose/scale.jsonl with the machine's load (uptime) before and after; table by
+scripts/compose_scale_table.py.
+
+    .venv/bin/python benchmarks/bench_compose.py --scale 1000000 --paths memory sharded ray --workers 1 2
 """
 
 from __future__ import annotations
@@ -142,13 +150,173 @@ def run_child(train_file: str, pool_file: str, max_n: int | None, explain: bool)
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+def react_lengths(root: Path) -> np.ndarray:
+    """Sentence lengths (tokens) of the ReaCT English sides: what the synthetic sentences draw from."""
+    return np.asarray(
+        [len(line.split()) for rel in ("valid.en", "test.en", "cg_test.en") for line in _raw(root / "react/raw" / rel)]
+    )
+
+
+def _raw(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def synthetic_corpus(
+    path: Path, size: int, seed: int, lengths: np.ndarray, vocab: int = 500_000, zipf: float = 1.1
+) -> Path:
+    """`size` sentences of Zipf-distributed words (rank r with probability ~ r^-zipf over `vocab` ranks) with
+    lengths drawn from `lengths`; written in chunks, so any size fits in memory. Cached by name."""
+    if path.exists():
+        return path
+    rng = np.random.default_rng(seed)
+    cdf = np.cumsum(1.0 / np.arange(1, vocab + 1) ** zipf)
+    cdf /= cdf[-1]
+    words = np.asarray([f"w{i}" for i in range(vocab)], dtype=object)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        for begin in range(0, size, 200_000):
+            n = min(200_000, size - begin)
+            sizes = rng.choice(lengths, n)
+            tokens = words[np.searchsorted(cdf, rng.random(int(sizes.sum())))]
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            handle.write("".join(" ".join(tokens[bounds[i] : bounds[i + 1]]) + "\n" for i in range(n)))
+    tmp.rename(path)
+    return path
+
+
+def _load() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+SCALE_CONFIG = {"candidates": 60_000, "drop_top": 2_000, "window": 18_000, "sample": 3_000, "seed": 0}
+
+
+def measure_memory_path(train_file: str, pool_file: str) -> dict:
+    """The in-memory path, stage by stage, each stage's own peak (VmHWM reset between stages)."""
+    from structseq.compose import BuildConfig, NgramDictionary, read_sentences, score_pool, top_k_unique
+    from structseq.compose.engines import reset_peak
+
+    stages, config = {}, BuildConfig(**SCALE_CONFIG)
+
+    def stage(name, fn):
+        reset_peak()
+        clock = time.perf_counter()
+        value = fn()
+        stages[name] = {"seconds": round(time.perf_counter() - clock, 3), "peak_rss_mib": peak_rss_mib()}
+        return value
+
+    train = stage("read train", lambda: read_sentences(train_file))
+    dictionary = stage("dictionary", lambda: NgramDictionary.from_corpus(train))
+    train = None  # noqa: F841 (freed before the pool is read, as a careful caller would)
+    pool = stage("read pool", lambda: read_sentences(pool_file))
+    result = stage("degree", lambda: score_pool(dictionary, pool))
+    stage(
+        "top-K", lambda: top_k_unique(result.degree, pool, config.candidates, seed=config.seed, lengths=result.lengths)
+    )
+    return {"stages": stages, "atoms_per_n": {str(k): v for k, v in dictionary.sizes().items()}}
+
+
+def measure_sharded_path(train_file: str, pool_file: str, engine: str, workers: int, shards: int, memory: str) -> dict:
+    """`build_sharded` (stopping after the candidates), a fresh work folder; stage records from its report."""
+    import tempfile
+
+    from structseq.compose import BuildConfig
+    from structseq.compose.sharded import build_sharded
+
+    with tempfile.TemporaryDirectory(dir=WORK) as out:
+        report = build_sharded(
+            [train_file], pool_file, out, config=BuildConfig(**SCALE_CONFIG), shards=shards, engine=engine,
+            workers=workers, memory_limit=memory,
+        )  # fmt: skip
+    info = report["sharded"]
+    stages = {k: {"seconds": v["seconds"], "peak_rss_mib": v["task_peak_rss_mib"]} for k, v in info["stages"].items()}
+    return {
+        "stages": stages,
+        "atoms_per_n": report["train"]["atoms_per_n"],
+        "peak_rss_mib_main": info["peak_rss_mib_main"],
+    }
+
+
+def run_scale(
+    sizes: list[int], paths: list[str], workers: list[int], memory: str, shards_per_million: int, out: Path
+) -> None:
+    """One child process per (size, path, workers); each appends its record to `out`."""
+    from structseq.paths import data_root
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    lengths = react_lengths(data_root(None))
+    for size in sizes:
+        train = synthetic_corpus(WORK / f"synth_train_{size}.txt", size, 1, lengths)
+        pool = synthetic_corpus(WORK / f"synth_pool_{size}.txt", size, 2, lengths)
+        for path in paths:
+            for n in [1] if path == "memory" else workers:
+                shards = max(n, shards_per_million * size // 1_000_000)
+                args = [
+                    sys.executable,
+                    __file__,
+                    "--scale-one",
+                    str(train),
+                    str(pool),
+                    path,
+                    str(n),
+                    str(shards),
+                    memory,
+                ]
+                before = _load()
+                clock = time.perf_counter()
+                done = subprocess.run(args, capture_output=True, text=True)
+                if done.returncode:
+                    print(f"{path} x{n} at {size}: failed\n{done.stderr[-3000:]}", flush=True)
+                    continue
+                record = json.loads(done.stdout.strip().splitlines()[-1])
+                record.update(
+                    sentences=size, path=path, workers=n, shards=shards if path != "memory" else None,
+                    memory_limit=memory if path != "memory" else None, wall_seconds=round(time.perf_counter() - clock, 1),
+                    load_before=before, load_after=_load(), cpus=__import__("os").cpu_count(),
+                    date=time.strftime("%Y-%m-%d %H:%M"), command="python benchmarks/bench_compose.py " + " ".join(sys.argv[1:]),
+                )  # fmt: skip
+                from structseq.outputs import append_lines
+
+                append_lines(out, [json.dumps(record)])
+                total = sum(s["seconds"] for s in record["stages"].values())
+                print(f"{size:>10} {path:>8} x{n}: {total:7.1f}s, load {before[0]:.1f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small pools only")
+    parser.add_argument("--scale", nargs="+", type=float, help="corpus-scale runs at these sizes (sentences)")
+    parser.add_argument("--paths", nargs="+", default=["memory", "sharded", "ray"], help="memory, sharded, ray")
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2], help="workers of the sharded paths")
+    parser.add_argument("--memory-limit", default="4GB", help="DuckDB's limit in the sharded paths")
+    parser.add_argument("--shards-per-million", type=int, default=4, help="shards per 10^6 sentences")
+    parser.add_argument(
+        "--records", default=str(Path(__file__).resolve().parent.parent / "results/compose/scale.jsonl")
+    )
+    parser.add_argument("--scale-one", nargs=6, help=argparse.SUPPRESS)
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--one", nargs=4, metavar=("TRAIN", "POOL", "MAX_N", "EXPLAIN"), help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", default=str(WORK / "bench_compose.json"))
     args = parser.parse_args()
+    if args.scale_one:
+        train, pool, path, workers, shards, memory = args.scale_one
+        if path == "memory":
+            record = measure_memory_path(train, pool)
+        else:
+            engine = "local" if path == "sharded" else path
+            record = measure_sharded_path(train, pool, engine, int(workers), int(shards), memory)
+        print(json.dumps(record))
+        return
+    if args.scale:
+        run_scale(
+            [int(n) for n in args.scale],
+            args.paths,
+            args.workers,
+            args.memory_limit,
+            args.shards_per_million,
+            Path(args.records),
+        )
+        return
     if args.one:
         train_file, pool_file, max_n, explain = args.one
         print(json.dumps(measure_one(train_file, pool_file, None if max_n == "None" else int(max_n), explain == "1")))

@@ -50,7 +50,7 @@ def in_memory(tmp_path_factory):
     return out, report, score_pool(dictionary, pool), dictionary.sizes()
 
 
-def _sharded(out, shards, engine="local", workers=1, **kwargs):
+def _sharded(out, shards, engine="inline", workers=1, **kwargs):
     return build_sharded(
         TRAIN, POOL, out, config=CONFIG, shards=shards, engine=engine, workers=workers, runs=_runs(),
         pool_target=ROOT / "test.en", memory_limit="256MB", **kwargs,
@@ -80,9 +80,9 @@ def _assert_same(in_memory, out: Path, report: dict) -> None:
     np.testing.assert_array_equal(np.concatenate([p["n_oov"] for p in parts]), degrees.n_oov)
 
 
-@pytest.mark.parametrize("shards, workers", [(1, 1), (2, 2), (8, 1)])
-def test_sharded_equals_in_memory(in_memory, tmp_path, shards, workers):
-    report = _sharded(tmp_path, shards, workers=workers)
+@pytest.mark.parametrize("shards, engine, workers", [(1, "inline", 1), (2, "local", 2), (8, "inline", 1)])
+def test_sharded_equals_in_memory(in_memory, tmp_path, shards, engine, workers):
+    report = _sharded(tmp_path, shards, engine=engine, workers=workers)
     assert report["sharded"]["shards"]["pool"] == shards and report["sharded"]["workers"] == workers
     assert report["sharded"]["shards"]["train"] >= shards  # three files, each at least one shard
     _assert_same(in_memory, tmp_path, report)

@@ -13,7 +13,9 @@ ShardsOpt = Annotated[
     Optional[int],
     typer.Option(help="Run out of core on N shards per corpus (needs structseq[scale]); default: in memory."),
 ]
-EngineOpt = Annotated[str, typer.Option(help="With --shards: local (processes) or ray (structseq[scale]).")]
+EngineOpt = Annotated[
+    str, typer.Option(help="With --shards: local (processes), inline (this process) or ray (structseq[scale]).")
+]
 WorkersOpt = Annotated[Optional[int], typer.Option(help="With --shards: parallel tasks (default: CPUs, at most N).")]
 AddressOpt = Annotated[Optional[str], typer.Option(help="With --engine ray: a running cluster (default: start one).")]
 MemoryOpt = Annotated[str, typer.Option(help="With --shards: DuckDB's memory limit for the counts (spills beyond).")]

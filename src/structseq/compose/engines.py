@@ -55,9 +55,9 @@ def _single_thread() -> None:
 
 
 class InlineEngine:
-    """Every task in this process, in order: the local engine with one worker (no process to start)."""
+    """Every task in this process, in order (`--engine inline`: debugging, tests; no process to start)."""
 
-    name = "local"
+    name = "inline"
     workers = 1
 
     def map(self, fn: Callable, tasks: Sequence[Task], resources: dict | None = None) -> Iterator[tuple[int, object]]:

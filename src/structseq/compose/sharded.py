@@ -52,14 +52,16 @@ class Sparse:
 
 
 def make_engine(name: str, workers: int, address: str | None = None):
-    """`local` (processes; `workers` 1 runs inline), or `ray` (the `scale` extra: pip install structseq[scale])."""
+    """`local` (a process pool), `inline` (this process), or `ray` (the `scale` extra: pip install structseq[scale])."""
     if name == "local":
-        return InlineEngine() if workers == 1 else LocalEngine(workers)
+        return LocalEngine(workers)
+    if name == "inline":
+        return InlineEngine()
     if name == "ray":
         from structseq.compose.engine_ray import RayEngine
 
         return RayEngine(workers, address)
-    raise ConfigError(f"engine must be local or ray, got {name!r}")
+    raise ConfigError(f"engine must be local, inline or ray, got {name!r}")
 
 
 def work_folder(root: Path, train: Sequence[Path], pool: Path, config: BuildConfig, shards: int, max_length) -> Path:
