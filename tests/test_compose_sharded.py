@@ -21,6 +21,7 @@ from structseq.compose import BuildConfig, build_benchmark, read_corpora, read_s
 from structseq.compose.sharded import build_sharded  # noqa: E402
 from structseq.compose.shards import plan, read_parquet, read_piece  # noqa: E402
 from structseq.errors import DataError  # noqa: E402
+from test_compose_runs import run_dirs  # noqa: E402, F401 (the fixture: two tiny trained runs)
 from test_compose_uncertainty import FakeRun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "react" / "raw"
@@ -218,3 +219,26 @@ def test_cli_build_with_shards(in_memory, tmp_path):
     assert "local engine" in result.output and "skipped 0 over-long" in result.output
     for name in ("candidates.txt", "test.src", "selected.tsv"):
         assert (tmp_path / "out" / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+def test_ensemble_uncertainty_in_chunks_equals_in_memory(run_dirs, tmp_path, monkeypatch):  # noqa: F811
+    """Two tiny trained runs score the candidates in chunks of 2 batches (tasks on the engine, each loading the
+    ensemble itself) exactly as the in-memory build scores them in one call."""
+    from structseq.api import load_run
+    from structseq.compose import sharded
+    from test_compose_select import toy_corpus
+
+    train, pool, _ = toy_corpus(2)
+    (tmp_path / "train.txt").write_text("\n".join(train) + "\n")
+    (tmp_path / "pool.txt").write_text("\n".join(pool) + "\n")
+    config = BuildConfig(candidates=40, drop_top=5, window=20, sample=8, seed=3, batch_size=4)
+    runs = [load_run(d) for d in run_dirs]
+    build_benchmark(train, pool, tmp_path / "memory", config=config, runs=runs)
+    monkeypatch.setattr(sharded, "CHUNK_BATCHES", 2)
+    report = build_sharded(
+        [tmp_path / "train.txt"], tmp_path / "pool.txt", tmp_path / "sharded", config=config, shards=2,
+        engine="inline", ensemble=run_dirs,
+    )  # fmt: skip
+    assert report["sharded"]["stages"]["uncertainty"]["tasks"] == 5 and report["ensemble_size"] == 2
+    for name in ("uncertainty.tsv", "candidates.tsv", "test.src", "selected.tsv"):
+        assert (tmp_path / "sharded" / name).read_bytes() == (tmp_path / "memory" / name).read_bytes(), name

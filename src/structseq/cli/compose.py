@@ -15,17 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from structseq.cli.compose_sharded import (
-    AddressOpt,
-    EngineOpt,
-    MaxLengthOpt,
-    MemoryOpt,
-    ShardsOpt,
-    WorkDirOpt,
-    WorkersOpt,
-)
-from structseq.cli.compose_sharded import run as run_sharded
-from structseq.cli.compose_sharded import summary as sharded_summary
+from structseq.cli.compose_sharded import Opt, run_sharded, sharded_summary
 from structseq.cli.options import OVERWRITE_HELP, DataRoot
 from structseq.compose.corpus import read_corpora, read_sentences, use_data_root, write_tsv
 from structseq.compose.degree import NgramDictionary, score_pool
@@ -271,13 +261,14 @@ def build(
     decoder: Annotated[int, typer.Option(help="Index of the member whose translation is the hypothesis.")] = 0,
     column: ColumnOpt = None,
     overwrite: OverwriteOpt = False,
-    shards: ShardsOpt = None,
-    engine: EngineOpt = "local",
-    workers: WorkersOpt = None,
-    address: AddressOpt = None,
-    memory_limit: MemoryOpt = "4GB",
-    work_dir: WorkDirOpt = None,
-    max_length: MaxLengthOpt = None,
+    shards: Opt.Shards = None,
+    engine: Opt.Engine = "local",
+    workers: Opt.Workers = None,
+    address: Opt.Address = None,
+    memory_limit: Opt.Memory = "4GB",
+    work_dir: Opt.WorkDir = None,
+    max_length: Opt.MaxLength = None,
+    gpus: Opt.Gpus = 0,
 ) -> None:
     """The whole pipeline: degree -> top-K candidates -> uncertainty -> drop D -> sample S from the next R.
 
@@ -302,12 +293,13 @@ def build(
         decoder=decoder,
     )
     try:
-        runs = load_ensemble(_expand(ensemble)) if ensemble else None
+        runs = load_ensemble(_expand(ensemble)) if ensemble and shards is None else None
         table = read_uncertainty_tsv(uncertainty_tsv) if uncertainty_tsv else None
         if shards is not None:  # out of core: same files, same answers (docs/compose-scale.md)
             report = run_sharded(err, train, pool, out_dir, config, shards=shards, engine=engine, workers=workers,
                 address=address, memory_limit=memory_limit, work_dir=work_dir, column=column, max_length=max_length,
-                runs=runs, uncertainty=table, pool_target=pool_target, overwrite=overwrite, inputs=[uncertainty_tsv])  # fmt: skip
+                ensemble=_expand(ensemble or []), gpus=gpus, uncertainty=table, pool_target=pool_target,
+                overwrite=overwrite, inputs=[uncertainty_tsv])  # fmt: skip
             err.print(sharded_summary(report))
         else:
             targets = read_sentences(pool_target, side="target") if pool_target else None

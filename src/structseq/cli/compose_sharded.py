@@ -24,6 +24,15 @@ MaxLengthOpt = Annotated[
     Optional[int],
     typer.Option(help="With --shards: longest line in tokens (train: skipped and named; pool: an error)."),
 ]
+GpusOpt = Annotated[float, typer.Option(help="With --shards --engine ray: GPUs per uncertainty task.")]
+
+
+class Opt:
+    """The options above, one import for `compose build`."""
+
+    Shards, Engine, Workers, Address, Memory = ShardsOpt, EngineOpt, WorkersOpt, AddressOpt, MemoryOpt
+    WorkDir, MaxLength, Gpus = WorkDirOpt, MaxLengthOpt, GpusOpt
+
 
 #: seconds between progress lines when stderr is not a terminal
 LINE_EVERY = 60.0
@@ -62,7 +71,7 @@ def stage_progress(console):
     return lines, lambda: None
 
 
-def run(console, train, pool, out_dir, config, **kwargs) -> dict:
+def run_sharded(console, train, pool, out_dir, config, **kwargs) -> dict:
     """`build_sharded` with progress on `console` and a line per finished stage."""
     from structseq.compose.sharded import build_sharded
 
@@ -73,7 +82,7 @@ def run(console, train, pool, out_dir, config, **kwargs) -> dict:
         stop()
 
 
-def summary(report: dict) -> str:
+def sharded_summary(report: dict) -> str:
     """What was read, skipped and written, in one line."""
     info = report["sharded"]
     read = info["read"]

@@ -27,10 +27,21 @@ import numpy as np
 
 from structseq.compose import stages
 from structseq.compose.engines import InlineEngine, LocalEngine, peak_rss_mib
-from structseq.compose.select import BuildConfig, _summary, _write_report, after_candidates, build_files, first_distinct
-from structseq.compose.shards import piece_dict, plan, read_parquet
+from structseq.compose.select import (
+    BuildConfig,
+    _summary,
+    _write_report,
+    after_candidates,
+    build_files,
+    first_distinct,
+    write_uncertainty_tsv,
+)
+from structseq.compose.shards import piece_dict, plan, read_parquet, read_piece, write_parquet
 from structseq.errors import ConfigError, DataError
 from structseq.outputs import OutputError, Outputs, atomic_write
+
+#: candidates per uncertainty task, in batches (a whole number: every batch is the in-memory path's)
+CHUNK_BATCHES = 64
 
 #: (stage, total tasks) -> callback(finished task record); what the CLI turns into bars or lines
 StageProgress = Callable[[str, int], Callable[[dict], None]]
@@ -197,6 +208,8 @@ def build_sharded(
     column: int | None = None,
     max_length: int | None = None,
     runs=None,
+    ensemble: Sequence[str | os.PathLike] | None = None,
+    gpus: float = 0,
     uncertainty=None,
     pool_target: str | os.PathLike | None = None,
     progress: StageProgress | None = None,
@@ -209,12 +222,14 @@ def build_sharded(
     `memory_limit` bounds DuckDB's group-bys (they spill beyond it); each worker holds one shard at a time, so
     the total is about memory_limit + workers x (a shard's memory): pick `shards` so a shard is small.
     `max_length` (tokens): a longer training line is skipped and named in the report, a longer pool line is an
-    error naming file:line (the rules of training and of evaluation).
+    error naming file:line (the rules of training and of evaluation). `ensemble` (run directories) scores the
+    candidates in chunks on the engine, each task loading the ensemble (`gpus` per task on Ray); `runs` (loaded
+    members) score them here.
     """
     config = config or BuildConfig()
     config.validate()
-    if runs is not None and uncertainty is not None:
-        raise ConfigError("give either ensemble runs or a precomputed uncertainty table, not both")
+    if sum(x is not None and x != [] for x in (runs, ensemble, uncertainty)) > 1:
+        raise ConfigError("give one of ensemble runs, ensemble run directories or an uncertainty table")
     try:
         import duckdb  # noqa: F401
         import pyarrow  # noqa: F401
@@ -227,7 +242,7 @@ def build_sharded(
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: is a file; the build writes a folder of files: choose another --out-dir")
     outputs = Outputs([*train, pool, pool_target, *inputs], overwrite=overwrite)
-    for name in build_files(runs is not None, uncertainty is not None, pool_target is not None):
+    for name in build_files(runs is not None or bool(ensemble), uncertainty is not None, pool_target is not None):
         outputs.check(out / name)
     workers = workers or min(os.cpu_count() or 1, shards)
     work = work_folder(Path(work_dir) if work_dir else out / "work", train, pool, config, shards, max_length)
@@ -256,6 +271,11 @@ def build_sharded(
         cover_size=Sparse(candidates, rows["cover_size"]),
         degree=Sparse(candidates, rows["degree"]),
     )
+    if ensemble:
+        uncertainty = score_candidates(runner, work, texts, [str(p) for p in ensemble], config, gpus)
+        report["timings_s"]["uncertainty"] = runner.stages["uncertainty"]["seconds"]
+        report["ensemble_size"] = len(ensemble)
+        write_uncertainty_tsv(out / "uncertainty.tsv", uncertainty, outputs)
     targets = _targets_at(pool_target, candidates, pool_sentences) if pool_target is not None else None
     after_candidates(out, pool_view, targets, degrees, candidates, runs, uncertainty, config, report, outputs, None)
     report["sharded"] = {
@@ -274,10 +294,30 @@ def build_sharded(
     return report
 
 
+def score_candidates(
+    runner: _Runner, work: Path, texts: list[str], run_dirs: list[str], config: BuildConfig, gpus: float
+):
+    """The candidates' uncertainty in chunks over the engine (each a whole number of batches), concatenated."""
+    from structseq.compose.uncertainty import MEASURES, UncertaintyResult
+
+    write_parquet(work / "candidates.parquet", {"sentence": texts})
+    size = config.batch_size * CHUNK_BATCHES
+    bounds = [(b, min(b + size, len(texts))) for b in range(0, len(texts), size)]
+    options = {"beam": config.beam, "batch_size": config.batch_size, "decoder": config.decoder}
+    tasks = [(str(work), c, b, e, tuple(run_dirs), options) for c, (b, e) in enumerate(bounds)]
+    resources = {"num_cpus": 1, "num_gpus": gpus} if gpus else None
+    runner.run("uncertainty", stages.uncertainty_chunk, tasks, resources)
+    parts = [read_parquet(work / "uncertainty" / f"chunk-{c}.parquet") for c in range(len(bounds))]
+    return UncertaintyResult(
+        texts,
+        [h for p in parts for h in p["hypothesis"]],
+        np.concatenate([p["n_rows"] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64),
+        {m: np.concatenate([p[m] for p in parts]).astype(np.float64) if parts else np.zeros(0) for m in MEASURES},
+    )
+
+
 def _targets_at(path, candidates: np.ndarray, expected: int) -> Sparse:
     """The pool's references at the candidates' indices, read a piece (about 64 MB) at a time."""
-    from structseq.compose.shards import read_piece
-
     pieces = plan([path], max(1, Path(path).stat().st_size >> 26))
     if sum(p.lines for p in pieces) != expected:
         raise DataError(f"pool has {expected} sentences but its targets have {sum(p.lines for p in pieces)}", path)

@@ -228,3 +228,23 @@ def top_shard(work: Path, shard: int, tie_offset: int, config: dict) -> dict:
         },
     )
     return dict(candidates=int(len(chosen)))
+
+
+@lru_cache(maxsize=1)
+def _ensemble(run_dirs: tuple[str, ...]):
+    from structseq.compose.uncertainty import load_ensemble
+
+    return load_ensemble(list(run_dirs))
+
+
+@stage(lambda chunk, *_: f"uncertainty/chunk-{chunk}.json")
+def uncertainty_chunk(work: Path, chunk: int, begin: int, end: int, run_dirs: tuple, options: dict) -> dict:
+    """Decode and score candidates [begin, end) with the ensemble (loaded once per worker; on Ray a task can ask
+    for a GPU). Chunks start at multiples of the batch size, so every batch is the in-memory path's batch."""
+    from structseq.compose.uncertainty import MEASURES, score_ensemble
+
+    texts = read_parquet(work / "candidates.parquet", ["sentence"])["sentence"][begin:end]
+    result = score_ensemble(_ensemble(tuple(run_dirs)), texts, **options)
+    columns = {"hypothesis": result.hypotheses, "n_rows": result.n_rows, **{m: result.measures[m] for m in MEASURES}}
+    write_parquet(work / "uncertainty" / f"chunk-{chunk}.parquet", columns)
+    return dict(sentences=len(texts))
