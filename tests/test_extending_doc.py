@@ -80,6 +80,18 @@ def test_the_plugin_trains_evaluates_and_predicts(walkthrough):
     assert predicted.stdout.split("\n")[0] == "short long"
 
 
+def test_the_plugin_metric_drives_validation_and_early_stopping(walkthrough):
+    """tag_accuracy is no attribute of the task: the config's task.metrics names it, validation computes it as
+    evaluate does, and train.valid_metric picks best.pt by it (higher is better, from its registration)."""
+    tmp, env, _ = walkthrough
+    records = [json.loads(line) for line in (tmp / "run" / "metrics.jsonl").read_text().splitlines() if line]
+    valid = [r for r in records if "valid_tag_accuracy" in r]
+    assert len(valid) == 2 and all(0.0 <= r["valid_tag_accuracy"] <= 1.0 for r in valid)
+    # best.pt holds the best validation score, which evaluate (best checkpoint, same file) reports: 1.0 above
+    assert max(r["valid_tag_accuracy"] for r in valid) == 1.0
+    assert (tmp / "run" / "checkpoints" / "best.pt").exists()
+
+
 def test_the_plugin_dataset_is_listed_shown_and_evaluated_by_name(walkthrough):
     tmp, env, _ = walkthrough
     listed = _cli(["data", "list", "--json"], env, tmp)
