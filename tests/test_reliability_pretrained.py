@@ -30,23 +30,21 @@ def test_a_relative_base_folder_is_stored_absolute_and_a_moved_one_can_be_pointe
     assert saved == str(work / "mybart")
     assert f"pretrained: {work / 'mybart'}" in (work / "run" / "config.yaml").read_text()
     monkeypatch.chdir(tmp_path)
-    run = work / "run"
-    code, err = run_main(monkeypatch, capsys, "evaluate", run, "--split", "train", "--limit", 2)
+
+    def evaluate(*extra):
+        args = ("evaluate", work / "run", "--split", "train", "--limit", 2, "--threads", 1, *extra)
+        return run_main(monkeypatch, capsys, *args)
+
+    code, err = evaluate()
     assert code == 0, err
     (work / "mybart").rename(tmp_path / "moved")
-    code, err = run_main(monkeypatch, capsys, "evaluate", run, "--split", "train", "--limit", 2)
-    one_line_error(code, err, "model.pretrained", "does not exist")
-    code, err = run_main(
-        monkeypatch, capsys, "evaluate", run, "--split", "train", "--limit", 2, "--set", "model.pretrained=moved"
-    )
+    one_line_error(*evaluate(), "model.pretrained", "does not exist")
+    code, err = evaluate("--set", "model.pretrained=moved")
     assert code == 0, err
     tiny_bart(tmp_path / "other", seed=5)  # another base: the hash refuses it
-    code, err = run_main(
-        monkeypatch, capsys, "evaluate", run, "--split", "train", "--limit", 2, "--set", "model.pretrained=other"
-    )
+    code, err = evaluate("--set", "model.pretrained=other")
     one_line_error(code, err, "changed since this run was trained")
-    code, err = run_main(monkeypatch, capsys, "evaluate", run, "--split", "train", "--set", "data.min_freq=3")
-    one_line_error(code, err, "--set data.min_freq=3", "model.pretrained")
+    one_line_error(*evaluate("--set", "data.min_freq=3"), "--set data.min_freq=3", "model.pretrained")
 
 
 def test_every_folder_a_run_keeps_reading_is_a_path_key():
@@ -132,3 +130,27 @@ def test_ensemble_members_differing_in_task_settings_are_refused(tmp_path):
         Trainer(config_from_dict(cfg), tmp_path / name, show_progress=False).run()
     with pytest.raises(ConfigError, match=r"differ in task.source_bos \(.*a: False, .*b: True\)"):
         load_ensemble([tmp_path / "a", tmp_path / "b"])
+
+
+def test_over_long_inputs_are_skipped_in_training_and_refused_in_evaluation_naming_the_line(
+    tmp_path, monkeypatch, capsys
+):
+    """A BART of 16 positions and a data file whose line 3 has 21 tokenizer pieces (well under the 1,024-token
+    default): on d15a89c training stopped with a DataError naming neither file nor line; now training skips it
+    with a warning naming file:line (as for every model), and evaluate / predict refuse it naming the line."""
+    folder = tiny_bart(tmp_path / "bart", max_position_embeddings=16)
+    data = tmp_path / "d.tsv"
+    rows = ["dax lug\tRED BLUE", "zup\tYELLOW", " ".join(["wif"] * 19) + "\tGREEN", "kiki fep\tBLUE"]
+    data.write_text("\n".join(rows) + "\n")
+    cfg = train_config(folder, 1)
+    cfg["data"] = {"dataset": "files", "train": str(data), "valid": str(data), "test": [str(data)]}
+    cfg["data"]["too_long"] = "skip"
+    # line 3 skipped from the training split and again from the validation split (the same file)
+    with pytest.warns(UserWarning, match=rf"skipped 2 examples longer than .*16 tokenizer pieces \(first: {data}:3\)"):
+        api.train(config_from_dict(cfg), tmp_path / "run", show_progress=False)
+    capsys.readouterr()
+    code, err = run_main(monkeypatch, capsys, "evaluate", tmp_path / "run", "--split", data, "--threads", 1)
+    one_line_error(code, err, f"{data}:3: source has 21 tokenizer pieces, more than the maximum length 16")
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("dax\n" + " ".join(["wif"] * 19) + "\n"))
+    code, err = run_main(monkeypatch, capsys, "predict", tmp_path / "run", "--threads", 1)
+    one_line_error(code, err, "<stdin>:2: source has 21 tokenizer pieces")

@@ -183,18 +183,9 @@ class Run(NamedVocabs):
         """A DataError naming `where:line` for a reserved token in the source or context, or either longer than
         the run's limits (`data.limits.input_limits`: data.max_length, else model.max_length;
         model.max_context_length)."""
-        from structseq.data.limits import check_tokens, input_limits
+        from structseq.data.limits import check_input, input_limits
 
-        limits = input_limits(self.config)
-        check_tokens(example.source, "source", where, line, limits["max_length"], limits["length_key"])
-        check_tokens(
-            getattr(example, "context", None) or (),
-            "context",
-            where,
-            line,
-            limits["max_context"],
-            limits["context_key"],
-        )
+        check_input(example, {**input_limits(self.config), **self.task.input_measure()}, where, line)
 
     def predict(
         self,

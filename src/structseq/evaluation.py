@@ -59,7 +59,7 @@ def load_split(run, split: str | None = None, data_root=None):
 
     d = run.config.data
     split = split or (d.test[0] if d.test else "test")
-    with length_limit(**input_limits(run.config)) as limit:
+    with length_limit(**{**input_limits(run.config), **run.task.input_measure()}) as limit:
         spec, examples = load_data_split(d, split, data_root)
     dataset, name = spec.dataset, spec.split
     for i, e in enumerate(examples):  # generated splits are not read from lines

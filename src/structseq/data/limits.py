@@ -16,7 +16,7 @@ make them an error naming the line.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -41,6 +41,10 @@ class LengthLimit:
     length_key: str = "data.max_length"  # the setting each limit comes from, named in errors
     context_key: str = "model.max_context_length"
     skipped: list[str] = field(default_factory=list)  # `file:line` of each skipped example
+    #: how a source or target is counted against `max_length` (side name, tokens -> count; None: its tokens),
+    #: e.g. a pretrained tokenizer's pieces (`Task.input_measure`); `unit` names the count in messages
+    measure: Callable[[str, Sequence[str]], int] | None = None
+    unit: str = "tokens"
 
 
 def input_limits(cfg) -> dict:
@@ -70,10 +74,13 @@ def length_limit(
     max_context: int | None = None,
     length_key: str = "data.max_length",
     context_key: str = "model.max_context_length",
+    measure: Callable[[str, Sequence[str]], int] | None = None,
+    unit: str = "tokens",
 ) -> Iterator[LengthLimit]:
     """Readers inside this block refuse (or, with `skip`, drop and count) examples with a source or target
-    longer than `max_length` tokens or a context longer than `max_context` (None: no limit)."""
-    limit = LengthLimit(max_length, skip, max_context, length_key, context_key)
+    longer than `max_length` tokens (or `measure`'s count) or a context longer than `max_context` (None: no
+    limit)."""
+    limit = LengthLimit(max_length, skip, max_context, length_key, context_key, measure=measure, unit=unit)
     token = _LIMIT.set(limit)
     try:
         yield limit
@@ -108,16 +115,32 @@ def check_tokens(
 
 
 def over_limit(example: Example, limit: LengthLimit) -> tuple[str, int, int, str] | None:
-    """(side, its tokens, the maximum, the setting) of the first side of `example` over `limit`, or None."""
+    """(side, its length, the maximum, the setting) of the first side of `example` over `limit`, or None."""
     context = getattr(example, "context", None) or ()
     for name, tokens, most, key in (
         ("source", example.source, limit.max_length, limit.length_key),
         ("target", example.target, limit.max_length, limit.length_key),
         ("context", context, limit.max_context, limit.context_key),
     ):
-        if most is not None and len(tokens) > most:
-            return name, len(tokens), most, key
+        if most is None or not tokens:
+            continue
+        n = limit.measure(name, tokens) if limit.measure is not None and name != "context" else len(tokens)
+        if n > most:
+            return name, n, most, key
     return None
+
+
+def check_input(example: Example, limits: dict, where: object, line: int) -> None:
+    """A DataError naming `where:line` for a reserved token in an input's source or context, or either longer
+    than `limits` (`length_limit`'s keywords)."""
+    check_tokens(example.source, "source", where, line)
+    check_tokens(getattr(example, "context", None) or (), "context", where, line)
+    limit = LengthLimit(**limits)
+    over = over_limit(example, limit)
+    if over is not None:
+        name, n, most, key = over
+        unit = limit.unit if name != "context" else "tokens"
+        raise DataError(f"{name} has {n} {unit}, more than the maximum length {most} ({key})", where, line)
 
 
 def admit(out: list[Example], example: Example, line: int, source_path: object, target_path: object = None) -> None:
@@ -134,5 +157,6 @@ def admit(out: list[Example], example: Example, line: int, source_path: object, 
             limit.skipped.append(f"{paths[over[0]]}:{line}")
             return
         name, n, most, key = over
-        raise DataError(f"{name} has {n} tokens, more than the maximum length {most} ({key})", paths[name], line)
+        unit = limit.unit if name != "context" else "tokens"
+        raise DataError(f"{name} has {n} {unit}, more than the maximum length {most} ({key})", paths[name], line)
     out.append(example)

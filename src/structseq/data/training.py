@@ -71,7 +71,8 @@ def load_training_data(cfg, task, data_root=None) -> TrainingData:
     (`data.too_long: error`: an error naming the line). `task` checks the examples and builds the
     vocabularies (`Task.check_examples`, `build_vocabs`); `files` lists the data files read."""
     d = cfg.data
-    with length_limit(**input_limits(cfg), skip=d.too_long == "skip") as limit, recording_reads() as files:
+    limits = {**input_limits(cfg), **task.input_measure()}  # a pretrained tokenizer's pieces, where it counts
+    with length_limit(**limits, skip=d.too_long == "skip") as limit, recording_reads() as files:
         train = _within_limit(_configured_split(cfg, "train", data_root), limit, d.train, d.too_long)
         if d.max_train_examples:
             train = train[: d.max_train_examples]
@@ -89,7 +90,7 @@ def load_training_data(cfg, task, data_root=None) -> TrainingData:
         )
         warnings.warn(
             f"skipped {len(limit.skipped)} examples longer than {limit.length_key} {limit.max_length} "
-            f"tokens{context} (first: {limit.skipped[0]})",
+            f"{limit.unit}{context} (first: {limit.skipped[0]})",
             stacklevel=2,
         )
     if not train:

@@ -56,6 +56,12 @@ class Task(abc.ABC):
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
         """Vocabularies from the training examples (saved in every checkpoint by name)."""
 
+    def input_measure(self) -> dict:
+        """`data.limits.length_limit` keywords overriding `input_limits(cfg)` where the task counts a source or
+        target otherwise than by its tokens (a pretrained tokenizer's pieces against the model's positions), so
+        that readers skip (training) or refuse (evaluation, prediction) an over-long example naming its line."""
+        return {}
+
     def check_examples(self, examples: Sequence[Example], where: str) -> None:
         """Raise a DataError naming `where` when examples lack a field the task needs."""
 

@@ -114,11 +114,31 @@ class HFSeq2SeqTask(Seq2SeqTask):
         _ = self.digest  # fingerprint the base folder as training starts
         return {"tokenizer": tokenizer_record(self.tokenizer)}
 
-    def _pieces(self, text: str, target: bool = False) -> list[int]:
-        ids = target_ids(self.tokenizer, text, self.ids.eos) if target else self.tokenizer(text)["input_ids"]
+    def _positions(self) -> int:
         if self._limit is None:
             self._limit = getattr(load_config(self.folder), "max_position_embeddings", None) or 0
-        if self._limit and len(ids) > self._limit:
+        return self._limit
+
+    def input_measure(self) -> dict:
+        """Sources and targets count tokenizer pieces against the model's positions (or data.max_length, when
+        smaller), so that training skips an over-long example with a warning and evaluation or prediction
+        refuses it, naming its file:line; a model without a position table (T5) keeps the token limits."""
+        positions = self._positions()
+        if not positions:
+            return {}
+        most = min(positions, self.cfg.data.max_length or positions)
+        key = "data.max_length" if most < positions else "model.pretrained's max_position_embeddings"
+        return {"max_length": most, "length_key": key, "measure": self._count, "unit": "tokenizer pieces"}
+
+    def _count(self, side: str, tokens) -> int:
+        return len(self._text_ids(" ".join(tokens), side == "target"))
+
+    def _text_ids(self, text: str, target: bool) -> list[int]:
+        return target_ids(self.tokenizer, text, self.ids.eos) if target else self.tokenizer(text)["input_ids"]
+
+    def _pieces(self, text: str, target: bool = False) -> list[int]:
+        ids = self._text_ids(text, target)
+        if self._positions() and len(ids) > self._limit:
             side = "target" if target else "source"
             raise DataError(
                 f"{side} {text[:60]!r}... has {len(ids)} tokenizer pieces, more than the model's "
