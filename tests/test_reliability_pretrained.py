@@ -154,3 +154,16 @@ def test_over_long_inputs_are_skipped_in_training_and_refused_in_evaluation_nami
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("dax\n" + " ".join(["wif"] * 19) + "\n"))
     code, err = run_main(monkeypatch, capsys, "predict", tmp_path / "run", "--threads", 1)
     one_line_error(code, err, "<stdin>:2: source has 21 tokenizer pieces")
+
+
+def test_an_rdangle_fused_input_past_the_positions_is_a_data_error(tmp_path):
+    """Training rdangle-pretrained on a source and target that fit the positions each but not together:
+    d15a89c raised a ValueError (a traceback); now a DataError, one line through the error boundary."""
+    from structseq.data.example import Example
+    from structseq.errors import DataError
+
+    folder = tiny_bart(tmp_path / "bart", max_position_embeddings=16)
+    task, vocabs, model = _model(folder, "rdangle-pretrained")
+    batch = task.batch([Example.from_text("dax lug zup wif kiki", "RED BLUE GREEN YELLOW " * 2)], vocabs)
+    with pytest.raises(DataError, match=r"the fused input .* needs \d+ positions, more than the backbone's 16"):
+        model(batch)

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from structseq.errors import ConfigError
+from structseq.errors import ConfigError, DataError
 from structseq.fields import option
 from structseq.models.base import Inputs, State, Vocabs, with_width
 from structseq.models.hf_checkpoint import (
@@ -168,7 +168,7 @@ class RDanglePretrained(PretrainedSeq2Seq):
         positions = src_len.index_select(0, sents)[:, None] + steps[None, :]
         most = self.encoder.embed_positions.weight.shape[0] - getattr(self.encoder.embed_positions, "offset", 0)
         if int(positions.max()) >= most:
-            raise ValueError(
+            raise DataError(  # one line through the error boundary (decoding clamps its limit before this)
                 f"the fused input (source + target prefix + end marker) needs {int(positions.max()) + 1}"
                 f" positions, more than the backbone's {most}; shorten the examples (data.max_length)"
             )
