@@ -98,3 +98,19 @@ def test_small_choices_are_said_or_refused(tmp_path, monkeypatch):
         assert im.size == (round(5.5 * 2 * 110), round(4.2 * 2 * 110))  # 2 x 2, not one 4-panel row
     assert value_range("valid_bleu") == (0.0, 100.0) and value_range("valid_exact_match") == (0.0, 1.0)
     assert value_range("loss")[0] == 0.0
+
+
+def test_jsonl_keys_can_be_dropped_and_data_show_reads_fields(tmp_path):
+    """A JSON Lines key no field reads can be dropped (`-`, as a TSV's `-` column), in data.fields and in
+    `data show --field`; `data show` also takes a TSV's --columns."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"q": "jump twice", "a": "JUMP JUMP", "id": 1}\n{"q": "walk", "a": "WALK", "id": 2}\n')
+    r = runner.invoke(app, ["data", "show", str(path), "--field", "source=q", "--field", "target=a"])
+    assert r.exit_code != 0 and "unknown key 'id'" in str(r.exception) and "'-'" in str(r.exception)
+    r = runner.invoke(app, ["data", "show", str(path), "--field", "source=q", "--field", "target=a", "--field", "-=id"])
+    assert r.exit_code == 0, r.output
+    assert "2 examples" in r.stdout and "jump twice" in r.stdout and "JUMP JUMP" in r.stdout
+    tsv = tmp_path / "d.tsv"
+    tsv.write_text("7\tjump twice\tJUMP JUMP\n")
+    r = runner.invoke(app, ["data", "show", str(tsv), "--columns", "-,source,target"])
+    assert r.exit_code == 0 and "jump twice" in r.stdout

@@ -267,7 +267,8 @@ def test_cli_reports_bad_json_lines_in_one_line(tmp_path):
         [sys.executable, "-m", "structseq.cli", "data", "show", str(path)], capture_output=True, text=True
     )
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        f"error: {path}:2: unknown key 'id'; name them with data.fields (e.g. {{source: utterance, target: plan}})"
+        f"error: {path}:2: unknown key 'id'; name them with data.fields (e.g. {{source: utterance, target: plan}}); "
+        "'-': KEY,... drops keys"
     ]
 
 

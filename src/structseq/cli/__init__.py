@@ -92,11 +92,24 @@ def data_show(
     split: str = typer.Option("train", "--split", "-s"),
     n: int = typer.Option(5, "-n", min=0, help="examples to show (>= 0)"),
     data_root: Optional[Path] = DataRoot,
+    columns: Optional[str] = typer.Option(
+        None, "--columns", help="a TSV file's columns, comma-separated, as data.columns (e.g. source,target,-)"
+    ),
+    field: list[str] = typer.Option(
+        [], "--field", help="a JSON Lines file's FIELD=KEY, as data.fields (repeatable; -=KEY,... drops keys)"
+    ),
 ):
     """Print the first N examples of a dataset split (or of a data file)."""
     from structseq.data.registry import load_dataset
 
-    examples = load_dataset(name, split, data_root)
+    fields = {}
+    for item in field:
+        if "=" not in item:
+            raise StructseqError(f"--field {item!r}: give FIELD=KEY, e.g. --field source=utterance")
+        k, v = item.split("=", 1)
+        fields[k.strip()] = v.strip()
+    cols = [c.strip() for c in columns.split(",")] if columns else None
+    examples = load_dataset(name, split, data_root, columns=cols, fields=fields or None)
     table = Table(title=f"{name}/{split}: {len(examples)} examples")
     table.add_column("source")
     table.add_column("target")

@@ -60,7 +60,7 @@ class DataConfig:
         "JSON Lines (.jsonl) files: each example field and the JSON key it "
         "reads, e.g. {source: utterance, target: plan} (fields: source, "
         "target, context, category; another name goes to the example's "
-        "meta); every key of a line must be mapped and every mapped key "
+        "meta; '-': KEY,KEY... drops those keys); every key of a line must be mapped and every mapped key "
         "present; null: the keys are the field names",
     )
     bleu_tokenize: str | None = option(

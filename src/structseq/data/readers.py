@@ -128,10 +128,11 @@ def _jsonl_object(line: str, path, n: int) -> dict:
 def read_jsonl(path: str | Path, fields: Mapping[str, str] | None = None) -> list[Example]:
     """One JSON object per line. `fields` maps each example field to the key it reads (`data.fields`, e.g.
     `{source: utterance, target: plan}`; a name that is not an `Example` field goes to `Example.meta`); without
-    it, the keys are the field names (source and target, optionally context and category). A key the mapping
-    does not name, a mapped key missing from a line, an empty source or target, a value that is not a string
+    it, the keys are the field names (source and target, optionally context and category); `-` names keys to
+    drop (`{-: "id,notes"}`), as a TSV's `-` column. A key the mapping does not name (nor drops), a mapped key missing from a line, an empty source or target, a value that is not a string
     (or a list of strings), or a line that is not a JSON object is a DataError naming the file and line."""
     mapping = dict(fields) if fields is not None else None
+    dropped = set(filter(None, (mapping or {}).pop("-", "").split(",")))  # `-: id,notes`, as a TSV's `-` column
     examples = []
     for n, line in iter_lines(path):
         if not line.strip():
@@ -139,10 +140,11 @@ def read_jsonl(path: str | Path, fields: Mapping[str, str] | None = None) -> lis
         obj = _jsonl_object(line, path, n)
         if mapping is None:
             wanted = {k: k for k in JSONL_REQUIRED + tuple(k for k in JSONL_OPTIONAL if k in obj)}
-            hint = "; name them with data.fields (e.g. {source: utterance, target: plan})"
+            hint = "; name them with data.fields (e.g. {source: utterance, target: plan}); '-': KEY,... drops keys"
         else:
-            wanted, hint = mapping, f" (data.fields reads {', '.join(mapping.values())})"
-        unknown = [k for k in obj if k not in wanted.values()]
+            wanted = mapping
+            hint = f" (data.fields reads {', '.join(mapping.values())}); '-': KEY,... in data.fields drops keys"
+        unknown = [k for k in obj if k not in wanted.values() and k not in dropped]
         if unknown:
             raise DataError(f"unknown key {unknown[0]!r}{hint}", path, n)
         missing = [k for k in wanted.values() if k not in obj]
