@@ -25,8 +25,8 @@ from structseq.yamlio import load_yaml
 
 #: what a field may declare it is (`option(..., role=...)`), so that generic code finds it without knowing its
 #: name: a `width` or `heads` of a model (sizes a test shrinks), the longest input a model takes (`max_length`,
-#: `max_context_length`), the context length a task trims to (`context_trim`)
-ROLES = ("width", "heads", "max_length", "max_context_length", "context_trim")
+#: `max_context_length`), the context length a task trims to (`context_trim`), its output head section (`head`)
+ROLES = ("width", "heads", "max_length", "max_context_length", "context_trim", "head")
 
 
 def option(

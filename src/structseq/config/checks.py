@@ -29,10 +29,10 @@ def check_config(cfg) -> None:
             f"'{cfg.task.type}'; choices: {', '.join(metrics)}"
         )
     arch.check_serves(task.name)
-    head = getattr(cfg.model, "head", None)
-    if head is not None and HEADS.get(head.type).needs_attention and not arch.attention:
+    head = declared(cfg.model, "head")
+    if head is not None and HEADS.get(head[1].type).needs_attention and not arch.attention:
         raise ConfigError(
-            f"'model.head.type': a {head.type} head reads attention weights, which model "
+            f"'model.head.type': a {head[1].type} head reads attention weights, which model "
             f"'{arch.name}' does not provide; use a softmax head"
         )
     if cfg.optim.max_tokens is None and cfg.optim.batch_size is None:

@@ -231,8 +231,9 @@ class LexicalHeadConfig(CopyHeadConfig):
 
 
 def head_option(help: str = "output head: {type: softmax | copy | lexical, ...}; each type has its own keys"):
-    """The `head` key of a model schema: a section whose schema is picked by its `type`."""
-    return field(default_factory=SoftmaxHeadConfig, metadata={"help": help, "choose": ("type", "head")})
+    """The `head` key of a model schema: a section whose schema is picked by its `type` (role `head`: the config
+    checks find it by the role, whatever a schema calls it)."""
+    return field(default_factory=SoftmaxHeadConfig, metadata={"help": help, "choose": ("type", "head"), "role": "head"})
 
 
 def build_head(
