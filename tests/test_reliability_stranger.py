@@ -52,6 +52,7 @@ def _evil(folder: Path, marker: Path) -> Path:
     (folder / "tokenizer_config.json").write_text(
         '{"tokenizer_class": "EvilTokenizer", "auto_map": {"AutoTokenizer": ["configuration_evil.EvilTokenizer", null]}}'
     )
+    (folder / "vocab.json").write_text('{"a": 0}')  # a vocabulary, so that loaders go on to the tokenizer's code
     (folder / "configuration_evil.py").write_text(
         f"open({str(marker)!r}, 'w').write('ran')\n"
         "from transformers import PretrainedConfig\n\n\n"
@@ -103,3 +104,29 @@ def test_no_loader_runs_a_model_folders_code_even_when_stdin_says_yes(loader, tm
     assert not marker.exists()
     assert "\n" not in str(e.value) and "custom code" in str(e.value)
     assert isinstance(e.value, StructseqError)
+
+
+def test_predict_on_a_crafted_run_never_runs_its_base_folders_code(tmp_path, monkeypatch, capsys):
+    """A run whose checkpoint (valid checksum) names such a folder as its base, and `printf 'y\\ndax\\n' |
+    structseq predict RUN`: on d15a89c the first line of the user's input answered transformers' prompt and
+    the folder's code ran. Now nothing runs and the refusal is one line."""
+    from hf_tiny import tiny_bart
+    from structseq import api
+    from structseq.config import config_from_dict
+    from structseq.models.hf_checkpoint import base_digest
+    from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+    from test_hf_seq2seq import train_config
+
+    base = tiny_bart(tmp_path / "base")
+    api.train(config_from_dict(train_config(base, 1)), tmp_path / "run", show_progress=False)
+    capsys.readouterr()
+    marker = tmp_path / "marker"
+    evil = _evil(tmp_path / "evil", marker)
+    for path in (tmp_path / "run" / "checkpoints").glob("*.pt"):
+        ckpt = load_checkpoint(path)
+        ckpt["config"]["model"]["pretrained"] = str(evil)
+        ckpt["task"]["base_sha256"] = base_digest(evil)  # the crafted run's record matches its folder
+        save_checkpoint(ckpt, path)
+    code, err = run_main(monkeypatch, capsys, "predict", tmp_path / "run", "--threads", 1, stdin="y\ndax\n")
+    assert not marker.exists()
+    one_line_error(code, err, "model.pretrained", "custom code")
