@@ -80,3 +80,27 @@ def test_task_metrics_must_be_registered(tmp_path):
     cfg.write_text(yaml.safe_dump(d))
     r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "run")])
     assert r.exit_code != 0 and "'task.metrics': no registered metric 'nosuch'" in str(r.exception)
+
+
+def test_context_use_is_a_registered_metric_of_context_tasks():
+    """Issue 46 item 4: the context diagnostic is a registered metric: a context task's report computes it
+    (`--metric context_use`) with the same numbers as `decode.contrastive.context_use`; a sequence task's
+    inputs, having no contexts, do not get it."""
+    from structseq.config import config_from_dict
+    from structseq.data.example import Example
+    from structseq.decode.contrastive import context_use
+    from structseq.tasks import get_task
+
+    examples = [
+        Example.from_text("das ist gut", "the cat is good", context="the cat sat on the mat"),
+        Example.from_text("er schläft", "the dog sleeps", context="a dog and a house"),
+    ]
+    hyps = [["the", "cat", "is", "fine"], ["it", "sleeps"]]
+    task = get_task(config_from_dict({"task": {"type": "context-seq2seq"}, "model": {"arch": "context-transformer"}}))
+    report = task.evaluate(examples, hyps, dataset="files", split="x", metrics=("context_use",))
+    want = context_use(
+        [e.context_text for e in examples], [e.target_text for e in examples], ["the cat is fine", "it sleeps"]
+    )
+    assert report["context_use"]["score"] == pytest.approx(want.score) == pytest.approx(0.5)  # cat kept, dog lost
+    plain = get_task(config_from_dict({}))
+    assert "context_use" not in plain.evaluate(examples, hyps, dataset="files", split="x", metrics=("context_use",))

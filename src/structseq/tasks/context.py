@@ -27,7 +27,7 @@ from structseq.data.vocab import SPECIALS, Vocab
 from structseq.errors import ConfigError, DataError
 from structseq.fields import option
 from structseq.models.context import SEP
-from structseq.registry import register_task
+from structseq.registry import register_metric, register_task
 from structseq.tasks.base import Encoded, Vocabs
 from structseq.tasks.seq2seq import Seq2SeqTask, Seq2SeqTaskOptions
 
@@ -204,9 +204,13 @@ class ContextSeq2SeqTask(Seq2SeqTask):
         return Example.from_text(source, context=context if context.strip() else None)
 
     def metric_inputs(self, examples, predictions, *, dataset: str, split: str, data_root=None):
+        """The sequence inputs, with each example's context text in `extras["contexts"]` (`context_use`)."""
+        contexts = [e.context_text for e in examples]
         if self.options.reverse:  # the reverse model's outputs are the sources
             examples = [Example(e.target, e.source, e.category, None, e.meta) for e in examples]
-        return super().metric_inputs(examples, predictions, dataset=dataset, split=split, data_root=data_root)
+        inputs = super().metric_inputs(examples, predictions, dataset=dataset, split=split, data_root=data_root)
+        inputs.extras = {**inputs.extras, "contexts": contexts}
+        return inputs
 
     def prediction_rows(self, examples, predictions):
         header, rows = super().prediction_rows(examples, predictions)
@@ -226,3 +230,15 @@ def _pad(seqs: Sequence[Sequence[int]]) -> torch.Tensor:
 
 
 __all__ = ["ContextSeq2SeqTask", "ContextTaskOptions", "SPECIALS"]
+
+
+@register_metric("context_use", scale="fraction")
+def context_use_metric(inputs) -> dict | None:
+    """Of the context's nouns that the reference contains, the share the output contains too (Wang et al. 2019;
+    TextBlob's tagger): a context task's inputs only (`--metric context_use`, `task.metrics`)."""
+    from structseq.decode.contrastive import context_use
+
+    contexts = inputs.extras.get("contexts")
+    if not contexts or not any(contexts):
+        return None
+    return context_use(contexts, inputs.ref_text, inputs.hyp_text).to_dict()
