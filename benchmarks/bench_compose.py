@@ -194,15 +194,16 @@ SCALE_CONFIG = {"candidates": 60_000, "drop_top": 2_000, "window": 18_000, "samp
 def measure_memory_path(train_file: str, pool_file: str) -> dict:
     """The in-memory path, stage by stage, each stage's own peak (VmHWM reset between stages)."""
     from structseq.compose import BuildConfig, NgramDictionary, read_sentences, score_pool, top_k_unique
-    from structseq.compose.engines import reset_peak
+    from structseq.compose.engines import cpu_seconds, reset_peak
 
     stages, config = {}, BuildConfig(**SCALE_CONFIG)
 
     def stage(name, fn):
         reset_peak()
-        clock = time.perf_counter()
+        clock, cpu = time.perf_counter(), cpu_seconds()
         value = fn()
-        stages[name] = {"seconds": round(time.perf_counter() - clock, 3), "peak_rss_mib": peak_rss_mib()}
+        seconds, cpu = round(time.perf_counter() - clock, 3), round(cpu_seconds() - cpu, 3)
+        stages[name] = {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": peak_rss_mib()}
         return value
 
     train = stage("read train", lambda: read_sentences(train_file))
@@ -229,7 +230,10 @@ def measure_sharded_path(train_file: str, pool_file: str, engine: str, workers: 
             workers=workers, memory_limit=memory,
         )  # fmt: skip
     info = report["sharded"]
-    stages = {k: {"seconds": v["seconds"], "peak_rss_mib": v["task_peak_rss_mib"]} for k, v in info["stages"].items()}
+    stages = {
+        k: {"seconds": v["seconds"], "cpu_seconds": v["cpu_seconds"], "peak_rss_mib": v["task_peak_rss_mib"]}
+        for k, v in info["stages"].items()
+    }
     return {
         "stages": stages,
         "atoms_per_n": report["train"]["atoms_per_n"],

@@ -33,6 +33,14 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process so far, user + system, all threads: the work a task did, whatever the load."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def reset_peak() -> None:
     """Start a new peak-memory window for this process (Linux: `5` to /proc/self/clear_refs resets VmHWM), so a
     pool worker's `peak_rss_mib` is the current task's, not its biggest since it started."""

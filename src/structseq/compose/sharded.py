@@ -120,6 +120,7 @@ class _Runner:
             "tasks": len(tasks),
             "resumed": resumed,
             "seconds": round(seconds, 3),
+            "cpu_seconds": round(sum(records[i].get("cpu_seconds", 0.0) for i in todo), 3),
             "task_peak_rss_mib": max(peaks, default=0.0),
         }
         self.log(f"{stage}: {len(tasks)} task(s), {resumed} resumed, {seconds:.1f}s")
@@ -181,16 +182,17 @@ def score_and_rank(runner: _Runner, work: Path, pool: Path, config: BuildConfig,
     degrees = runner.run("degree", stages.degree_shard, [(w, s, levels, knobs) for s in range(len(pieces))])
     offsets = np.concatenate([[0], np.cumsum([r["eligible"] for r in degrees])]).tolist()
     runner.run("top-K", stages.top_shard, [(w, s, offsets[s], knobs) for s in range(len(pieces))])
-    tables = [read_parquet(work / "pool" / f"top-{s}.parquet") for s in range(len(pieces))]
-    merged = {
-        k: np.concatenate([np.asarray(t[k]) for t in tables])
-        for k in ("index", "degree", "tie", "length", "cover_size")
-    }
-    sentences = [s for t in tables for s in t["sentence"]]
-    order = np.lexsort((merged["index"], merged["tie"], -merged["degree"]))
-    chosen = first_distinct(order.tolist(), sentences, config.candidates)
-    rows = {k: v[chosen] for k, v in merged.items()}
-    return rows, [sentences[i] for i in chosen.tolist()], len(pieces), sum(r["sentences"] for r in degrees)
+    keys = ("index", "degree", "tie", "length", "cover_size")
+    rows: dict | None = None
+    texts: list[str] = []
+    for s in range(len(pieces)):  # a running top-K: never more than 2K candidates held, however many shards
+        table = read_parquet(work / "pool" / f"top-{s}.parquet")
+        merged = {k: np.asarray(table[k]) if rows is None else np.concatenate([rows[k], table[k]]) for k in keys}
+        sentences = texts + table["sentence"]
+        order = np.lexsort((merged["index"], merged["tie"], -merged["degree"]))
+        chosen = first_distinct(order.tolist(), sentences, config.candidates)
+        rows, texts = {k: v[chosen] for k, v in merged.items()}, [sentences[i] for i in chosen.tolist()]
+    return rows, texts, len(pieces), sum(r["sentences"] for r in degrees)
 
 
 def build_sharded(

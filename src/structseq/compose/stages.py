@@ -23,7 +23,7 @@ import numpy as np
 
 from structseq.compose import ngrams_duckdb
 from structseq.compose.degree import Encoded, NgramDictionary, score_pool
-from structseq.compose.engines import peak_rss_mib
+from structseq.compose.engines import cpu_seconds, peak_rss_mib
 from structseq.compose.select import first_distinct
 from structseq.compose.shards import (
     Piece,
@@ -39,8 +39,8 @@ from structseq.compose.shards import (
 
 def stage(marker: Callable[..., str]):
     """Make `fn(work, *args) -> fields` a resumable task: finished when its record, at `work / marker(*args)`,
-    exists (then that record is returned without running); otherwise it runs and its fields, time and peak
-    memory become the record, written last. `task.marker(work, *args)` is that path."""
+    exists (then that record is returned without running); otherwise it runs and its fields, wall and CPU time
+    (all the process's threads: DuckDB's too) and peak memory become the record, written last. `task.marker(work, *args)` is that path."""
 
     def wrap(fn):
         @functools.wraps(fn)
@@ -48,10 +48,10 @@ def stage(marker: Callable[..., str]):
             path = Path(work) / marker(*args)
             if (record := done(path)) is not None:
                 return record
-            clock = time.perf_counter()
+            clock, cpu = time.perf_counter(), cpu_seconds()
             fields = fn(Path(work), *args)
-            seconds = round(time.perf_counter() - clock, 3)
-            return finish(path, {**fields, "seconds": seconds, "peak_rss_mib": peak_rss_mib()})
+            seconds, cpu = round(time.perf_counter() - clock, 3), round(cpu_seconds() - cpu, 3)
+            return finish(path, {**fields, "seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": peak_rss_mib()})
 
         task.marker = lambda work, *args: Path(work) / marker(*args)
         return task
