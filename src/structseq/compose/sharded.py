@@ -156,6 +156,9 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
         if not merged[0]["atoms"]:
             break
         atoms_per_n[n] = merged[0]["atoms"]
+        # level n is final: its counts and the candidates of n-1 are read by no later task (their records stay)
+        for path in [*work.glob(f"levels/counts-{n}-*.parquet"), *work.glob(f"levels/cand-{n - 1}-*.npz")]:
+            path.unlink()
         n += 1
     skipped = [line for r in records for line in r["skipped"]]
     train_report = {
