@@ -11,10 +11,10 @@ import typer
 
 ShardsOpt = Annotated[
     Optional[int],
-    typer.Option(help="Run out of core on N shards per corpus (needs structseq[scale]); default: in memory."),
+    typer.Option(help="Run out of core on N shards per corpus (the sharded or scale extra); default: in memory."),
 ]
 EngineOpt = Annotated[
-    str, typer.Option(help="With --shards: local (processes), inline (this process) or ray (structseq[scale]).")
+    str, typer.Option(help="With --shards: local (processes), inline (this process) or ray (the scale extra).")
 ]
 WorkersOpt = Annotated[Optional[int], typer.Option(help="With --shards: parallel tasks (default: CPUs, at most N).")]
 AddressOpt = Annotated[Optional[str], typer.Option(help="With --engine ray: a running cluster (default: start one).")]
