@@ -41,6 +41,9 @@ def test_a_relative_base_folder_is_stored_absolute_and_a_moved_one_can_be_pointe
     one_line_error(*evaluate(), "model.pretrained", "does not exist")
     code, err = evaluate("--set", "model.pretrained=moved")
     assert code == 0, err
+    args = ("score", work / "run", "--pairs", "train", "--limit", 2, "--threads", 1, "--set", "model.pretrained=moved")
+    code, err = run_main(monkeypatch, capsys, *args)
+    assert code == 0, err
     tiny_bart(tmp_path / "other", seed=5)  # another base: the hash refuses it
     code, err = evaluate("--set", "model.pretrained=other")
     one_line_error(code, err, "changed since this run was trained")

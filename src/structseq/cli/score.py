@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from structseq.cli.evaluate import BatchSize, Runs, Threads, load_for_decoding
+from structseq.cli.evaluate import BatchSize, Runs, Set, Threads, load_for_decoding
 from structseq.cli.options import Checkpoint, DataRoot
 from structseq.errors import ConfigError
 
@@ -38,6 +38,7 @@ def score(
     threads: Optional[int] = Threads,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N pairs"),
     data_root: Optional[Path] = DataRoot,
+    set_: list[str] = Set,
 ):
     """Score each given target under a run (or an ensemble of runs), teacher-forced: its log-probability (the
     sum over its tokens and </s>), the same normalised as beam search ranks (decode.len_penalty), and each
@@ -48,7 +49,7 @@ def score(
         raise ConfigError(f"'--format' must be tsv or json, got {fmt!r}")
     if (pairs is None) == (nbest is None):
         raise ConfigError("give the outputs to score: either --pairs or --nbest")
-    run = load_for_decoding(runs, checkpoint, batch_size=batch_size, threads=threads)
+    run = load_for_decoding(runs, checkpoint, batch_size=batch_size, threads=threads, overrides=set_)
     if nbest is not None:
         inputs, ids, where = read_nbest(nbest)
         examples = run.parse_lines(inputs, str(nbest))
