@@ -104,3 +104,23 @@ def test_context_use_is_a_registered_metric_of_context_tasks():
     assert report["context_use"]["score"] == pytest.approx(want.score) == pytest.approx(0.5)  # cat kept, dog lost
     plain = get_task(config_from_dict({}))
     assert "context_use" not in plain.evaluate(examples, hyps, dataset="files", split="x", metrics=("context_use",))
+
+
+def test_a_tagger_validates_on_a_registered_metric_its_config_adds(tmp_path):
+    """The supertagger's validation computes a `task.metrics` metric when train.valid_metric names it."""
+    from pathlib import Path
+
+    cfg = Path(__file__).resolve().parents[1] / "configs" / "ab-grammar" / "classifier.yaml"
+    r = runner.invoke(
+        app,
+        [
+            "train", str(cfg), "-o", str(tmp_path / "tag"), "-q",
+            "--set", "train.max_steps=2", "--set", "train.valid_every=2",
+            "--set", "task.metrics=[sentence_accuracy]", "--set", "train.valid_metric=sentence_accuracy",
+        ],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in (tmp_path / "tag" / "metrics.jsonl").read_text().splitlines()]
+    valid = [x for x in rows if "valid_sentence_accuracy" in x]
+    assert len(valid) == 1 and 0.0 <= valid[0]["valid_sentence_accuracy"] <= 1.0
+    assert valid[0]["best"] == valid[0]["valid_sentence_accuracy"]

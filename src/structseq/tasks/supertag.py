@@ -231,7 +231,8 @@ class SupertagTask(Task):
 
     @torch.no_grad()
     def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
-        """Loss per word (teacher forced) and greedy whole-category word accuracy."""
+        """Loss per word (teacher forced), greedy whole-category word accuracy, and a registered metric that
+        `task.metrics` adds when train.valid_metric names it."""
         total, words = 0.0, 0
         device = next(model.parameters()).device
         bs = self.cfg.decode.batch_size
@@ -242,7 +243,11 @@ class SupertagTask(Task):
             total, words = total + float(nll), words + n
         preds = self.predict(model, examples, vocabs, beam=1)
         ok = sum(p == _canonical(g) for t, e in zip(preds, examples) for p, g in zip(t.best, e.target))
-        return {"valid_loss": total / max(words, 1), "valid_accuracy": 100.0 * ok / max(words, 1)}
+        out = {"valid_loss": total / max(words, 1), "valid_accuracy": 100.0 * ok / max(words, 1)}
+        name = self.cfg.train.valid_metric
+        if f"valid_{name}" not in out:  # another registered metric (task.metrics)
+            out[f"valid_{name}"] = self.registered_validation(examples, preds, name)
+        return out
 
     # ------------------------------------------------------------------ prediction
     @torch.no_grad()
