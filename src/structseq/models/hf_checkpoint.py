@@ -166,14 +166,14 @@ def special_ids(path: str | None, key: str = KEY) -> SpecialIds:
         own = getattr(config, f"{name}_token_id", None)
         if own is not None and int(own) != mine:
             raise ConfigError(f"{where}: the tokenizer's {name} id {mine} is not the model's ({own})")
+    if pad == eos:
+        raise ConfigError(f"{where}: pad and eos are the same id ({pad}); structseq needs them apart")
     size, pieces = getattr(config, "vocab_size", None), len(tokenizer)
     if size and pieces > size:
         raise ConfigError(
             f"{where}: its tokenizer has {pieces} pieces but the model only {size} embeddings (vocab_size); "
             "a piece beyond them cannot be embedded: save the tokenizer the model was trained with"
         )
-    if pad == eos:
-        raise ConfigError(f"{where}: pad and eos are the same id ({pad}); structseq needs them apart")
     generation = load_generation_config(path, key)
     start = decoder_start(config, tokenizer, eos, where)
     check_generation_start(start, generation, tokenizer, where)
