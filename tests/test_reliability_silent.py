@@ -115,3 +115,24 @@ def test_evaluate_says_when_config_yaml_was_edited(tmp_path):
         match=rf"config.yaml differs from the checkpoint's config, which is used \(decode.beam: {beam + 3} \(checkpoint: {beam}\)\)",
     ):
         assert load_run(tmp_path / "run").config.decode.beam == beam
+
+
+def test_evaluate_never_replaces_predictions_a_user_edited(tmp_path, monkeypatch, capsys):
+    """`structseq evaluate RUN` after the user edited RUN/predictions/LABEL.tsv: on d15a89c the file was
+    replaced although the folder's manifest recorded another hash (issue 43 s2); now one line naming it, exit
+    2, the edit kept; --overwrite replaces it."""
+    from cli_run import one_line_error, run_main
+    from structseq.train.loop import Trainer
+    from test_train import toy_config, toy_tsv
+
+    Trainer(toy_config(toy_tsv(tmp_path), max_steps=1), tmp_path / "run", show_progress=False).run()
+    code, err = run_main(monkeypatch, capsys, "evaluate", tmp_path / "run", "--threads", 1)
+    assert code == 0, err
+    (tsv,) = [p for p in (tmp_path / "run" / "predictions").glob("*.tsv")]
+    tsv.write_text(tsv.read_text() + "my own note\n")
+    code, err = run_main(monkeypatch, capsys, "evaluate", tmp_path / "run", "--threads", 1)
+    one_line_error(code, err, str(tsv), "--overwrite")
+    assert "my own note" in tsv.read_text()
+    code, err = run_main(monkeypatch, capsys, "evaluate", tmp_path / "run", "--threads", 1, "--overwrite")
+    assert code == 0, err
+    assert "my own note" not in tsv.read_text()
