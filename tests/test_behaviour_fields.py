@@ -22,6 +22,7 @@ class Inner:
 class Toy:
     width: int = option(4, "width", ge=1)
     rate: float = option(0.5, "rate", gt=0.0, lt=1.0)
+    scale: float = option(1.0, "scale")
     sizes: list[int] = option([1, 2], "sizes", ge=0, length=2)
     name: str = option("a", "name", choices=lambda: ("a", "b"))
     tag: str = option("x1", "tag", pattern=(r"x\d", "x and a digit"))
@@ -77,8 +78,15 @@ def test_choices_and_patterns_match_whole_strings():
 def test_types_bools_string_floats_and_non_finite_numbers():
     assert build(rate="5e-1").rate == 0.5  # PyYAML reads 5e-1 as a string
     assert build(rate=0.25).rate == 0.25 and isinstance(build(width=3).width, int)
-    for key, value in (("width", True), ("rate", False), ("width", 2.0), ("flag", 1), ("width", "3")):
-        with pytest.raises(ConfigError, match=f"'toy.{key}' must be"):
+    for key, value, what in (
+        ("width", True, "an integer"),
+        ("scale", False, "a number"),
+        ("scale", True, "a number"),
+        ("width", 2.0, "an integer"),
+        ("flag", 1, "true or false"),
+        ("width", "3", "an integer"),
+    ):
+        with pytest.raises(ConfigError, match=f"'toy.{key}' must be {what}"):
             build(**{key: value})
     for value in ("inf", "nan", 1e999, 10**400):
         with pytest.raises(ConfigError, match="finite"):
