@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from structseq.config import apply_overrides, config_from_dict
 from structseq.data.registry import SplitSpec
-from structseq.data.registry import load_split as load_data_split
 from structseq.errors import ConfigError, StructseqError
 
 if TYPE_CHECKING:
@@ -60,7 +59,8 @@ def load_split(run, split: str | None = None, data_root=None):
     d = run.config.data
     split = split or (d.test[0] if d.test else "test")
     with length_limit(**{**input_limits(run.config), **run.task.input_measure()}) as limit:
-        spec, examples = load_data_split(d, split, data_root)
+        spec = SplitSpec.parse(split, d.dataset)
+        examples = spec.load(data_root, d.columns, d.fields)
     dataset, name = spec.dataset, spec.split
     for i, e in enumerate(examples):  # generated splits are not read from lines
         over = over_limit(e, limit)

@@ -6,8 +6,8 @@ way). A loader is `(split, data_root) -> list[Example]`. Rule-defined splits (SC
 need no files; the rest read `data_root` (`--data-root`, $STRUCTSEQ_DATA, default ../shared/data; see
 `structseq.paths`).
 
-`SplitSpec.parse` is the one rule for a split string (`test`, `NAME:SPLIT`, a file), used by training,
-evaluation, scoring and compose alike.
+`SplitSpec.parse` is the one rule for a split string (`test`, `NAME:SPLIT`, a file) and `SplitSpec.load` the one
+reader of it, used by training (`data.training`) and evaluation and scoring (`Run.load_split`) alike.
 """
 
 from __future__ import annotations
@@ -80,13 +80,6 @@ class SplitSpec:
         if self.kind == "file":
             return load_dataset(self.split, self.split, data_root, columns=columns, fields=fields)
         return load_dataset(self.dataset, self.split, data_root)
-
-
-def load_split(data, spec: str, data_root=None) -> tuple[SplitSpec, list[Example]]:
-    """A split of a config's `data` section (its `dataset`, `columns`, `fields`): a split of its dataset, a
-    file, or NAME:SPLIT of any dataset; training, evaluation and scoring all read splits here."""
-    parsed = SplitSpec.parse(spec, data.dataset)
-    return parsed, parsed.load(data_root, data.columns, data.fields)
 
 
 def load_dataset(
