@@ -4,10 +4,9 @@ skipping counts `file:line` of the side that was too long; reserved tokens are r
 (`<brk>` allowed inside a context); the limits of the innermost block apply and end with it; and
 `input_limits` takes data.max_length over the model's, and no context limit when the task trims contexts."""
 
-from types import SimpleNamespace
-
 import pytest
 
+from structseq.config import config_from_dict
 from structseq.data.example import Example
 from structseq.data.limits import MAX_LENGTH, RESERVED, admit, check_tokens, input_limits, length_limit
 from structseq.errors import DataError
@@ -74,19 +73,19 @@ def test_check_tokens_length_is_exact():
         check_tokens(("a",) * 5, "source", "f", 1, max_length=4, key="k.x")
 
 
-def _cfg(data_max=None, model_max=None, ctx=None, trim=None):
-    model = SimpleNamespace(**({} if model_max is None else {"max_length": model_max}))
-    if ctx is not None:
-        model.max_context_length = ctx
-    return SimpleNamespace(
-        data=SimpleNamespace(max_length=data_max), model=model, task=SimpleNamespace(max_context_tokens=trim)
-    )
+def _limits(data_max=None, model_max=None, ctx=None, trim=None):
+    model = {"arch": "context-transformer" if ctx else "transformer", "max_length": model_max}
+    cfg = {"data": {"max_length": data_max}, "model": {k: v for k, v in model.items() if v is not None}}
+    if ctx:
+        cfg["model"]["max_context_length"] = ctx
+        cfg["data"]["dataset"] = "ctx-commands"
+        cfg["task"] = {"type": "context-seq2seq", "max_context_tokens": trim}
+    return input_limits(config_from_dict(cfg))
 
 
 def test_input_limits_take_the_data_setting_first_then_the_model():
-    assert input_limits(_cfg(7, 50))["max_length"] == 7 and input_limits(_cfg(7, 50))["length_key"] == "data.max_length"
-    assert input_limits(_cfg(None, 50))["max_length"] == 50
-    assert input_limits(_cfg(None, 50))["length_key"] == "model.max_length"
-    assert input_limits(_cfg())["max_length"] == MAX_LENGTH
-    assert input_limits(_cfg(ctx=300))["max_context"] == 300
-    assert input_limits(_cfg(ctx=300, trim=20))["max_context"] is None  # trimmed to 20: nothing longer is read
+    assert _limits(7, 50)["max_length"] == 7 and _limits(7, 50)["length_key"] == "data.max_length"
+    assert _limits(None, 50)["max_length"] == 50 and _limits(None, 50)["length_key"] == "model.max_length"
+    assert _limits()["max_length"] == MAX_LENGTH
+    assert _limits(ctx=300)["max_context"] == 300
+    assert _limits(ctx=300, trim=20)["max_context"] is None  # trimmed to 20: nothing longer is read
