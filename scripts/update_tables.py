@@ -1,4 +1,4 @@
-"""Regenerate every generated table of README.md, RESULTS.md and docs/ (performance, reproduction, gpu).
+"""Regenerate every generated table of README.md, RESULTS.md and docs/ (performance, reproduction, gpu, papers).
 
 A generated block names the command that writes it:
 
@@ -24,7 +24,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCUMENTS = ("README.md", "RESULTS.md", "docs/performance.md", "docs/reproduction.md", "docs/gpu.md")
+DOCUMENTS = (
+    "README.md",
+    "RESULTS.md",
+    "docs/performance.md",
+    "docs/reproduction.md",
+    "docs/gpu.md",
+    "docs/papers/lexicon.md",
+    "docs/papers/dangle.md",
+    "docs/papers/supertagging.md",
+    "docs/papers/context.md",
+)
 BLOCK = re.compile(
     r"^<!-- generated: (?P<command>[^\n]+?) -->\n(?P<text>.*?)^<!-- /generated -->$", re.DOTALL | re.MULTILINE
 )

@@ -1,0 +1,38 @@
+"""The README a user can hold (issue 46): at most 300 lines, its lists of tasks, model families, datasets and
+metrics generated from the registries (`scripts/update_tables.py --check` in tests/test_scripts.py keeps them
+current), and every paper page linked from it."""
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_is_at_most_300_lines():
+    assert len(README.splitlines()) <= 300
+
+
+def test_the_readme_lists_come_from_the_registries():
+    spec = importlib.util.spec_from_file_location("scripts_registry_lists", ROOT / "scripts" / "registry_lists.py")
+    lists = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = lists
+    spec.loader.exec_module(lists)
+    from structseq.data.registry import datasets
+    from structseq.registry import ARCHS, METRICS, TASKS
+
+    for what, names in (("tasks", TASKS), ("archs", ARCHS), ("datasets", datasets()), ("metrics", METRICS)):
+        block = re.search(
+            rf"<!-- generated: python scripts/registry_lists.py {what} -->\n(.*?)<!-- /generated -->", README, re.S
+        )
+        assert block, f"no generated {what} list in README.md"
+        listed = set(re.findall(r"^\| `([^`]+)` \|", block.group(1), re.M))
+        assert listed == set(names), what
+
+
+def test_every_paper_page_is_linked_from_the_readme():
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs" / "papers").glob("*.md"))
+    assert len(pages) >= 4
+    assert [p for p in pages if f"]({p})" not in README] == []
