@@ -36,11 +36,12 @@ DATASETS = {"scan-jump": "scan-jump", "cogs": "cogs"}
 
 def compose(examples, rule: str, max_tokens: int, epochs: int) -> dict:
     from structseq.data.batching import make_batches
-    from structseq.data.buckets import batch_shape, bucket_lengths
+    from structseq.data.buckets import batch_shape, bucket_lengths, distinct_lengths
 
     lengths = [max(len(e.source), len(e.target)) for e in examples]
     key = [(tuple(e.source), tuple(e.target)) for e in examples]
-    buckets = bucket_lengths(lengths, int(rule.split()[1])) if rule.startswith("buckets") else None
+    n = int(rule.split()[1]) if rule.startswith("buckets") else 0  # boundaries as the trainer draws them
+    buckets = bucket_lengths(distinct_lengths(key, lengths), n) if n else None
     top_key = Counter(key).most_common(1)[0][0]
     dup, share, real, padded, tight, shapes, n, stuck = 0, [], 0, 0, 0, [], 0, 0
     for epoch in range(epochs):

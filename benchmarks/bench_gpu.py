@@ -254,6 +254,7 @@ def make_trainer(spec: Spec, args, work: Path):
         "train.max_steps=1000000",
         "train.valid_every=0",
         "train.threads=0",
+        *args.set,
     ]
     if args.cpu_smoke:
         common += smoke_overrides(load_spec(spec, common))
@@ -353,6 +354,7 @@ def main(argv=None) -> None:
     p.add_argument("--decode-sentences", type=int, default=256)
     p.add_argument("--data-root", default=None, help="benchmark data [default: $STRUCTSEQ_DATA, ../shared/data]")
     p.add_argument("--device-json", type=Path, help="write the machine record (with nvidia-smi) here and exit")
+    p.add_argument("--set", nargs="*", default=[], help="overrides for every model, e.g. optim.static_shapes=true")
     args = p.parse_args(argv)
     if args.device_json:
         print(json.dumps(device_json(args.device_json)))

@@ -8,9 +8,15 @@
 #    index; else PYTHONPATH), then OUT_DIR/imports.json: every third-party import pyproject.toml names, which
 #    are missing and what needs them (the script goes on regardless);
 # 3. pytest -m gpu (tests/test_gpu.py): OUT_DIR/gpu-tests.xml (junit, skips with their reasons);
-# 4. benchmarks/bench_gpu.py: OUT_DIR/bench/{gemm,train,decode}.json, each rewritten after every measurement.
-# Everything printed goes to OUT_DIR/check.log too: 7 files in all, what a device call brings back (at most 8).
-# Each step has a time limit (timeout): TESTS_S (default 170) and BENCH_S (default 210) seconds, the rest short.
+# 4. benchmarks/bench_gpu.py: OUT_DIR/bench/{gemm,train,decode}.json, each rewritten after every measurement
+#    (the models the A/B leaves out, when it runs);
+# 5. the A/B (issue 45): benchmarks/bench_ab.py, d15a89c against this tree's fast path (length buckets, static
+#    shapes, compiled step, TF32), alternating A B A B, into OUT_DIR/ab.tar.gz with its table in check.log. d15a89c's
+#    src/, benchmarks/ and configs/ come from AB_BASE (default ROOT/.device-base, made before the call with
+#    `git archive d15a89c src benchmarks configs | tar -x -C .device-base`), else from git here; AB_S=0: no A/B.
+# Everything printed goes to OUT_DIR/check.log too: 8 files in all, what a device call brings back (at most 8).
+# Each step has a time limit (timeout): TESTS_S (default 150), BENCH_S (100 with the A/B, else 210) and AB_S
+# (default 200) seconds, the rest short: under 8 minutes in all.
 # --cpu-smoke: the same steps on the CPU in seconds (one gpu test, tiny benchmark models): what CI runs.
 # Environment: PYTHON (default python3), STRUCTSEQ_DATA (benchmark data; missing datasets are replaced by
 # generated ones in the benchmark), GPU_TESTS (pytest selection, default: all of tests/test_gpu.py).
@@ -32,15 +38,25 @@ exec > >(tee -a "$OUT_DIR/check.log") 2>&1
 TEE=$!
 cd "$ROOT"
 
-TESTS_S=${TESTS_S:-170} BENCH_S=${BENCH_S:-210}
+AB_S=${AB_S:-200} AB_BASE=${AB_BASE:-$ROOT/.device-base}
+if [ "$AB_S" != 0 ] && [ ! -f "$AB_BASE/benchmarks/bench_gpu.py" ]; then  # no folder carried: git, if here
+    AB_BASE="$(mktemp -d)"
+    git -C "$ROOT" archive d15a89c src benchmarks configs 2>/dev/null | tar -x -C "$AB_BASE" 2>/dev/null
+fi
+[ -f "$AB_BASE/benchmarks/bench_gpu.py" ] || AB_S=0
+AB_MODELS=(cogs/transformer cogs/dangle cogs/rdangle-sep-o4 cogs/rdangle-sep-o1)
+TESTS_S=${TESTS_S:-150} BENCH_S=${BENCH_S:-$([ "$AB_S" = 0 ] && echo 210 || echo 100)}
 DEVICE=cuda
 SELECT=("$ROOT/tests/test_gpu.py")
 [ -n "${GPU_TESTS:-}" ] && read -r -a SELECT <<<"$GPU_TESTS"
-BENCH_ARGS=(--budget-s $((BENCH_S - 50)))
+BENCH_ARGS=(--budget-s $((BENCH_S - 40)))
+[ "$AB_S" = 0 ] || BENCH_ARGS+=(--only transformer-6+6 lstm supertag interleave oinf)
+AB_ARGS=(--rounds 2 --run-s $(((AB_S - 10) / 4)) --only "${AB_MODELS[@]}")
 if [ -n "$SMOKE" ]; then
     DEVICE=cpu TESTS_S=${TESTS_S_SMOKE:-400} BENCH_S=${BENCH_S_SMOKE:-400}  # caps, far above an idle machine
     SELECT=("$ROOT/tests/test_gpu.py::test_every_architecture_trains_and_its_loss_falls[lstm-fp32]")
     BENCH_ARGS=(--cpu-smoke)
+    [ "$AB_S" = 0 ] || AB_S=400 AB_ARGS=(--cpu-smoke --rounds 1 --run-s 200 --only cogs/transformer)
 fi
 declare -a STATUS=()
 step() {  # step NAME LIMIT_S COMMAND...: run it time-limited, say where we are and how it went
@@ -114,6 +130,12 @@ export STRUCTSEQ_TEST_DEVICE=$DEVICE
 step "gpu tests" "$TESTS_S" "$PY" -m pytest "${SELECT[@]}" -m gpu -p no:cacheprovider \
     -vv -rsfE --durations=15 -o junit_family=xunit1 --junitxml "$OUT_DIR/gpu-tests.xml" "${TIMEOUT_FLAG[@]}"
 step benchmark "$BENCH_S" "$PY" "$ROOT/benchmarks/bench_gpu.py" --out "$OUT_DIR/bench" "${BENCH_ARGS[@]}"
+if [ "$AB_S" = 0 ]; then
+    say "no A/B: no d15a89c sources (carry .device-base, see the header) or AB_S=0"
+else
+    step "A/B d15a89c vs fast path" "$AB_S" "$PY" "$ROOT/benchmarks/bench_ab.py" --base "$AB_BASE" \
+        --out "$OUT_DIR/ab.tar.gz" "${AB_ARGS[@]}"
+fi
 
 say "== summary ($((SECONDS - T0))s in all; results in $OUT_DIR)"
 printf '  %s\n' "${STATUS[@]}"

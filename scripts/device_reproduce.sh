@@ -16,20 +16,27 @@
 # A chunk that ends before its first checkpoint makes the next one twice as long.
 # --cpu-smoke: the same on the CPU in seconds (a tiny model on generated files, 120 updates, chunks of 8 s,
 # budget 60 s).
+# --k-runs K (issue 45): seeds 1..K at once through `structseq train-many` (one process each, pinned to its own
+# cores, on the one GPU), with the fast path (optim.num_buckets=16, optim.static_shapes=true: train.compile auto
+# compiles; --plain leaves it out); each run's gen and test are evaluated (labels seedN/gen); progress.json
+# counts the slowest run's updates and the runs' aggregate updates a minute. The parts are left out once every
+# evaluation is done (progress.json holds the results).
 # Environment: PYTHON (default python3), STRUCTSEQ_DATA (the data root holding cogs/), CHUNK_S (longest chunk).
 set -uo pipefail
 NAME=device_reproduce
-OUT_DIR="" RUN_IN="" SMOKE="" BUDGET_S=""
+OUT_DIR="" RUN_IN="" SMOKE="" BUDGET_S="" K="" PLAIN=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --cpu-smoke) SMOKE=1 ;;
+        --k-runs) K=$2; shift ;;
+        --plain) PLAIN=1 ;;
         --budget-s) BUDGET_S=$2; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
         *) if [ -z "$OUT_DIR" ]; then OUT_DIR=$1; else RUN_IN=$1; fi ;;
     esac
     shift
 done
-[ -n "$OUT_DIR" ] || { echo "usage: scripts/device_reproduce.sh OUT_DIR [RUN_DIR] [--cpu-smoke] [--budget-s S]" >&2; exit 2; }
+[ -n "$OUT_DIR" ] || { echo "usage: scripts/device_reproduce.sh OUT_DIR [RUN_DIR] [--cpu-smoke] [--budget-s S] [--k-runs K [--plain]]" >&2; exit 2; }
 source "$(dirname "${BASH_SOURCE[0]}")/device_common.sh"
 mkdir -p "$OUT_DIR" && OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 [ -z "$RUN_IN" ] || RUN_IN="$(cd "$RUN_IN" && pwd)" || exit 2
@@ -65,6 +72,11 @@ EOF
     BUDGET_S=${BUDGET_S:-60} CHUNK_S=${CHUNK_S:-8} MIN_CHUNK_S=4 EVAL_MIN_S=5 KILL_AFTER=15 MARGIN=2
 fi
 BUDGET_S=${BUDGET_S:-530} CHUNK_S=${CHUNK_S:-530}
+if [ -n "$K" ]; then  # K seeds at once: RUN holds one run directory per seed (train-many names them)
+    [ -n "$PLAIN" ] || SETS+=(--set optim.num_buckets=16 --set optim.static_shapes=true)
+    SEEDS=$(seq -s, 1 "$K")
+    EVAL_MIN_S=$((EVAL_MIN_S * K))
+fi
 
 # progress RUN_DIR PROGRESS_JSON [CHUNK_JSON | eval LABEL FILE | evaluated LABEL | save]: print "STEP MAX_STEPS
 # FINISHED" of the run's last checkpoint; with a chunk's record, add it (updates, wall seconds, updates per minute) to
@@ -77,16 +89,27 @@ from pathlib import Path
 
 run, path = Path(sys.argv[1]), Path(sys.argv[2])
 state = json.loads(path.read_text()) if path.exists() else {"chunks": [], "eval": {}}
-ckpt = run / "checkpoints" / "last.pt"
+ckpts = [c for c in [run / "checkpoints" / "last.pt", *sorted(run.glob("*/checkpoints/last.pt"))] if c.exists()]
 mode = sys.argv[3] if len(sys.argv) > 3 else None
 if mode == "evaluated":
     sys.exit(0 if "exact_match" in state["eval"].get(sys.argv[4], {}) else 1)
+if mode == "evaluated-all":  # every run's every split has its metrics
+    done = sum("exact_match" in v for v in state["eval"].values())
+    print("yes" if done >= int(sys.argv[4]) * int(sys.argv[5]) else "no")
+    sys.exit(0)
 step, max_steps, stopped = state.get("steps", 0), state.get("max_steps"), state.get("stopped")
-if ckpt.exists() and mode != "eval":  # an evaluation changes no checkpoint: no torch to import
+before = dict(state.get("run_steps", {}))
+if ckpts and mode != "eval":  # an evaluation changes no checkpoint: no torch to import
     import torch
-    c = torch.load(ckpt, map_location="cpu", weights_only=True)
-    step, max_steps, stopped = c["progress"]["step"], c["config"]["train"]["max_steps"], c["progress"].get("stopped")
-    state.update(config=c["config"], train_seconds=c["progress"].get("train_seconds"))
+    runs = {}
+    for ckpt in ckpts:  # one run, or several (--k-runs): the slowest one's progress
+        c = torch.load(ckpt, map_location="cpu", weights_only=True)
+        runs[ckpt.parent.parent.name] = (c["progress"]["step"], c["progress"].get("stopped"))
+        state.update(config=c["config"], train_seconds=c["progress"].get("train_seconds"))
+        max_steps = c["config"]["train"]["max_steps"]
+    step = min(s for s, _ in runs.values())
+    stopped = "early_stopping" if all(s == "early_stopping" for _, s in runs.values()) else runs[min(runs)][1]
+    state["run_steps"] = {name: s for name, (s, _) in runs.items()}
 if mode == "eval":
     label, out = sys.argv[4], Path(sys.argv[5])
     lines = out.read_text().strip().splitlines() if out.exists() else []
@@ -97,12 +120,13 @@ if mode == "eval":
     print(label, "exact match", state["eval"][label].get("exact_match", state["eval"][label]), file=sys.stderr)
 elif mode not in (None, "save"):
     chunk = json.loads(mode)
-    chunk.update(steps_after=step, updates=step - chunk["steps_before"],
-                 updates_per_min=round((step - chunk["steps_before"]) / chunk["wall_s"] * 60, 2))
+    done_now = sum(s - before.get(name, chunk["steps_before"]) for name, s in state.get("run_steps", {}).items()) or step - chunk["steps_before"]
+    chunk.update(steps_after=step, updates=done_now, updates_per_min=round(done_now / chunk["wall_s"] * 60, 2),
+                 runs=len(state.get("run_steps", {})) or 1)
     state["chunks"].append(chunk)
 done = sum(c["updates"] for c in state["chunks"])
 wall = sum(c["wall_s"] for c in state["chunks"])
-rate = state["chunks"][-1]["updates_per_min"] if state["chunks"] else None
+rate = state["chunks"][-1]["updates_per_min"] / state["chunks"][-1].get("runs", 1) if state["chunks"] else None
 state.update(updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), steps=step, max_steps=max_steps,
              stopped=stopped, finished=bool(max_steps and step >= max_steps) or stopped == "early_stopping",
              wall_s=round(wall, 1), updates_per_min=round(done / wall * 60, 2) if wall else None,
@@ -116,7 +140,7 @@ EOF
 pack() {  # the run (without best.pt) and the progress into OUT_DIR/run.tar.gz.part-NN, under 16 MiB each
     cp "$WORK/progress.json" "$OUT_DIR/progress.json"
     rm -f "$OUT_DIR"/run.tar.gz.part-*
-    tar -C "$WORK" --exclude=run/checkpoints/best.pt -czf - $([ -d "$RUN" ] && echo run) progress.json |
+    tar -C "$WORK" --exclude='checkpoints/best.pt' -czf - $([ -d "$RUN" ] && echo run) progress.json |
         split -b 15M -d -a 2 - "$OUT_DIR/run.tar.gz.part-"
     say "packed: $(du -ch "$OUT_DIR"/run.tar.gz.part-* | tail -1 | cut -f1) in $(ls "$OUT_DIR"/run.tar.gz.part-* | wc -l) part(s)"
 }
@@ -129,7 +153,7 @@ if [ -n "$RUN_IN" ]; then
     if compgen -G "$RUN_IN/run.tar.gz.part-*" >/dev/null; then
         say "continuing the run packed in $RUN_IN"
         cat "$RUN_IN"/run.tar.gz.part-* | tar -C "$WORK" -xzf - || { say "cannot unpack $RUN_IN"; exit 2; }
-    elif [ -f "$RUN_IN/checkpoints/last.pt" ]; then
+    elif [ -f "$RUN_IN/checkpoints/last.pt" ] || compgen -G "$RUN_IN/*/checkpoints/last.pt" >/dev/null; then
         say "continuing the run directory $RUN_IN"
         cp -a "$RUN_IN" "$RUN"
     else
@@ -147,7 +171,9 @@ stalled=0
 while [ "$FINISHED" != 1 ] && [ $(($(left) - KILL_AFTER - MARGIN)) -ge $MIN_CHUNK_S ]; do
     limit=$(($(left) - KILL_AFTER - MARGIN))
     [ "$limit" -gt "$CHUNK_S" ] && limit=$CHUNK_S
-    if [ -f "$RUN/checkpoints/last.pt" ]; then
+    if [ -n "$K" ]; then  # new runs and resumed ones alike: train-many continues what it finds
+        cmd=("$PY" -m structseq train-many "$CONFIG" --out "$RUN" --seeds "$SEEDS" "${SETS[@]}")
+    elif [ -f "$RUN/checkpoints/last.pt" ]; then
         cmd=("$PY" -m structseq train --resume "$RUN")
     else
         cmd=("$PY" -m structseq train "$CONFIG" --out "$RUN" --seed 1 "${SETS[@]}")
@@ -169,9 +195,15 @@ while [ "$FINISHED" != 1 ] && [ $(($(left) - KILL_AFTER - MARGIN)) -ge $MIN_CHUN
     fi
 done
 
+TARGETS=("$RUN=")  # run directory=label prefix
+if [ -n "$K" ]; then
+    TARGETS=()
+    for seed in $(seq 1 "$K"); do TARGETS+=("$RUN/$(basename "$CONFIG" .yaml)-seed$seed=seed$seed/"); done
+fi
 if [ "$FINISHED" = 1 ]; then
+    for target in "${TARGETS[@]}"; do
     for pair in "${EVAL[@]}"; do
-        label=${pair%%=*} split=${pair#*=}
+        dir=${target%%=*} label=${target#*=}${pair%%=*} split=${pair#*=}
         if progress "$RUN" "$WORK/progress.json" evaluated "$label"; then
             say "$label: evaluated already"; continue
         fi
@@ -180,10 +212,15 @@ if [ "$FINISHED" = 1 ]; then
             say "$label: ${limit}s left, under ${EVAL_MIN_S}s: evaluated by the next call (RUN_DIR $OUT_DIR)"; continue
         fi
         say "== evaluate $label (at most ${limit}s)"
-        timeout -k 5 "$limit" "$PY" -m structseq evaluate "$RUN" --split "$split" --json >"$WORK/eval.out"
+        timeout -k 5 "$limit" "$PY" -m structseq evaluate "$dir" --split "$split" --json >"$WORK/eval.out"
         progress "$RUN" "$WORK/progress.json" eval "$label" "$WORK/eval.out" >/dev/null
         pack
     done
+    done
+    if [ -n "$K" ] && [ "$(progress "$RUN" "$WORK/progress.json" evaluated-all "${#TARGETS[@]}" "${#EVAL[@]}")" = yes ]; then
+        rm -f "$OUT_DIR"/run.tar.gz.part-*  # every result is in progress.json: the runs need not come back
+        say "every run evaluated: the parts are left out"
+    fi
 else
     say "not finished: update $STEP of $MAX; continue with: scripts/device_reproduce.sh NEW_OUT $OUT_DIR"
 fi

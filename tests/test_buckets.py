@@ -8,7 +8,7 @@ import torch
 
 from structseq.config import config_from_dict
 from structseq.data.batching import make_batches
-from structseq.data.buckets import batch_shape, bucket_lengths, bucketed
+from structseq.data.buckets import batch_shape, bucket_lengths, bucketed, distinct_lengths
 from structseq.errors import ConfigError
 from structseq.train.loop import Trainer
 from test_train import toy_tsv
@@ -49,7 +49,7 @@ def test_every_example_once_an_epoch_in_at_most_n_shapes(seed, budget):
 @pytest.mark.parametrize("seed", range(5))
 def test_duplicates_mix_with_their_bucket_instead_of_filling_batches(seed):
     """SCAN's add-primitive split in small: a tenth of the data is one short example. Sorting by exact length
-    fills whole batches with its copies; 4 buckets mix them with the other short examples (5 seeds)."""
+    fills whole batches with its copies; 4 or 16 buckets mix them with the other short examples (5 seeds)."""
     r = random.Random(seed)
     keys = [("dup",)] * 100 + [tuple(str(r.random()) for _ in range(r.randint(3, 30))) for _ in range(900)]
     lens = [2 if k == ("dup",) else len(k) for k in keys]
@@ -58,7 +58,9 @@ def test_duplicates_mix_with_their_bucket_instead_of_filling_batches(seed):
         return max(sum(keys[i] == ("dup",) for i in b) / len(b) for b in batches if len(b) >= 5)  # not a tail
 
     assert worst(make_batches(lens, lens, max_tokens=120, seed=seed)) >= 0.9
-    assert worst(make_batches(lens, lens, max_tokens=120, seed=seed, buckets=bucket_lengths(lens, 4))) < 0.9
+    for n in (4, 16):  # boundaries from the distinct examples, as the trainer draws them
+        buckets = bucket_lengths(distinct_lengths(keys, lens), n)
+        assert worst(make_batches(lens, lens, max_tokens=120, seed=seed, buckets=buckets)) < 0.9
 
 
 def test_static_shapes_need_buckets(tmp_path):

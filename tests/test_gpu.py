@@ -514,3 +514,55 @@ def test_dangle_recomputed_chunks_bound_peak_memory(device, tmp_path, record_pro
     if peaks[False] is not None:
         record_property("peak_mib", {str(k): v / 2**20 for k, v in peaks.items()})
         assert peaks[True] <= RECOMPUTE_PEAK_SHARE * peaks[False], peaks
+
+
+# ---------------------------------------------------------------- issue 45: the fast path gives the same numbers
+
+#: relative tolerance of the first update's loss (same weights, forward and backward only differ in rounding):
+#: a TF32 product carries operands of 10 mantissa bits (relative error about 3e-4 per matmul, docs/gpu.md), bf16
+#: about 4e-3; compounded in quadrature over the ~6 matmuls from embeddings to logits (x 2.5) and doubled for the
+#: log-softmax's sensitivity. Later updates diverge chaotically, so they are compared as 50-update window means
+#: against the plain run's own noise: 3 standard errors of its window, plus the per-step bound.
+FIRST_STEP = {"tf32": 2e-3, "bf16": 2e-2, "compiled": 2e-3}
+
+
+def _fast_config(folder: Path, device: str, updates: int, **train) -> Path:
+    path = config("transformer", folder, device, max_steps=updates, **train)
+    cfg = yaml.safe_load(path.read_text())
+    cfg["optim"].update(num_buckets=4, static_shapes=True, lr=1e-3)  # one batch order on both paths
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.mark.parametrize("path", ["tf32", "bf16", "compiled"])
+def test_fast_path_losses_match_the_plain_fp32_path(path, device, tmp_path, record_property, monkeypatch):
+    """The first 500 updates (20 on a CPU) of the fast path against plain fp32 (TF32 off, not compiled), same
+    batches and dropout masks (inductor draws eager's random numbers here: `fallback_random`): the first update
+    within FIRST_STEP[path] relative, each 50-update window's mean loss within 3 standard errors of the plain
+    run's window plus that bound."""
+    if path == "bf16" and not ON_CUDA:
+        pytest.skip("bf16 autocast is CUDA-only")
+    import torch._inductor.config as inductor
+
+    monkeypatch.setattr(inductor, "fallback_random", True)
+    updates = 500 if ON_CUDA else 20
+    fast = {
+        "tf32": {"tf32": True, "compile": "off"},
+        "bf16": {"tf32": True, "bf16": True, "compile": "off"},
+        "compiled": {"tf32": False, "compile": "on", **({} if ON_CUDA else {"compile_backend": "aot_eager"})},
+    }
+    runs = {}
+    for name, settings in (("plain", {"tf32": False, "compile": "off"}), ("fast", fast[path])):
+        api.train(_fast_config(tmp_path, device, updates, **settings), tmp_path / name, show_progress=False)
+        runs[name] = torch.tensor(losses(tmp_path / name), dtype=torch.float64)
+    plain, fast_losses = runs["plain"], runs["fast"]
+    eps = FIRST_STEP[path]
+    assert abs(fast_losses[0] - plain[0]) <= eps * plain[0], (fast_losses[0], plain[0])
+    window = min(50, updates)
+    worst = 0.0
+    for w in range(0, updates, window):
+        a, b = plain[w : w + window], fast_losses[w : w + window]
+        tol = 3 * a.std() / math.sqrt(len(a)) + eps * a.mean()
+        worst = max(worst, float((b.mean() - a.mean()).abs() / tol))
+        assert (b.mean() - a.mean()).abs() <= tol, (w, float(a.mean()), float(b.mean()), float(tol))
+    record_property("worst_window_difference_over_tolerance", round(worst, 3))

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -55,8 +56,10 @@ def test_gpu_tests_run_on_the_cpu(tmp_path):
     assert _junit(tmp_path / "j.xml") == {"tests": len(SMOKE), "failures": 0, "errors": 0, "skipped": 0}
 
 
-def _script(*args, timeout=900):
-    r = subprocess.run(["bash", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=ENV)
+def _script(*args, timeout=900, env=None):
+    r = subprocess.run(
+        ["bash", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**ENV, **(env or {})}
+    )
     return r.returncode, r.stdout + r.stderr
 
 
@@ -81,10 +84,17 @@ def test_device_scripts_run_on_the_cpu(tmp_path):
     models = {row["model"] for row in json.loads((check / "bench/train.json").read_text())["rows"]}
     assert len(models) == 9 and "cogs/rdangle-sep-oinf" in models and "maruf-ted/interleave" in models
     assert len(list(check.rglob("*"))) - 1 <= 8  # a device call brings back at most 8 files
+    with tarfile.open(check / "ab.tar.gz") as tar:  # the A/B: d15a89c (a1) then the fast path (b1)
+        names = tar.getnames()
+    assert {"ab/a1/train.json", "ab/b1/train.json"} <= set(names), names
+    assert "| cogs/transformer | fp32 |" in (check / "check.log").read_text()
 
     first, again = tmp_path / "first", tmp_path / "again"
     # budgets far above the seconds this takes on an idle machine: they are caps, and CI machines may be loaded
-    rc, out = _script(ROOT / "scripts/device_reproduce.sh", first, "--cpu-smoke", "--budget-s", 400)
+    # chunks of up to 60 s: on a loaded machine the start-up alone can outlast the smoke setting's 8 s
+    rc, out = _script(
+        ROOT / "scripts/device_reproduce.sh", first, "--cpu-smoke", "--budget-s", 400, env={"CHUNK_S": "60"}
+    )
     assert rc == 0, out[-4000:]
     _machine_named(first / "device.json")
     progress = json.loads((first / "progress.json").read_text())
@@ -97,3 +107,28 @@ def test_device_scripts_run_on_the_cpu(tmp_path):
     assert rc == 0 and "evaluated already" in out, out[-4000:]
     carried = json.loads((again / "progress.json").read_text())
     assert carried["chunks"] == progress["chunks"] and carried["eval"] == progress["eval"]
+
+
+def test_reproduction_of_k_runs_at_once_on_the_cpu(tmp_path):
+    """--k-runs 2: seeds 1 and 2 through `structseq train-many` with the fast path's batching, both to their
+    last update and evaluated (seed1/gen ... seed2/test); the parts are left out once everything is evaluated."""
+    out = tmp_path / "k"
+    # chunks of up to 150 s: two processes starting at once on a loaded 2-core machine need tens of seconds
+    rc, log = _script(
+        ROOT / "scripts/device_reproduce.sh",
+        out,
+        "--cpu-smoke",
+        "--k-runs",
+        2,
+        "--budget-s",
+        400,
+        env={"CHUNK_S": "150"},
+    )
+    assert rc == 0, log[-4000:]
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["finished"] and progress["run_steps"] == {"transformer-seed1": 120, "transformer-seed2": 120}
+    assert sum(c["updates"] for c in progress["chunks"]) == 240 and all(c["runs"] == 2 for c in progress["chunks"])
+    assert {k: v["exact_match"]["n"] for k, v in progress["eval"].items()} == {
+        f"seed{s}/{split}": 20 for s in (1, 2) for split in ("gen", "test")
+    }
+    assert progress["config"]["optim"]["static_shapes"] and not list(out.glob("run.tar.gz.part-*"))

@@ -36,10 +36,12 @@ def compile_wanted(setting: str, device: torch.device, static_shapes: bool) -> b
 
 
 def compile_model(model: nn.Module, device: torch.device, backend: str = "inductor") -> nn.Module:
-    """The model compiled for training steps: CUDA graphs over inductor's kernels on CUDA (`reduce-overhead`),
-    inductor's default mode elsewhere; static shapes (`dynamic=False`: one graph per batch shape)."""
+    """The model compiled for training steps: CUDA graphs over inductor's kernels on CUDA (`reduce-overhead`: a
+    graph recorded per batch shape), inductor's default mode elsewhere. Shapes: torch's automatic dynamic
+    shapes (a second shape recompiles once with symbolic sizes instead of once per shape); a model whose Python
+    reads a size (Dangle's points) is still specialised per shape, at most `optim.num_buckets` of them."""
     mode = "reduce-overhead" if device.type == "cuda" and backend == "inductor" else None
-    return torch.compile(model, backend=backend, mode=mode, dynamic=False)
+    return torch.compile(model, backend=backend, mode=mode)
 
 
 def new_step() -> None:

@@ -32,7 +32,7 @@ import torch
 
 from structseq.config import Config, config_from_dict
 from structseq.data.batching import Batch, make_batches
-from structseq.data.buckets import batch_shape, bucket_lengths
+from structseq.data.buckets import batch_shape, bucket_lengths, distinct_lengths
 from structseq.data.training import load_training_data
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import build_model
@@ -123,7 +123,7 @@ class Trainer:
         self._encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]
         self._lengths = [self.task.length(e) for e in self._encoded]
         o = cfg.optim  # length buckets: a few padded shapes (optim.num_buckets, structseq.data.buckets)
-        self._buckets = bucket_lengths(self._lengths, o.num_buckets) if o.num_buckets else None
+        self._buckets = o.num_buckets and bucket_lengths(distinct_lengths(self._encoded, self._lengths), o.num_buckets)
         self._epoch_cache: tuple[int, list[list[int]]] | None = None
         if ckpt is not None:
             self._restore(ckpt)
