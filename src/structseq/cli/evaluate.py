@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -66,12 +67,13 @@ def load_for_decoding(
     overrides=(),
     threads: int | None = None,
     device: str = "auto",
+    hint: bool = False,
 ):
     """The run (an ensemble for several) with the command line's decoding overrides applied."""
     from structseq.api import load_ensemble
     from structseq.train.device import set_threads
 
-    set_threads(threads, "--threads")
+    set_threads(threads, "--threads", hint=hint and sys.stderr.isatty())  # a pipe's stderr: only errors
     given = [
         f"decode.{key}={value}"
         for key, value in (("batch_size", batch_size), ("max_len_a", max_len_a), ("max_len_b", max_len_b))
@@ -162,6 +164,7 @@ def evaluate(
         max_len_b=max_len_b,
         overrides=set_,
         threads=threads,
+        hint=not quiet,
     )
     main = is_main_process()
     m = run.evaluate(
@@ -237,6 +240,7 @@ def predict(
         overrides=set_,
         threads=threads,
         device=check_device(device),
+        hint=not quiet,
     )
     own_format = check_format(fmt, run.task, beam=beam, nbest=nbest, sampling=sampling)  # cli/tagged_output.py
     lines = list(stdin_lines())

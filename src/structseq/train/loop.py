@@ -95,7 +95,7 @@ class Trainer:
         self._signal: int | None = None
         self.dist = distributed.context()
         rundir.check_directory(self.out)
-        set_threads(cfg.train.threads)
+        set_threads(cfg.train.threads, hint=show_progress)
         self.device = self.dist.device if self.dist.world_size > 1 else resolve_device(cfg.train.device)
         set_tf32(self.device, cfg.train.tf32)
         if cfg.train.bf16 and not (self.device.type == "cuda" and torch.cuda.is_bf16_supported()):
