@@ -24,7 +24,11 @@ def test_plan_prints_the_same_table_as_the_script():
 
 def test_sweep_passes_every_argument_and_help_to_its_parser(tmp_path):
     helped = _run("-m", "structseq.cli", "sweep", "--help")
-    assert helped.returncode == 0 and "--curve-every" in helped.stdout and "--seeds" in helped.stdout
+    assert (
+        helped.returncode == 0
+        and helped.stdout.startswith("usage: structseq sweep")
+        and "--curve-every" in helped.stdout
+    )
     torn = tmp_path / "r.jsonl"
     torn.write_text('{"config": "c", "seed": 1}\n{"config": \n')
     for args in (("-m", "structseq.cli", "sweep"), ("scripts/reproduce.py",)):

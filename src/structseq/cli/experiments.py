@@ -14,7 +14,7 @@ def sweep(ctx: typer.Context) -> None:
     """Train and evaluate configs x seeds into JSON-lines records (restartable; `structseq sweep --help`)."""
     from structseq.experiments.sweep import main
 
-    raise typer.Exit(main([*ctx.args]) or 0)
+    raise typer.Exit(main([*ctx.args], prog="structseq sweep") or 0)
 
 
 def plan(ctx: typer.Context) -> None:
@@ -22,4 +22,4 @@ def plan(ctx: typer.Context) -> None:
     (`structseq plan --help`)."""
     from structseq.experiments.plan import main
 
-    raise typer.Exit(main([*ctx.args]) or 0)
+    raise typer.Exit(main([*ctx.args], prog="structseq plan") or 0)

@@ -403,8 +403,9 @@ def probe(cells: list[Cell], ids: list[str] | None, out: str, steps: tuple[int, 
     return 0
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, prog: str | None = None) -> int:
+    """The command (`prog`: the name its usage line shows; by default the script's)."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("plan", help="the plan YAML (configs/plans/*.yaml)")
     p.add_argument("--run", action="store_true", help="train and evaluate the missing runs")
     p.add_argument("--cell", nargs="+", help="only these cells (ids); --run takes them in this order")

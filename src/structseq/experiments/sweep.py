@@ -401,8 +401,9 @@ def _curve(config, overrides, seed, run_dir: Path, cfg, every: int, out: str) ->
             append_records(out, [rec])
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, prog: str | None = None) -> int:
+    """The command (`prog`: the name its usage line shows; by default the script's)."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("configs", nargs="+")
     p.add_argument("--seeds", type=int, nargs="+", default=[1])
     p.add_argument("--out", default="results/foundation.jsonl")
