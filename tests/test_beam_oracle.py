@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from structseq.config import config_from_dict
-from structseq.decode.search import beam_search, decode, normalized
+from structseq.decode import decode
+from structseq.decode.search import beam_search, normalized
 from structseq.errors import ConfigError
 
 PAD, BOS, EOS = 0, 1, 2

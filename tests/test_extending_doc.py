@@ -106,6 +106,21 @@ def test_the_plugin_dataset_is_listed_shown_and_evaluated_by_name(walkthrough):
     assert report["dataset"] == "word-lengths" and report["tag_accuracy"]["n"] == 5  # words of the two phrases
 
 
+def test_the_plugin_strategy_decodes_a_sequence_run_through_predict(walkthrough):
+    tmp, env, _ = walkthrough
+    run = ROOT / "tests" / "fixtures" / "old_runs" / "lstm"
+    lines = "dax lug\nlug blicket wif\nlug kiki wif fep\n"  # the last two are not palindromes
+    outputs = []
+    for extra in ([], ["--set", "decode.strategy=backwards-greedy"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "structseq.cli", "predict", str(run), "-q", *extra],
+            input=lines, capture_output=True, text=True, env=env, cwd=tmp, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout.splitlines())
+    assert outputs[1] == [" ".join(o.split()[::-1]) for o in outputs[0]] and outputs[0] != outputs[1]
+
+
 def test_the_head_and_the_model_contract_are_checked_when_the_config_loads(walkthrough):
     tmp, env, _ = walkthrough
     config = yaml.safe_load((tmp / "wordtag.yaml").read_text())

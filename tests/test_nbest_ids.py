@@ -51,7 +51,7 @@ def test_ids_score_as_the_search_scored_them_where_text_does_not_give_them_back(
     pytest.importorskip("transformers")
     from hf_tiny import tiny_bart
     from structseq.config import config_from_dict
-    from structseq.decode.batched import forced_scores, search_examples, target_scores
+    from structseq.decode.batched import forced_scores, run, target_scores
     from structseq.models import build_model
     from structseq.tasks import get_task
 
@@ -65,9 +65,7 @@ def test_ids_score_as_the_search_scored_them_where_text_does_not_give_them_back(
         model.hf.get_output_embeddings().weight[[0, 4]] *= 3.0
     ids = task.ids
     specials = {"eos": ids.eos, "bos": ids.pad, "pad": ids.pad, "eos_at_limit": ids.eos_at_limit}
-    lists = search_examples(
-        model, task, vocabs, examples, cfg.decode, nbest=5, beam=5, words=task.detokenize, specials=specials
-    )
+    lists = run(model, task, examples, cfg.decode, vocabs=vocabs, nbest=5, beam=5)
     flat = [(e, c) for e, cs in zip(examples, lists) for c in cs]
     by_ids = forced_scores(model, task, vocabs, [e for e, _ in flat], [c.ids for _, c in flat], 8, specials)
     assert [float(s.sum()) for s in by_ids] == pytest.approx([c.score for _, c in flat], abs=1e-4)

@@ -449,7 +449,7 @@ def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp
     import torch
 
     from structseq import api
-    from structseq.decode.search import decode
+    from structseq.decode import decode
 
     mod = _sweep()
     config = str(ROOT / "configs/scan-jump/lstm-256.yaml")

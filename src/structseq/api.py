@@ -128,22 +128,19 @@ class Run(NamedVocabs):
         """The `nbest` best outputs of each example (beam search with a beam of at least `nbest`), or `nbest`
         samples with `sampling`, as `Candidate`s (tokens, log-probability, length-normalised score), best first;
         autoregressive models only. Tokens are the task's output words (`_outputs`: subword pieces joined)."""
-        from structseq.decode.batched import search_examples
+        from structseq.decode.batched import run
 
         _check_beam(beam)
-        words, specials = self._outputs()
-        return search_examples(
+        return run(
             self.model,
             self.task,
-            self.vocabs,
             examples,
             self.config.decode,
+            vocabs=self.vocabs,
             nbest=nbest,
             beam=beam,
             sampling=sampling,
             show_progress=show_progress,
-            words=words,
-            specials=specials,
         )
 
     def _outputs(self) -> tuple[Any, dict[str, int]]:
@@ -152,19 +149,11 @@ class Run(NamedVocabs):
         search bans only padding, so its `bos` is `pad`, and forces eos at the length limit only where the
         checkpoint's generation config does), else the `tgt` vocabulary, subwords undone by `task.finish` where
         the task has one."""
-        ids = getattr(self.task, "ids", None)
-        if ids is not None and callable(getattr(self.task, "detokenize", None)):
-            specials = {"eos": ids.eos, "bos": ids.pad, "pad": ids.pad, "eos_at_limit": ids.eos_at_limit}
-            return self.task.detokenize, specials
-        finish = getattr(self.task, "finish", list)
-        return (lambda toks: finish(self.vocabs["tgt"].decode(toks))), {}
+        return (lambda ids: self.task.output_words(ids, self.vocabs)), self.task.special_ids()
 
     def _pieces(self, ids: list[int]) -> list[str]:
         """Output ids as the model's own tokens (a tokenizer's pieces, or the `tgt` vocabulary's; `<unk>` kept)."""
-        tokenizer = getattr(self.task, "tokenizer", None) if "tgt" not in self.vocabs else None
-        if tokenizer is not None:
-            return list(tokenizer.convert_ids_to_tokens(ids))
-        return [self.vocabs["tgt"].itos[i] for i in ids]
+        return self.task.output_pieces(ids, self.vocabs)
 
     def translate(
         self, sources: Sequence[str], *, contexts: Sequence[str] | None = None, beam: int | None = None
@@ -242,7 +231,7 @@ class Run(NamedVocabs):
         from structseq.decode.batched import target_scores
         from structseq.decode.search import normalized
 
-        if not getattr(self.model, "autoregressive", False):
+        if not self.model.autoregressive:
             raise ConfigError(f"scoring given outputs needs an autoregressive model (task {self.task.name})")
         rows = target_scores(
             self.model, self.task, self.vocabs, examples, batch_size, pad=self._outputs()[1].get("pad", Vocab.pad)
@@ -289,14 +278,17 @@ class Run(NamedVocabs):
     def lexicon(self, min_prob: float = 0.05, *, keep_copies: bool = False):
         """The trained translation matrix L of a lexical-translation run as a `Lexicon` of its cells >= min_prob
         (`structseq lexicon show RUN_DIR`); plain copies (x -> x) only with `keep_copies`."""
+        from structseq.models.heads import LexicalHead
         from structseq.models.lexical import rows_to_lexicon
 
-        head = getattr(self.model, "head", None)
-        if not hasattr(head, "matrix"):
+        heads = [m for m in self.model.modules() if isinstance(m, LexicalHead)]
+        if not heads:
+            head = dict(self.model.named_children()).get("head")
             kind = "none" if head is None else type(head).__name__
             raise StructseqError(
                 f"{self.run_dir}: not a lexical-translation run (its output head: {kind}), so it has no lexicon"
             )
+        head = heads[0]
         return rows_to_lexicon(
             head.matrix().detach().cpu(),
             self.src_vocab,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from structseq.errors import StructseqError
 from structseq.outputs import _umask, atomic_write, plain_name
+from structseq.registry import ARCHS
 from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, resolve_checkpoint, save_checkpoint
 from structseq.train.rundir import check_directory, read_run_config, write_config
 
@@ -81,7 +82,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None 
     out = _out_folder(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        if arch == "hf-seq2seq":
+        if arch in ARCHS and "huggingface-export" in ARCHS.get(arch).capabilities:
             _export_huggingface(run_dir, name, tmp)
             record["format"] = "huggingface"
         else:

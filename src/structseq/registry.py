@@ -29,7 +29,7 @@ from structseq.errors import ConfigError, StructseqError
 T = TypeVar("T")
 
 #: packages (every module of each) and modules that define the built-in models, heads, tasks, metrics, lexicon
-#: learners, datasets, optimisers and schedules
+#: learners, datasets, optimisers, schedules and decoding strategies
 BUILTIN = (
     "structseq.models",
     "structseq.tasks",
@@ -37,6 +37,7 @@ BUILTIN = (
     "structseq.lexicon",
     "structseq.data",
     "structseq.train.optim",
+    "structseq.decode.strategies",
 )
 PLUGINS_ENV = "STRUCTSEQ_PLUGINS"
 #: the end of an unknown-name error: where names come from besides the built-in packages
@@ -120,14 +121,17 @@ class Registry(Generic[T]):
 @dataclass(frozen=True)
 class Arch:
     """A model family: its `model` schema, its builder `(config, vocabs, train_examples) -> Model`, the
-    tasks whose batches it reads, and whether it hands attention weights to an output head (copy and
-    lexical heads need them)."""
+    tasks whose batches it reads, whether it hands attention weights to an output head (copy and lexical
+    heads need them), and its capabilities, which generic code asks for instead of testing names: "trees"
+    (the supertagger decodes category trees), "huggingface-export" (`structseq export` writes a Hugging Face
+    folder)."""
 
     name: str
     config: type
     build: Callable[..., Any]
     tasks: tuple[str, ...] = ("seq2seq",)
     attention: bool = False
+    capabilities: frozenset[str] = frozenset()
 
     def check_serves(self, task: str) -> None:
         """A ConfigError naming the archs that do serve `task`, unless this one does: the one statement of the
@@ -171,13 +175,21 @@ METRICS: Registry[Metric] = Registry("metric", "metric")
 LEARNERS: Registry[Callable[..., Any]] = Registry("lexicon learner", "model.head.lexicon")
 OPTIMIZERS: Registry[Callable[..., Any]] = Registry("optimizer", "optim.optimizer")
 SCHEDULES: Registry[Callable[..., Any]] = Registry("schedule", "optim.schedule")
+STRATEGIES: Registry[type] = Registry("decoding strategy", "decode.strategy")
 
 
-def register_arch(name: str, *, config: type, tasks: tuple[str, ...] = ("seq2seq",), attention: bool = False):
-    """Decorator of a model builder: `arch: NAME` in a config builds with it."""
+def register_arch(
+    name: str,
+    *,
+    config: type,
+    tasks: tuple[str, ...] = ("seq2seq",),
+    attention: bool = False,
+    capabilities: tuple[str, ...] = (),
+):
+    """Decorator of a model builder: `arch: NAME` in a config builds with it (`Arch` says what each field means)."""
 
     def deco(build):
-        ARCHS.add(name, Arch(name, config, build, tuple(tasks), attention))
+        ARCHS.add(name, Arch(name, config, build, tuple(tasks), attention, frozenset(capabilities)))
         return build
 
     return deco
@@ -193,15 +205,20 @@ def register_head(name: str, *, config: type, needs_attention: bool = False):
     return deco
 
 
-def register_task(name: str):
-    """Class decorator of a `Task` subclass: `task: NAME` picks it."""
+def _named_class(registry: Registry, name: str):
+    """A class decorator that names the class and registers it."""
 
     def deco(cls):
         cls.name = name
-        TASKS.add(name, cls)
+        registry.add(name, cls)
         return cls
 
     return deco
+
+
+def register_task(name: str):
+    """Class decorator of a `Task` subclass: `task: NAME` picks it."""
+    return _named_class(TASKS, name)
 
 
 SCALES = ("fraction", "percent")
@@ -217,6 +234,11 @@ def register_metric(name: str, *, scale: str = "fraction", higher_is_better: boo
         return fn
 
     return deco
+
+
+def register_strategy(name: str):
+    """Class decorator of a `structseq.decode.strategies.Strategy`: `decode.strategy: NAME` picks it."""
+    return _named_class(STRATEGIES, name)
 
 
 def register_learner(name: str):

@@ -33,16 +33,16 @@ def _load(run_dir: Path, checkpoint: str | None, command: str, *, reverse: bool 
 
     run = load_run(run_dir, checkpoint)
     kind = f"a {run.task.name} run ({run.config.model.arch})"
-    if not getattr(run.model, "autoregressive", False):
+    if not run.model.autoregressive:
         raise StructseqError(
             f"{run_dir}: {kind}; `structseq context {command}` needs a sequence-to-sequence run "
             "(its model scores target sequences)"
         )
-    if reverse and not getattr(run.task.options, "reverse", False):
+    if reverse and not run.task.reversed_pairs:
         raise StructseqError(
             f"{run_dir}: {kind}, not a reverse run; backward perplexity needs one trained with task.reverse: true"
         )
-    if sequential and getattr(run.model, "variant", None) != "sequential":
+    if sequential and run.model.variant != "sequential":
         raise StructseqError(
             f"{run_dir}: {kind}; the encoder attention statistics need a context-transformer of "
             "the sequential variant (model.decoder: sequential, one input S <sep> C)"

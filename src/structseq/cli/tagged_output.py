@@ -9,8 +9,6 @@ from collections.abc import Sequence
 
 from structseq.errors import ConfigError
 
-#: `--format` of a run whose task declares no `output_formats` (seq2seq and context tasks).
-SEQUENCE_FORMATS = ("text", "json")
 DEVICE_HELP = "where the model runs: cpu | cuda | cuda:N | auto (CUDA when available) [default: auto]"
 
 
@@ -27,15 +25,15 @@ def check_device(device: str) -> str:
 
 
 def all_formats() -> tuple[str, ...]:
-    """Every `--format` some task writes (for the option's help and the first check)."""
-    from structseq.tasks.supertag_formats import FORMATS
+    """Every `--format` some registered task writes (for the option's help and the first check)."""
+    from structseq.registry import TASKS
 
-    return tuple(dict.fromkeys((*SEQUENCE_FORMATS, *FORMATS)))
+    return tuple(dict.fromkeys(f for _, task in TASKS.items() for f in task.output_formats))
 
 
 def task_formats(task) -> tuple[str, ...]:
-    """The formats a run's task writes: its `output_formats` (a tagger's), else text and json."""
-    return tuple(getattr(task, "output_formats", SEQUENCE_FORMATS))
+    """The formats a run's task writes (`Task.output_formats`: text and json, or a tagger's own)."""
+    return tuple(task.output_formats)
 
 
 def check_format(fmt: str, task, *, beam: int | None = None, nbest: int | None = None, sampling=None) -> bool:
@@ -48,7 +46,7 @@ def check_format(fmt: str, task, *, beam: int | None = None, nbest: int | None =
         if fmt not in known:
             raise ConfigError(f"'--format' must be one of {', '.join(known)}, got {fmt!r}")
         raise ConfigError(f"'--format {fmt}' is not written by a {task.name} run; its formats: {', '.join(formats)}")
-    if not hasattr(task, "output_formats"):
+    if not task.own_formats:
         return False
     if nbest is not None or sampling is not None:
         raise ConfigError(
@@ -62,9 +60,7 @@ def check_format(fmt: str, task, *, beam: int | None = None, nbest: int | None =
 
 def print_tagged(run, lines: Sequence[str], fmt: str, *, beam: int | None) -> None:
     """Tag `lines` (stdin's) with `run` and print them in `fmt` (checked by `check_format`)."""
-    from structseq.tasks.supertag_formats import format_tagged
-
     examples = run.parse_lines(lines, "<stdin>")
     predictions = run.decode_examples(examples, beam=beam)
-    for chunk in format_tagged(fmt, run.task, lines, predictions):
+    for chunk in run.task.format_outputs(fmt, lines, predictions):
         print(chunk)

@@ -20,7 +20,7 @@ from typing import Any
 from structseq.errors import ConfigError, DataError
 from structseq.fields import apply_overrides as _apply
 from structseq.fields import build_section, chosen, option, path_keys
-from structseq.registry import ARCHS, HEADS, OPTIMIZERS, PLUGIN_HINT, SCHEDULES, TASKS
+from structseq.registry import ARCHS, HEADS, OPTIMIZERS, PLUGIN_HINT, SCHEDULES, STRATEGIES, TASKS
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
 
@@ -242,6 +242,12 @@ class DecodeConfig:
         "when a sentence's beam stops, as transformers' early_stopping: true (K finished), false (K finished and "
         "the best open score / its length ** len_penalty cannot beat them) or never (exact: at no length)",
         choices=("never",),
+    )
+    strategy: str | None = option(
+        None,
+        "a registered decoding strategy (greedy, beam, sampling, or a plugin's: structseq.decode.strategies); "
+        "null: greedy at beam 1, else beam search",
+        choices=lambda: tuple(STRATEGIES.names()),
     )
     batch_size: int = option(128, "sentences decoded together", ge=1)
 

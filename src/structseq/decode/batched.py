@@ -7,7 +7,7 @@ n-best lists and sampling serve every autoregressive model alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import torch
@@ -15,7 +15,7 @@ from torch import Tensor
 
 from structseq.data.example import Example
 from structseq.data.vocab import Vocab
-from structseq.decode.search import Sampling, decode, max_lengths, normalized
+from structseq.decode.search import Sampling, max_lengths, normalized
 from structseq.errors import ConfigError
 from structseq.progress import progress
 
@@ -32,65 +32,62 @@ class Candidate(NamedTuple):
 
 
 @torch.no_grad()
-def search_examples(
+def run(
     model,
     task,
-    vocabs,
     examples: Sequence[Example],
     decode_cfg,
     *,
+    vocabs,
     nbest: int = 1,
     beam: int | None = None,
     sampling: Sampling | None = None,
     show_progress: bool = False,
-    words: Callable[[list[int]], list[str]] | None = None,
-    specials: dict | None = None,
 ) -> list[list[Candidate]]:
-    """For each example, its `nbest` best target token sequences (model tokens, </s> dropped) as `Candidate`s,
-    ranked as beam search ranks (`search.normalized`); with `sampling`, `nbest` samples ranked the same way.
-    Batches of `decode_cfg.batch_size` sentences sorted by source length, lengths limited by
-    `decode_cfg.max_len_a`/`max_len_b`; one generator seeded with `sampling.seed` for the whole call. `words`:
-    output ids -> tokens (default: the `tgt` vocabulary's); `specials`: the model's `eos`/`bos`/`pad` ids when
-    they are not `Vocab`'s (a pretrained tokenizer's)."""
-    if not getattr(model, "autoregressive", False) or not hasattr(task, "decode_inputs"):
+    """The one batched decoding loop (every task's `predict`, `Run.search`, the CLI): for each example its
+    `nbest` best outputs as `Candidate`s, best first, from the strategy `decode_cfg.strategy` names (or, by
+    default, greedy at beam 1, beam search, or sampling when `sampling` is given: `strategies.choose`).
+    Batches of `decode_cfg.batch_size` sentences sorted by source length, inputs from `task.decode_inputs`,
+    lengths limited by `decode_cfg.max_len_a`/`max_len_b`, the task's special ids (`task.special_ids`) and
+    words (`task.output_words`); one generator seeded with `sampling.seed` for the whole call."""
+    from structseq.decode.strategies import Settings, choose
+
+    if not model.autoregressive:
         raise ConfigError(
             f"n-best lists and sampling need an autoregressive model (task {task.name}, model "
             f"{type(model).__name__} decode otherwise)"
         )
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise ConfigError(f"'--nbest' must be an integer >= 1, got {nbest!r}")
-    d, specials = decode_cfg, dict(specials or {})
-    words = words or vocabs["tgt"].decode
-    beam = d.beam if beam is None else beam
+    d, specials = decode_cfg, task.special_ids()
     device = next(model.parameters()).device
     generator = None
     if sampling is not None:
         generator = torch.Generator(device=device).manual_seed(sampling.seed)
+    beam = d.beam if beam is None else beam
+    settings = Settings(beam, nbest, d.len_penalty, d.early_stopping, sampling, generator)
+    strategy = choose(None if sampling is not None else d.strategy, settings)
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
     out: list[list[Candidate]] = [[] for _ in examples]
     chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
     for chunk in progress(chunks, "sample" if sampling else "decode", show_progress):
         inputs = task.to_device(task.decode_inputs([examples[i] for i in chunk], vocabs), device)
         max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=specials.get("pad", Vocab.pad))
-        hyp = decode(
-            model,
-            inputs,
-            max_len,
-            beam=beam,
-            len_penalty=d.len_penalty,
-            early_stopping=d.early_stopping,
-            nbest=nbest,
-            sampling=sampling,
-            generator=generator,
-            **specials,
-        )
+        hyp = strategy.search(model, inputs, max_len, specials)
         lists = hyp.nbest if hyp.nbest is not None else [[(t, s)] for t, s in zip(hyp.tokens, hyp.scores)]
         for i, entries in zip(chunk, lists):
             out[i] = [
-                Candidate(words(toks), score, normalized(score, len(toks), d.len_penalty), tuple(toks))
+                Candidate(
+                    task.output_words(toks, vocabs), score, normalized(score, len(toks), d.len_penalty), tuple(toks)
+                )
                 for toks, score in entries[:nbest]
             ]
     return out
+
+
+def search_examples(model, task, vocabs, examples: Sequence[Example], decode_cfg, **kw) -> list[list[Candidate]]:
+    """`run` with the vocabularies first (the earlier name of the loop)."""
+    return run(model, task, examples, decode_cfg, vocabs=vocabs, **kw)
 
 
 @torch.no_grad()

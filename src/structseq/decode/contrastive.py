@@ -87,7 +87,7 @@ def backward_perplexity(reverse_run, sources: Sequence[str], generations: Sequen
     from structseq.data.example import Example
     from structseq.decode.batched import target_scores
 
-    if not getattr(reverse_run.task.options, "reverse", False):
+    if not reverse_run.task.reversed_pairs:
         raise ValueError("backward perplexity needs a reverse run (trained with task.reverse: true)")
     if len(sources) != len(generations):
         raise ValueError(f"{len(sources)} sources but {len(generations)} generations")

@@ -39,14 +39,14 @@ class Ensemble(Autoregressive):
         names = list(names or (f"member {i}" for i in range(len(members))))
         if not members:
             raise ConfigError("an ensemble needs at least one run")
-        flat = [m for m in members if not getattr(m, "autoregressive", False)]
+        flat = [m for m in members if not m.autoregressive]
         if flat:
             which = ", ".join(n for n, m in zip(names, members) if m in flat)
             raise ConfigError(f"an ensemble decodes step by step, but {which} is not an autoregressive model")
         self.members = nn.ModuleList(members)
         self.names = names
         self.width = members[0].width
-        self.pad = getattr(members[0], "pad", 0)
+        self.pad = members[0].pad
 
     def output_limit(self, inputs: Inputs) -> Tensor | None:
         """The smallest of the members' output limits (`structseq.decode.search.within_model`), if any."""
@@ -79,7 +79,7 @@ class Remapped(Autoregressive):
 
     def __init__(self, model: nn.Module, to_member: dict[str, list[int]]):
         super().__init__()
-        self.model, self.width, self.pad = model, model.width, getattr(model, "pad", 0)
+        self.model, self.width, self.pad = model, model.width, model.pad
         self.maps = {name: torch.tensor(ids) for name, ids in to_member.items()}
 
     def _map(self, name: str, ids: Tensor) -> Tensor:

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from structseq.data.vocab import Vocab
 from structseq.errors import StructseqError
+from structseq.models.base import sentence_state
 from structseq.state import map_state
 
 
@@ -135,7 +136,7 @@ def beam_search(
     max_len = within_model(model, inputs, max_len)
     B, K = max_len.shape[0], beam
     device = max_len.device
-    shared = getattr(model, "sentence_state", frozenset())
+    shared = sentence_state(model)
     state = model.init_state(model.encode(inputs))
     expand = torch.arange(B, device=device).repeat_interleave(K)
     state = map_state(state, lambda t: t.index_select(0, expand))
@@ -167,29 +168,14 @@ def beam_search(
         ends = (token == eos) | at_limit  # without eos_at_limit, an output at the limit ends unterminated
         new = ends & rank_ok[: cand.shape[1]] & cand.isfinite()
         if bool(new.any()):
-            norm = cand / float(t + 1) ** len_penalty if len_penalty else cand
             hist = torch.cat([history.gather(1, origin[..., None].expand(n, -1, t)), token[..., None]], 2)
-            hist = torch.nn.functional.pad(hist, (0, T - t - 1), value=pad)
-            fin_norm, pick = torch.cat([fin_norm, norm.masked_fill(~new, float("-inf"))], 1).topk(K, dim=1)
-            fin_score = torch.cat([fin_score, cand], 1).gather(1, pick)
-            fin_len = torch.cat([fin_len, t + (token != eos).long()], 1).gather(1, pick)
-            fin_hist = torch.cat([fin_hist, hist], 1).gather(1, pick[..., None].expand(n, K, T))
+            lengths = t + (token != eos).long()  # tokens kept: an output ended at the limit keeps its last
+            fin = _keep_best((fin_norm, fin_score, fin_len, fin_hist), cand, new, lengths, hist, len_penalty, pad)
+            fin_norm, fin_score, fin_len, fin_hist = fin
         scores, keep_k = cand.masked_fill(ends, float("-inf")).topk(K, dim=1)
         origin, token = origin.gather(1, keep_k), token.gather(1, keep_k)
         history = torch.cat([history.gather(1, origin[..., None].expand(n, K, t)), token[..., None]], 2)
-        # stopping: the best open score bounded over the lengths each rule considers
-        full = fin_norm[:, -1].isfinite()
-        longest = (limit + 1).float() if len_penalty > 0 else torch.full_like(scores[:, 0], t + 1.0)
-        exact = scores[:, 0] / longest.pow(len_penalty)  # no open hypothesis can reach a higher normalised score
-        if rule == "true":
-            settled = full
-        elif rule == "false":
-            settled = full & (fin_norm[:, -1] >= scores[:, 0] / float(t + 1) ** len_penalty)
-        else:
-            settled = full & (fin_norm[:, -1] >= exact)
-        settled |= ~scores[:, 0].isfinite()
-        if not nbest:
-            settled |= fin_norm[:, 0] >= exact
+        settled = _settled(rule, fin_norm, scores[:, 0], limit, t, len_penalty, top_only=not nbest)
         reorder = origin + torch.arange(n, device=device)[:, None] * K  # (n, K) rows of the new states
         shrunk = bool(settled.any())
         if shrunk:
@@ -204,21 +190,52 @@ def beam_search(
         rows = reorder.view(-1)
         state = _reorder(state, lambda x: x.index_select(0, rows), shared, shrunk=shrunk)
         prev = token.view(-1)
-    out_tokens, out_scores, out_nbest = [], [], []
-    for b in range(B):
-        hist, sc, ln, norm, raw = (x.tolist() for x in done[b])
-        entries = [(hist[k][: ln[k]], sc[k]) for k in range(K) if norm[k] != float("-inf")]
-        if not entries:  # only when every continuation scored -inf (e.g. NaN outputs): return the raw history
-            entries.append(([t for t in raw if t not in (eos, pad, bos)], float("-inf")))
-        out_tokens.append(entries[0][0])
-        out_scores.append(entries[0][1])
-        out_nbest.append(entries)
-    return Hypotheses(out_tokens, out_scores, out_nbest if nbest else None)
+    lists = [_entries(done[b], (eos, pad, bos)) for b in range(B)]
+    return Hypotheses([e[0][0] for e in lists], [e[0][1] for e in lists], lists if nbest else None)
+
+
+def _entries(done: tuple, specials: tuple[int, ...]) -> list[tuple[list[int], float]]:
+    """A stopped sentence's finished hypotheses (tokens, score), best first; only when every continuation
+    scored -inf (e.g. NaN outputs), its raw history instead."""
+    hist, sc, ln, norm, raw = (x.tolist() for x in done)
+    entries = [(hist[k][: ln[k]], sc[k]) for k in range(len(norm)) if norm[k] != float("-inf")]
+    return entries or [([t for t in raw if t not in specials], float("-inf"))]
 
 
 def _without_eos(tokens: list[int], eos: int) -> list[int]:
     """An output without its final </s> (one ended at the length limit without </s> keeps every token)."""
     return tokens[:-1] if tokens and tokens[-1] == eos else tokens
+
+
+def _keep_best(fin: tuple, cand: Tensor, new: Tensor, lengths: Tensor, hist: Tensor, len_penalty: float, pad: int):
+    """The K best finished hypotheses of each sentence (normalised score, score, tokens kept, history padded to
+    the finished history's width), best first, after the continuations `new` marks join them."""
+    fin_norm, fin_score, fin_len, fin_hist = fin
+    n, K, T = fin_hist.shape
+    t = hist.shape[2] - 1
+    norm = cand / float(t + 1) ** len_penalty if len_penalty else cand
+    hist = torch.nn.functional.pad(hist, (0, T - t - 1), value=pad)
+    fin_norm, pick = torch.cat([fin_norm, norm.masked_fill(~new, float("-inf"))], 1).topk(K, dim=1)
+    fin_score = torch.cat([fin_score, cand], 1).gather(1, pick)
+    fin_len = torch.cat([fin_len, lengths], 1).gather(1, pick)
+    fin_hist = torch.cat([fin_hist, hist], 1).gather(1, pick[..., None].expand(n, K, T))
+    return fin_norm, fin_score, fin_len, fin_hist
+
+
+def _settled(rule: str, fin_norm: Tensor, best_open: Tensor, limit: Tensor, t: int, len_penalty: float, top_only: bool):
+    """Which sentences stop after step `t`: K finished and the stopping rule (`beam_search`), or nothing open,
+    or (`top_only`: no n-best list) no open hypothesis able to beat the best finished one at any length."""
+    full = fin_norm[:, -1].isfinite()
+    longest = (limit + 1).float() if len_penalty > 0 else torch.full_like(best_open, t + 1.0)
+    exact = best_open / longest.pow(len_penalty)  # no open hypothesis can reach a higher normalised score
+    if rule == "true":
+        settled = full
+    elif rule == "false":
+        settled = full & (fin_norm[:, -1] >= best_open / float(t + 1) ** len_penalty)
+    else:
+        settled = full & (fin_norm[:, -1] >= exact)
+    settled = settled | ~best_open.isfinite()
+    return settled | (fin_norm[:, 0] >= exact) if top_only else settled
 
 
 def normalized(score: float, n_tokens: int, len_penalty: float) -> float:
@@ -323,43 +340,6 @@ def sample(
         entries = [done[b * n + k] for k in range(n)]
         nbest.append(sorted(entries, key=lambda e: -normalized(e[1], len(e[0]), len_penalty)))
     return Hypotheses([e[0][0] for e in nbest], [e[0][1] for e in nbest], nbest)
-
-
-def decode(
-    model,
-    inputs: Mapping[str, Tensor],
-    max_len: Tensor,
-    *,
-    beam: int = 1,
-    len_penalty: float = 1.0,
-    nbest: int = 1,
-    sampling: Sampling | None = None,
-    generator: torch.Generator | None = None,
-    early_stopping: bool | str = False,
-    eos: int = Vocab.eos,
-    bos: int = Vocab.bos,
-    pad: int = Vocab.pad,
-    eos_at_limit: bool = True,
-) -> Hypotheses:
-    """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`).
-
-    `nbest` > 1: `Hypotheses.nbest` holds the `nbest` best entries of each sentence (beam search with a beam of
-    at least `nbest`, ranked by `normalized`); `sampling`: `nbest` samples each instead of search;
-    `early_stopping`: when a beam stops (`beam_search`). `eos`, `bos`, `pad`: the model's special ids (a
-    pretrained tokenizer's own); `eos_at_limit`: whether the last position the length limit allows must be
-    </s> (the module's docstring)."""
-    ids = {"eos": eos, "bos": bos, "pad": pad, "eos_at_limit": eos_at_limit}
-    if sampling is not None:
-        return sample(model, inputs, max_len, sampling, n=nbest, len_penalty=len_penalty, generator=generator, **ids)
-    if nbest > 1:
-        hyp = beam_search(
-            model, inputs, max(beam, nbest), max_len, len_penalty, True, early_stopping=early_stopping, **ids
-        )
-        hyp.nbest = [entries[:nbest] for entries in hyp.nbest]
-        return hyp
-    if beam <= 1:
-        return greedy(model, inputs, max_len, **ids)
-    return beam_search(model, inputs, beam, max_len, len_penalty, early_stopping=early_stopping, **ids)
 
 
 def sequence_log_prob(log_probs: Tensor, tgt_out: Tensor, pad: int = Vocab.pad) -> Tensor:

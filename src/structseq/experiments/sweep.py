@@ -314,7 +314,7 @@ def _time_decoding(run, examples, batches: int, rng) -> dict:
     import torch
 
     from structseq.data.vocab import Vocab
-    from structseq.decode.search import decode, max_lengths
+    from structseq.decode import decode, max_lengths
 
     task, model, d = run.task, run.model, run.config.decode
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))

@@ -43,12 +43,14 @@ class Model(nn.Module):
     - `pretrained_state(state)`: another checkpoint's parameters as this model names them, for
       `train.init_from` (default: unchanged, so the loader demands the same names and shapes);
     - `static_shapes`: set by the trainer under `optim.static_shapes`; a model whose training pass has shapes
-      that depend on the data (Dangle's live rows) then does fixed-shape work instead, so the step can be captured.
+      that depend on the data (Dangle's live rows) then does fixed-shape work instead, so the step can be captured;
+    - `variant`: the family's variant where tools depend on it (a context-transformer's decoder), else None.
     """
 
     width: int
     autoregressive: ClassVar[bool] = False
     static_shapes: bool = False
+    variant: str | None = None
 
     def param_groups(self) -> list[dict]:
         return [{"params": [p for p in self.parameters() if p.requires_grad]}]
@@ -97,6 +99,12 @@ class Autoregressive(Model, abc.ABC):
         return torch.stack(out, 1)
 
 
+def sentence_state(model) -> frozenset[str]:
+    """The state keys search may leave in place (`Autoregressive.sentence_state`); none for an object that only
+    has the incremental protocol (a wrapper that suppresses </s>, a test's stub)."""
+    return getattr(model, "sentence_state", frozenset())
+
+
 def with_width(model: nn.Module, width: int) -> nn.Module:
     """Record the model dimension that the Noam schedule scales the learning rate by."""
     model.width = width
@@ -128,8 +136,12 @@ def check_model(model: Any, arch: str) -> nn.Module:
     for name in _DEFAULTS:
         if not callable(getattr(model, name, None)):
             setattr(model, name, getattr(Model, name).__get__(model))
-    if not hasattr(model, "autoregressive"):
-        model.autoregressive = False
+    defaults = {"autoregressive": False, "variant": None}
+    if getattr(model, "autoregressive", False):
+        defaults.update(pad=0, sentence_state=frozenset())
+    for name, value in defaults.items():
+        if not hasattr(model, name):
+            setattr(model, name, value)
     return model
 
 

@@ -148,7 +148,7 @@ class HFSeq2SeqConfig:
     lr_scale: float = option(1.0, "learning-rate factor of the pretrained weights (0 freezes them)", ge=0.0, le=100.0)
 
 
-@register_arch("hf-seq2seq", config=HFSeq2SeqConfig, tasks=("hf-seq2seq",))
+@register_arch("hf-seq2seq", config=HFSeq2SeqConfig, tasks=("hf-seq2seq",), capabilities=("huggingface-export",))
 def build_hf_seq2seq(cfg: HFSeq2SeqConfig, vocabs: Vocabs, train_examples: Sequence | None = None) -> HFSeq2Seq:
     ids = special_ids(cfg.pretrained)
     hf = load_seq2seq(cfg.pretrained)

@@ -298,6 +298,6 @@ def build_supertag_classifier(cfg, vocabs, train_examples=None) -> nn.Module:
     return SupertagClassifier(cfg, _named(vocabs))
 
 
-@register_arch("supertag-tree", config=SupertagTreeConfig, tasks=("supertag",))
+@register_arch("supertag-tree", config=SupertagTreeConfig, tasks=("supertag",), capabilities=("trees",))
 def build_supertag_tree(cfg, vocabs, train_examples=None) -> nn.Module:
     return TreeSupertagger(cfg, _named(vocabs))

@@ -29,6 +29,9 @@ from structseq.metrics.base import MetricInputs
 #: One example's ids, computed once: named lists of ints (e.g. {"src": [...], "tgt": [...]}).
 Encoded = dict[str, Any]
 
+#: `structseq predict --format` of a task that writes no formats of its own (sequence outputs)
+SEQUENCE_FORMATS = ("text", "json")
+
 
 class Task(abc.ABC):
     name: ClassVar[str]
@@ -37,6 +40,10 @@ class Task(abc.ABC):
     valid_metrics: ClassVar[dict[str, str]] = {"loss": "min"}
     #: the registered metrics (`structseq.registry.METRICS`) its evaluation reports; a dataset adds its own
     metrics: ClassVar[tuple[str, ...]] = ()
+    #: `structseq predict --format` values; a task writing its own (a tagger's) sets `own_formats` and
+    #: implements `format_outputs`
+    output_formats: ClassVar[tuple[str, ...]] = SEQUENCE_FORMATS
+    own_formats: ClassVar[bool] = False
 
     def __init__(self, cfg):
         self.cfg = cfg  # the whole Config
@@ -108,6 +115,34 @@ class Task(abc.ABC):
         show_progress: bool = False,
     ) -> list[Any]:
         """One prediction per example (decoding settings from the config's `decode` section)."""
+
+    # ------------------------------------------------------------------ what generic decoding needs
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
+        """The named model inputs that search decodes from (no targets); tasks whose models emit sequences
+        step by step (`Autoregressive`) say how."""
+        raise ConfigError(f"the {self.name} task has no step-by-step decoding (n-best lists, sampling, scoring)")
+
+    def special_ids(self) -> dict:
+        """The search's special ids (`eos`, `bos`, `pad`, and `eos_at_limit`) where they are not `Vocab`'s
+        (e.g. a pretrained tokenizer's); {}: `Vocab`'s."""
+        return {}
+
+    def output_words(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
+        """Output ids (without </s>) as the task's output words (what metrics and `predict` read)."""
+        return vocabs["tgt"].decode(ids)
+
+    def output_pieces(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
+        """Output ids as the model's own tokens (`<unk>` and subword pieces kept), as `score` lists them."""
+        return [vocabs["tgt"].itos[i] for i in ids]
+
+    @property
+    def reversed_pairs(self) -> bool:
+        """The task trains target -> source (the reverse model of backward perplexity)."""
+        return False
+
+    def format_outputs(self, fmt: str, lines: Sequence[str], predictions: Sequence[Any]):
+        """The lines of `structseq predict --format fmt` for a task with `own_formats`."""
+        raise ConfigError(f"'--format {fmt}': the {self.name} task writes no formats of its own")
 
     def parse_input(self, line: str) -> Example:
         """An example from one line of `structseq predict`'s input (default: the source text)."""

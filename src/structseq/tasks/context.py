@@ -176,6 +176,10 @@ class ContextSeq2SeqTask(Seq2SeqTask):
         return self.collate(changed, index)
 
     # ------------------------------------------------------------------ prediction
+    @property
+    def reversed_pairs(self) -> bool:
+        return self.options.reverse
+
     def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         prepared = [self.prepare(e) for e in examples]
         return Batch(

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
 from torch import nn
 
 from structseq.config import TaskOptions
@@ -36,7 +35,6 @@ from structseq.errors import ConfigError, DataError, StructseqError
 from structseq.models.hf_checkpoint import base_digest, checkpoint_folder, load_config, load_tokenizer, special_ids
 from structseq.models.hf_targets import DecoderInputs, target_ids
 from structseq.nn.loss import label_smoothed_nll
-from structseq.progress import progress
 from structseq.registry import register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
 from structseq.tasks.seq2seq import Seq2SeqTask
@@ -180,45 +178,18 @@ class HFSeq2SeqTask(Seq2SeqTask):
     def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         return Batch({"src": pad_sequences([self._pieces(e.source_text) for e in examples], self.ids.pad)})
 
+    def special_ids(self) -> dict:
+        """The checkpoint's ids; bos=pad: search bans only padding (the model's first step reads the decoder
+        start itself); </s> forced at the length limit only where the generation config says so."""
+        ids = self.ids
+        return {"eos": ids.eos, "bos": ids.pad, "pad": ids.pad, "eos_at_limit": ids.eos_at_limit}
+
+    def output_words(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
+        return self.detokenize(ids)
+
+    def output_pieces(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
+        return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
+
     def detokenize(self, ids: Sequence[int]) -> list[str]:
         """Output ids as the text's whitespace tokens (special tokens skipped)."""
         return self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False).split()
-
-    @torch.no_grad()
-    def predict(
-        self,
-        model: nn.Module,
-        examples: Sequence[Example],
-        vocabs: Vocabs,
-        *,
-        beam: int | None = None,
-        show_progress: bool = False,
-    ) -> list[list[str]]:
-        """Greedy (beam 1) or beam search (structseq's search with the checkpoint's ids), detokenized."""
-        from structseq.decode.search import beam_search, max_lengths
-
-        d, ids = self.cfg.decode, self.ids
-        beam = d.beam if beam is None else beam
-        device = next(model.parameters()).device
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
-        out: list[list[str] | None] = [None] * len(examples)
-        chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
-        for chunk in progress(chunks, "decode", show_progress):
-            inputs = self.to_device(self.decode_inputs([examples[i] for i in chunk], vocabs), device)
-            max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=ids.pad)
-            # bos=pad: search bans only padding; the model's first step reads the decoder start itself
-            hyp = beam_search(
-                model,
-                inputs,
-                max(beam, 1),
-                max_len,
-                d.len_penalty if beam > 1 else 0.0,
-                eos=ids.eos,
-                bos=ids.pad,
-                pad=ids.pad,
-                eos_at_limit=ids.eos_at_limit,
-                early_stopping=d.early_stopping,
-            )
-            for i, toks in zip(chunk, hyp.tokens):
-                out[i] = self.detokenize(toks)
-        return out  # type: ignore[return-value]

@@ -26,7 +26,6 @@ from structseq.errors import ConfigError, DataError
 from structseq.fields import option
 from structseq.metrics.base import MetricInputs
 from structseq.nn.loss import label_smoothed_nll
-from structseq.progress import progress
 from structseq.registry import register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
 
@@ -139,6 +138,9 @@ class Seq2SeqTask(Task):
         e = self.to_pieces(e)
         self.check_pieces(e)
         return e
+
+    def output_words(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
+        return self.finish(vocabs["tgt"].decode(ids))
 
     def finish(self, tokens: Sequence[str]) -> list[str]:
         """Model output tokens -> words (subwords undone)."""
@@ -253,21 +255,10 @@ class Seq2SeqTask(Task):
         beam: int | None = None,
         show_progress: bool = False,
     ) -> list[list[str]]:
-        from structseq.decode.search import decode, max_lengths
+        from structseq.decode.batched import run
 
-        d = self.cfg.decode
-        beam = d.beam if beam is None else beam
-        device = next(model.parameters()).device
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))  # fewer pad tokens
-        out: list[list[str] | None] = [None] * len(examples)
-        chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
-        for chunk in progress(chunks, "decode", show_progress):
-            inputs = self.to_device(self.decode_inputs([examples[i] for i in chunk], vocabs), device)
-            max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b)
-            hyp = decode(model, inputs, max_len, beam=beam, len_penalty=d.len_penalty, early_stopping=d.early_stopping)
-            for i, toks in zip(chunk, hyp.tokens):
-                out[i] = self.finish(vocabs["tgt"].decode(toks))
-        return out  # type: ignore[return-value]
+        lists = run(model, self, examples, self.cfg.decode, vocabs=vocabs, beam=beam, show_progress=show_progress)
+        return [c[0].tokens for c in lists]
 
     # ------------------------------------------------------------------ evaluation
     def metric_inputs(self, examples, predictions, *, dataset: str, split: str, data_root=None) -> MetricInputs:

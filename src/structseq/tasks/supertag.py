@@ -45,7 +45,7 @@ from structseq.metrics.base import MetricInputs
 from structseq.models.supertag_encoders import load_pretrained, max_pieces
 from structseq.nn.loss import label_smoothed_nll
 from structseq.progress import progress
-from structseq.registry import register_task
+from structseq.registry import ARCHS, register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
 from structseq.tasks.supertag_formats import FORMATS
 
@@ -105,6 +105,7 @@ class SupertagTask(Task):
         "oracle_accuracy",
     )
     output_formats = FORMATS  # `structseq predict --format` (structseq.tasks.supertag_formats)
+    own_formats = True
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -112,9 +113,14 @@ class SupertagTask(Task):
         self._max_pieces = 0
         self._train_counts: Counter | None = None
 
+    def format_outputs(self, fmt: str, lines: Sequence[str], predictions: Sequence) -> list[str]:
+        from structseq.tasks.supertag_formats import format_tagged
+
+        return list(format_tagged(fmt, self, lines, predictions))
+
     @property
     def is_tree(self) -> bool:
-        return self.cfg.model.arch == "supertag-tree"
+        return "trees" in ARCHS.get(self.cfg.model.arch).capabilities
 
     # ------------------------------------------------------------------ data
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:

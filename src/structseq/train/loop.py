@@ -116,7 +116,7 @@ class Trainer:
         if init is not None:
             self._init_parameters(*init)
         # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
-        groups = self.model.param_groups() if hasattr(self.model, "param_groups") else self.model.parameters()
+        groups = self.model.param_groups()
         self.optimizer = build_optimizer(cfg.optim, groups)
         self.lr_at = lr_multiplier(cfg.optim, self.model.width, cfg.train.max_steps)
         self.progress = Progress()
