@@ -729,6 +729,8 @@ def test_cogs_errors_exposure_counts_gen_sentences_that_need_a_word_seen_once(tm
 def test_cogs_errors_names_the_source_words_the_lexicon_translates_to_a_missed_word(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
+    import torch
+
     from structseq import api
     from structseq.data.vocab import SPECIALS, Vocab
     from structseq.lexicon.lexicon import Lexicon
@@ -740,7 +742,7 @@ def test_cogs_errors_names_the_source_words_the_lexicon_translates_to_a_missed_w
     head = LexicalHead(8, len(tgt), rows)
 
     def fake_run(run, device):  # a loaded run of this head: Run.lexicon reads only these fields
-        fake = SimpleNamespace(model=SimpleNamespace(head=head), src_vocab=src, tgt_vocab=tgt, run_dir=run)
+        fake = SimpleNamespace(model=torch.nn.ModuleDict({"head": head}), src_vocab=src, tgt_vocab=tgt, run_dir=run)
         fake.lexicon = lambda *a, **k: api.Run.lexicon(fake, *a, **k)
         return fake
 
@@ -818,7 +820,9 @@ def test_seed_errors_lexicon_shows_each_configs_rows_and_whether_its_seeds_agree
         heads["c-s2"].log_table[src.stoi["fep"]] = torch.tensor([0.0] * 4 + [5.0, 0.0, 0.0]).log_softmax(0)
 
     def fake_run(run, device):
-        fake = SimpleNamespace(model=SimpleNamespace(head=heads[run.name]), src_vocab=src, tgt_vocab=tgt, run_dir=run)
+        fake = SimpleNamespace(
+            model=torch.nn.ModuleDict({"head": heads[run.name]}), src_vocab=src, tgt_vocab=tgt, run_dir=run
+        )
         fake.lexicon = lambda *a, **k: api.Run.lexicon(fake, *a, **k)
         return fake
 

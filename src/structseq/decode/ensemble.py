@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from structseq.errors import ConfigError
-from structseq.models.base import Autoregressive, Inputs
+from structseq.models.base import Autoregressive, Inputs, output_limit
 
 #: how member distributions are combined, as evaluation signatures state it
 AVERAGE = "log-mean-prob"
@@ -50,7 +50,7 @@ class Ensemble(Autoregressive):
 
     def output_limit(self, inputs: Inputs) -> Tensor | None:
         """The smallest of the members' output limits (`structseq.decode.search.within_model`), if any."""
-        limits = [f(inputs) for m in self.members if callable(f := getattr(m, "output_limit", None))]
+        limits = [limit for m in self.members if (limit := output_limit(m, inputs)) is not None]
         limits = [x for x in limits if x is not None]
         return torch.stack(limits).min(0).values if limits else None
 

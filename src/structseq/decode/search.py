@@ -24,6 +24,7 @@ a `decode.max_len_b` larger than the table cuts outputs there instead of an Inde
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from torch import Tensor
 
 from structseq.data.vocab import Vocab
 from structseq.errors import StructseqError
-from structseq.models.base import sentence_state
+from structseq.models.base import output_limit, sentence_state
 from structseq.state import map_state
 
 
@@ -79,12 +80,14 @@ def _stop_rule(early_stopping) -> str:
     raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
 
 
+_WARNED: weakref.WeakSet = weakref.WeakSet()  # models whose output limit was warned about
+
+
 @torch.no_grad()
 def within_model(model, inputs: Mapping[str, Tensor], max_len: Tensor) -> Tensor:
     """`max_len` clamped to the most output tokens (before </s>) the model can produce for each input
     (`model.output_limit(inputs)`, where the model has one), warning once per model with both numbers."""
-    limit_of = getattr(model, "output_limit", None)
-    limit = limit_of(inputs) if callable(limit_of) else None
+    limit = output_limit(model, inputs)
     if limit is None:
         return max_len
     limit = limit.to(max_len.device)
@@ -96,14 +99,14 @@ def within_model(model, inputs: Mapping[str, Tensor], max_len: Tensor) -> Tensor
     over = max_len > limit
     if not bool(over.any()):
         return max_len
-    if not getattr(model, "_warned_output_limit", False):
+    if model not in _WARNED:
         warnings.warn(
             f"the decoding length limit (decode.max_len_a * |x| + max_len_b) allows {int(max_len[over].max())} "
             f"output tokens, more than the model's position table holds ({int(limit[over].min())}, from its "
             "max_position_embeddings): outputs are cut there",
             stacklevel=3,
         )
-        model._warned_output_limit = True
+        _WARNED.add(model)
     return torch.minimum(max_len, limit)
 
 

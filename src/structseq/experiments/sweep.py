@@ -314,13 +314,14 @@ def _time_decoding(run, examples, batches: int, rng) -> dict:
     import torch
 
     from structseq.data.vocab import Vocab
-    from structseq.decode import decode, max_lengths
+    from structseq.decode import max_lengths
+    from structseq.decode.strategies import Settings, choose
 
     task, model, d = run.task, run.model, run.config.decode
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
     chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
     picked = sorted(rng.sample(range(len(chunks)), min(batches, len(chunks))))
-    forced = hasattr(model, "step") and hasattr(task, "decode_inputs")
+    forced = model.autoregressive  # decodes token by token (`Task.decode_inputs` serves it)
     device = next(model.parameters()).device
     times = []
     for c in picked:
@@ -329,14 +330,10 @@ def _time_decoding(run, examples, batches: int, rng) -> dict:
         if forced:
             inputs = task.to_device(task.decode_inputs(part, run.vocabs), device)
             wanted = task.batch(part, run.vocabs)["tgt_out"].ne(Vocab.pad).sum(1).to(device)
+            limit = torch.minimum(max_lengths(inputs["src"], d.max_len_a, d.max_len_b), wanted)
+            strategy = choose(d.strategy, Settings(d.beam, 1, d.len_penalty, d.early_stopping))
             with torch.no_grad():
-                decode(
-                    _NoEos(model),
-                    inputs,
-                    torch.minimum(max_lengths(inputs["src"], d.max_len_a, d.max_len_b), wanted),
-                    beam=d.beam,
-                    len_penalty=d.len_penalty,
-                )
+                strategy.search(_NoEos(model), inputs, limit, {})
         else:
             run.decode_examples(part)
         times.append(time.perf_counter() - t)

@@ -105,6 +105,13 @@ def sentence_state(model) -> frozenset[str]:
     return getattr(model, "sentence_state", frozenset())
 
 
+def output_limit(model, inputs: Inputs) -> Tensor | None:
+    """The most output tokens the model can produce for each input (`model.output_limit(inputs)`: a position
+    table's size), or None for a model without such a limit or a bare protocol object."""
+    limit_of = getattr(model, "output_limit", None)
+    return limit_of(inputs) if callable(limit_of) else None
+
+
 def with_width(model: nn.Module, width: int) -> nn.Module:
     """Record the model dimension that the Noam schedule scales the learning rate by."""
     model.width = width
