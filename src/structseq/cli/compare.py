@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from structseq.cli.options import DataRoot, Overwrite
+from structseq.cli.options import Checkpoint, DataRoot, Overwrite
 from structseq.errors import StructseqError
 
 
@@ -60,9 +60,7 @@ def compare(
     ),
     overwrite: bool = Overwrite,
     data_root: Optional[Path] = DataRoot,
-    checkpoint: Optional[str] = typer.Option(
-        None, "--checkpoint", help="compare runs' evaluations of this checkpoint [default: each run's own]"
-    ),
+    checkpoint: Optional[str] = Checkpoint,
     beam: Optional[int] = typer.Option(None, "--beam", min=1, help="compare runs' evaluations with this beam"),
     limit: Optional[int] = typer.Option(
         None, "--limit", min=1, help="compare runs' evaluations of the split's first N examples (evaluate --limit)"
