@@ -31,6 +31,16 @@ class Candidate(NamedTuple):
     ids: tuple[int, ...] = ()
 
 
+def length_sorted_batches(
+    examples: Sequence[Example], batch_size: int, what: str = "decode", show_progress: bool = False
+) -> Iterator[list[int]]:
+    """The indices of `examples` in batches of `batch_size`, shortest sources first (less padding), with a
+    progress bar labelled `what`: the batching of every decoding, `run`'s and a tagger's k-best search."""
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
+    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    yield from progress(chunks, what, show_progress)
+
+
 @torch.no_grad()
 def run(
     model,
@@ -67,10 +77,8 @@ def run(
     beam = d.beam if beam is None else beam
     settings = Settings(beam, nbest, d.len_penalty, d.early_stopping, sampling, generator)
     strategy = choose(None if sampling is not None else d.strategy, settings)
-    order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
     out: list[list[Candidate]] = [[] for _ in examples]
-    chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
-    for chunk in progress(chunks, "sample" if sampling else "decode", show_progress):
+    for chunk in length_sorted_batches(examples, d.batch_size, "sample" if sampling else "decode", show_progress):
         inputs = task.to_device(task.decode_inputs([examples[i] for i in chunk], vocabs), device)
         max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=specials.get("pad", Vocab.pad))
         hyp = strategy.search(model, inputs, max_len, specials)

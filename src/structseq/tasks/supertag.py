@@ -38,13 +38,13 @@ from structseq.data.categories import (
 from structseq.data.example import Example
 from structseq.data.training import load_training_data
 from structseq.data.vocab import Vocab
+from structseq.decode.batched import length_sorted_batches
 from structseq.decode.tree import greedy_trees, kbest_trees
 from structseq.errors import DataError
 from structseq.fields import option
 from structseq.metrics.base import MetricInputs
 from structseq.models.supertag_encoders import load_pretrained, max_pieces
 from structseq.nn.loss import label_smoothed_nll
-from structseq.progress import progress
 from structseq.registry import ARCHS, register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
 from structseq.tasks.supertag_formats import FORMATS
@@ -271,10 +271,8 @@ class SupertagTask(Task):
         device = next(model.parameters()).device
         was_training = model.training
         model.eval()
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
         out: list[Tagged | None] = [None] * len(examples)
-        chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
-        for chunk in progress(chunks, "tag", show_progress):
+        for chunk in length_sorted_batches(examples, d.batch_size, "tag", show_progress):
             exs = [Example(examples[i].source) for i in chunk]
             batch = self.to_device(self.batch(exs, vocabs, chunk), device)
             tagged = (self._tree_kbest if self.is_tree else self._classifier_kbest)(model, batch, k, vocabs)
