@@ -9,7 +9,7 @@ own defaults; B is this checkout with `--set` (default: the fast path, `optim.nu
 optim.static_shapes=true`, so `train.compile: auto` compiles on CUDA; `train.tf32` is on by default). Each run is
 a fresh process (`bench_gpu.py --out ab/{a,b}ROUND`, time-limited by --run-s) over the same models
 (`--only`), warm-up updates enough for the compiled side to meet its batch shapes (--warmup). The ratios come from
-`scripts/gpu_table.py ab --a ab/a1 ab/a2 --b ab/b1 ab/b2` (medians of each side), printed at the end; the folder
+`scripts/gpu_table.py ab --a ab/b1 ab/b2 --b ab/a1 ab/a2` (medians of each side; fast path / base), printed at the end; the folder
 `ab/` is packed into the one file --out (a device call brings back at most 8 files).
 """
 
@@ -30,7 +30,7 @@ FAST = ["optim.num_buckets=4", "optim.static_shapes=true"]
 MODELS = ["cogs/transformer", "cogs/dangle", "cogs/rdangle-sep-o4", "cogs/rdangle-sep-o1"]
 
 
-def run_side(root: Path, out: Path, args, extra: list[str]) -> int:
+def run_side(root: Path, out: Path, args, extra: list[str], limit: float) -> int:
     cmd = [sys.executable, str(root / "benchmarks" / "bench_gpu.py"), "--out", str(out), "--only", *args.only]
     cmd += ["--warmup", str(args.warmup), "--updates", str(args.updates), "--decode-sentences", "4", *extra]
     if args.cpu_smoke:
@@ -38,9 +38,9 @@ def run_side(root: Path, out: Path, args, extra: list[str]) -> int:
     env = dict(os.environ, PYTHONPATH=str(root / "src"), PYTHONUNBUFFERED="1")
     print(f"[bench_ab] {' '.join(cmd)}", flush=True)
     try:
-        return subprocess.run(cmd, env=env, timeout=args.run_s).returncode
+        return subprocess.run(cmd, env=env, timeout=limit).returncode
     except subprocess.TimeoutExpired:
-        print(f"[bench_ab] {out.name}: stopped at its {args.run_s:.0f}s limit (what it measured is kept)", flush=True)
+        print(f"[bench_ab] {out.name}: stopped at its {limit:.0f}s limit (what it measured is kept)", flush=True)
         return 124
 
 
@@ -55,6 +55,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=16)
     p.add_argument("--updates", type=int, default=30)
     p.add_argument("--run-s", type=float, default=110.0, help="time limit of each side's run")
+    p.add_argument("--run-s-b", type=float, default=None, help="side B's limit (it compiles; default --run-s)")
     p.add_argument("--budget-s", type=float, default=480.0, help="start no round after this many seconds")
     p.add_argument("--cpu-smoke", action="store_true")
     args = p.parse_args(argv)
@@ -70,14 +71,19 @@ def main(argv=None) -> int:
         if time.perf_counter() - t0 > args.budget_s:
             print(f"[bench_ab] budget spent: round {r} not run", flush=True)
             break
-        for side, root, extra in (("a", args.base, []), ("b", HERE.parent, ["--set", *args.set])):
-            rc = run_side(root.resolve(), work / f"{side}{r}", args, extra)
+        sides_args = (
+            ("a", args.base, [], args.run_s),
+            ("b", HERE.parent, ["--set", *args.set], args.run_s_b or args.run_s),
+        )
+        for side, root, extra, limit in sides_args:
+            rc = run_side(root.resolve(), work / f"{side}{r}", args, extra, limit)
             worst = max(worst, rc)
             if (work / f"{side}{r}" / "train.json").exists():
                 sides[side].append(work / f"{side}{r}")
     if sides["a"] and sides["b"]:
-        table = [sys.executable, str(HERE.parent / "scripts" / "gpu_table.py"), "ab", "--a", *map(str, sides["a"])]
-        table += ["--b", *map(str, sides["b"]), "--label-a", args.label_a, "--label-b", "fast path"]
+        # the fast path first: its column over d15a89c's is the speed-up
+        table = [sys.executable, str(HERE.parent / "scripts" / "gpu_table.py"), "ab", "--a", *map(str, sides["b"])]
+        table += ["--b", *map(str, sides["a"]), "--label-a", "fast path", "--label-b", args.label_a]
         subprocess.run(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(args.out, "w:gz") as tar:

@@ -15,8 +15,9 @@
 #    src/, benchmarks/ and configs/ come from AB_BASE (default ROOT/.device-base, made before the call with
 #    `git archive d15a89c src benchmarks configs | tar -x -C .device-base`), else from git here; AB_S=0: no A/B.
 # Everything printed goes to OUT_DIR/check.log too: 8 files in all, what a device call brings back (at most 8).
-# Each step has a time limit (timeout): TESTS_S (default 150), BENCH_S (100 with the A/B, else 210) and AB_S
-# (default 200) seconds, the rest short: under 8 minutes in all.
+# Each step has a time limit (timeout): TESTS_S (default 120), BENCH_S (90 with the A/B, else 210) and AB_S
+# (default 240: per round 1/6 for d15a89c, 1/3 for the fast path, which compiles) seconds, the rest short: under 8
+# minutes in all.
 # --cpu-smoke: the same steps on the CPU in seconds (one gpu test, tiny benchmark models): what CI runs.
 # Environment: PYTHON (default python3), STRUCTSEQ_DATA (benchmark data; missing datasets are replaced by
 # generated ones in the benchmark), GPU_TESTS (pytest selection, default: all of tests/test_gpu.py).
@@ -38,20 +39,20 @@ exec > >(tee -a "$OUT_DIR/check.log") 2>&1
 TEE=$!
 cd "$ROOT"
 
-AB_S=${AB_S:-200} AB_BASE=${AB_BASE:-$ROOT/.device-base}
+AB_S=${AB_S:-240} AB_BASE=${AB_BASE:-$ROOT/.device-base}
 if [ "$AB_S" != 0 ] && [ ! -f "$AB_BASE/benchmarks/bench_gpu.py" ]; then  # no folder carried: git, if here
     AB_BASE="$(mktemp -d)"
     git -C "$ROOT" archive d15a89c src benchmarks configs 2>/dev/null | tar -x -C "$AB_BASE" 2>/dev/null
 fi
 [ -f "$AB_BASE/benchmarks/bench_gpu.py" ] || AB_S=0
-AB_MODELS=(cogs/transformer cogs/dangle cogs/rdangle-sep-o4 cogs/rdangle-sep-o1)
-TESTS_S=${TESTS_S:-150} BENCH_S=${BENCH_S:-$([ "$AB_S" = 0 ] && echo 210 || echo 100)}
+AB_MODELS=(cogs/transformer cogs/dangle)  # the two goals; R-Dangle's intervals: bench_ab.py in a call of its own
+TESTS_S=${TESTS_S:-120} BENCH_S=${BENCH_S:-$([ "$AB_S" = 0 ] && echo 210 || echo 90)}
 DEVICE=cuda
 SELECT=("$ROOT/tests/test_gpu.py")
 [ -n "${GPU_TESTS:-}" ] && read -r -a SELECT <<<"$GPU_TESTS"
 BENCH_ARGS=(--budget-s $((BENCH_S - 40)))
 [ "$AB_S" = 0 ] || BENCH_ARGS+=(--only transformer-6+6 lstm supertag interleave oinf)
-AB_ARGS=(--rounds 2 --run-s $(((AB_S - 10) / 4)) --only "${AB_MODELS[@]}")
+AB_ARGS=(--rounds 2 --run-s $(((AB_S - 10) / 6)) --run-s-b $(((AB_S - 10) / 3)) --only "${AB_MODELS[@]}")
 if [ -n "$SMOKE" ]; then
     DEVICE=cpu TESTS_S=${TESTS_S_SMOKE:-400} BENCH_S=${BENCH_S_SMOKE:-400}  # caps, far above an idle machine
     SELECT=("$ROOT/tests/test_gpu.py::test_every_architecture_trains_and_its_loss_falls[lstm-fp32]")
