@@ -22,14 +22,22 @@ def test_piped_tables_are_never_cut_or_wrapped():
 
 def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkeypatch):
     """train.threads 0 and no --threads: as many threads as the CPUs the load leaves free (at least 1); a busy
-    machine says so in one line naming the setting (not under -q); an explicit count is used as given, without
+    machine says so in one line naming the setting on a terminal's stderr only (not under -q; a piped stderr,
+    as here and in scripts, carries only the one-line errors); an explicit count is used as given, without
     the hint."""
+    import io
     import os
+    import sys
 
     import torch
     import yaml
 
+    from structseq.train.device import set_threads
     from test_train import toy_config, toy_tsv
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
 
     before = torch.get_num_threads()
     data = toy_tsv(tmp_path)
@@ -42,10 +50,18 @@ def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkey
         quiet = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "quiet"), "-q"])
         assert quiet.exit_code == 0 and "busy" not in quiet.output  # -q: no hint either
         r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "run")])
-        assert r.exit_code == 0, r.output
-        assert "this machine is busy (load 7.8 on 2 CPUs): using 1 torch thread (set train.threads" in r.output
+        assert r.exit_code == 0 and "busy" not in r.output, r.output  # stderr is not a terminal: no hint
         assert torch.get_num_threads() == 1
-        torch.set_num_threads(2)  # decoding takes the free CPUs too (its hint goes to a terminal only)
+        hint = (
+            "structseq: this machine is busy (load 7.8 on 2 CPUs): using 1 torch thread (set train.threads to choose)\n"
+        )
+        for loud, said in ((True, hint), (False, "")):  # on a terminal: the hint, unless the command is quiet
+            torch.set_num_threads(2)
+            with monkeypatch.context() as m:
+                m.setattr(sys, "stderr", Terminal())
+                assert set_threads(None, hint=loud) == 1 and torch.get_num_threads() == 1
+                assert sys.stderr.getvalue() == said
+        torch.set_num_threads(2)  # decoding takes the free CPUs too
         r = runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--split", str(data), "--limit", "2"])
         assert r.exit_code == 0 and torch.get_num_threads() == 1
         torch.set_num_threads(2)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import json
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -73,7 +72,7 @@ def load_for_decoding(
     from structseq.api import load_ensemble
     from structseq.train.device import set_threads
 
-    set_threads(threads, "--threads", hint=hint and sys.stderr.isatty())  # a pipe's stderr: only errors
+    set_threads(threads, "--threads", hint=hint)
     given = [
         f"decode.{key}={value}"
         for key, value in (("batch_size", batch_size), ("max_len_a", max_len_a), ("max_len_b", max_len_b))

@@ -26,8 +26,9 @@ def set_threads(requested: int | None, key: str = "train.threads", *, hint: bool
     """torch's CPU threads: `requested`, or (0 / None) as many as this process's CPUs that other processes
     leave free (the 1-minute load average), at least 1 and at most torch's default. Spin-waiting threads on a
     busy machine cost far more than they give (a 40-update run: 84 s at two threads, 15 s at one, the same
-    losses), so a busy machine gets a one-line hint on stderr naming `key`, unless `hint` is False (a quiet
-    command). Returns the threads set."""
+    losses), so a busy machine gets a one-line hint naming `key` when stderr is a terminal, unless `hint` is
+    False (a quiet command): a pipe's or file's stderr carries only errors, one line each, which scripts read.
+    Returns the threads set."""
     import os
     import sys
 
@@ -40,7 +41,7 @@ def set_threads(requested: int | None, key: str = "train.threads", *, hint: bool
     except (AttributeError, OSError):  # not Linux / no load average: torch's own choice
         return torch.get_num_threads()
     free = max(1, min(torch.get_num_threads(), cpus - int(load + 0.5) + 1))
-    if load > cpus and hint:
+    if load > cpus and hint and sys.stderr.isatty():
         print(
             f"structseq: this machine is busy (load {load:.1f} on {cpus} CPUs): using {free} torch "
             f"thread{'s' if free > 1 else ''} (set {key} to choose)",
