@@ -123,6 +123,9 @@ def test_checkpoints_are_plain_and_load_with_weights_only(tmp_path):
 
 
 def test_atomic_save_keeps_the_old_file_when_writing_fails(tmp_path):
+    """A save failing half-way leaves the old file whole and no temporary; an error that is not torch's failed
+    write (here an object whose pickling raises: a bug) keeps its type, not the full-disk OSError that torch's
+    own write errors become (those: test_reliability_exports, under `ulimit -f`)."""
     path = tmp_path / "c.pt"
     save_atomic({"a": torch.ones(2)}, path)
 
@@ -130,7 +133,7 @@ def test_atomic_save_keeps_the_old_file_when_writing_fails(tmp_path):
         def __reduce__(self):
             raise RuntimeError("disk full")
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="^disk full$"):
         save_atomic({"a": Boom()}, path)
     assert torch.equal(torch.load(path, weights_only=True)["a"], torch.ones(2))
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]

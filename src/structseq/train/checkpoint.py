@@ -22,11 +22,14 @@ def save_atomic(obj: dict, path: str | Path) -> None:
     """`torch.save` to a temporary file in the same folder, fsync, then rename over `path`
     (`structseq.outputs.atomic_open`): a failed save (a full disk) leaves the previous checkpoint whole, removes
     the temporary and is an OSError naming `path`, also where torch reports the failed write as a RuntimeError
-    of its own (`PytorchStreamWriter failed writing file`)."""
+    of its stream writer (`[enforce fail at inline_container.cc] unexpected pos`, `PytorchStreamWriter failed
+    writing file`). Any other RuntimeError (an object that cannot be pickled: a bug) stays itself."""
     with atomic_open(path, "wb") as f:
         try:
             torch.save(obj, f)
         except RuntimeError as e:
+            if not any(mark in str(e) for mark in ("inline_container", "PytorchStreamWriter")):
+                raise
             first = (str(e).strip().splitlines() or ["RuntimeError"])[0][:200]
             raise OSError(
                 errno.EIO, f"cannot write the checkpoint ({first}); is the disk full or a file size limit reached?"
