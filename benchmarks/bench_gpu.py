@@ -8,7 +8,8 @@ Sections, one JSON file each in --out, rewritten after every measurement (a stop
 every file names the machine: device, torch and CUDA versions, load average, date):
 - `gemm.json`: matrix-product FLOP/s of this process in bf16 and fp32 (and TF32 on CUDA): the denominators of MFU.
 - `train.json`: per model and precision (fp32; bf16 autocast on CUDA): target tokens/s over timed updates (after
-  warm-up ones, the device synchronised at both ends), peak memory (CUDA: allocated; CPU: the process's peak RSS),
+  warm-up ones, the device synchronised at both ends), host launches per update on CUDA (kernel and CUDA-graph
+  launch calls, profiled over two more updates), peak memory (CUDA: allocated; CPU: the process's peak RSS),
   FLOPs per target token counted by FlopCounterMode (benchmarks/bench_train.py's `_count_flops`; no formula for
   cuDNN's LSTM, so a lower bound there) and MFU against the bf16 and the fp32 GEMM.
 - `decode.json`: per model, greedy and beam-5 sentences/s through the task's own decoding on the validation
@@ -309,7 +310,23 @@ def measure_train(trainer, precision: str, flops: tuple, gemm: dict, args) -> di
     }
     for kind, peak in gemm.items():
         row[f"mfu_vs_{kind}_gemm"] = model_flops / peak
+    if args.device == "cuda":
+        row["launches_per_update"] = launches_per_update(trainer)
     return row
+
+
+def launches_per_update(trainer, updates: int = 2) -> float:
+    """Host-side kernel and graph launches (CUDA runtime/driver launch calls, torch.profiler) per update: what
+    a launch-bound update pays for, comparable with benchmarks/count_ops.py's operators (issue 45)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(updates):
+            trainer._update()
+        torch.cuda.synchronize()
+    names = ("LaunchKernel", "GraphLaunch", "cuLaunch")
+    return sum(any(n in e.name for n in names) for e in prof.events()) / updates
 
 
 def measure_decode(trainer, beam: int, args) -> dict:

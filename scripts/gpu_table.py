@@ -98,15 +98,16 @@ def decode(folder: Path) -> str:
 
 
 def ab(a: list[Path], b: list[Path], label_a: str, label_b: str) -> str:
-    def runs(folders: list[Path]) -> dict[tuple[str, str], list[float]]:
+    def runs(folders: list[Path], key: str = "target_tokens_per_s") -> dict[tuple[str, str], list[float]]:
         out: dict[tuple[str, str], list[float]] = {}
         for f in folders:
             for r in _section(f, "train")["rows"]:
-                if "target_tokens_per_s" in r:
-                    out.setdefault((r["model"], r["precision"]), []).append(r["target_tokens_per_s"])
+                if key in r:
+                    out.setdefault((r["model"], r["precision"]), []).append(r[key])
         return out
 
     ra, rb = runs(a), runs(b)
+    la, lb = runs(a, "launches_per_update"), runs(b, "launches_per_update")  # recorded since issue 45
     devices = {_section(f, "train")["machine"].get("device_name") for f in (*a, *b)}
     if len(devices) > 1:
         raise SystemExit(f"the two sides ran on different devices ({', '.join(map(str, devices))}): not comparable")
@@ -123,6 +124,12 @@ def ab(a: list[Path], b: list[Path], label_a: str, label_b: str) -> str:
         ma, mb = statistics.median(ra[key]), statistics.median(rb[key])
         each = f"{', '.join(f'{x:,.0f}' for x in ra[key])}; {', '.join(f'{x:,.0f}' for x in rb[key])}"
         lines.append(f"| {key[0]} | {key[1]} | {ma:,.0f} | {mb:,.0f} | {ma / mb:.2f} | {each} |")
+    if la:
+        lines += ["", f"Host launches per update (median): {label_a} against {label_b} (blank: not recorded).", ""]
+        lines += [f"| model | precision | {label_a} | {label_b} |", "|---|---|---:|---:|"]
+        for key, v in la.items():
+            other = f"{statistics.median(lb[key]):,.0f}" if key in lb else ""
+            lines.append(f"| {key[0]} | {key[1]} | {statistics.median(v):,.0f} | {other} |")
     return "\n".join(lines)
 
 
