@@ -188,8 +188,10 @@ class RDangleSeq2Seq(Autoregressive):
         L = int(points.max()) + 2 if length is None else length
         rows = self.per_point and self.training  # dropout per row (`source_dropout`)
         emb = self.decoder.embed(tgt_in[:, : L - 1], drop=not rows)  # (B, L-1, D)
-        emb = F.pad(emb, (0, 0, 0, 1)).index_select(0, sents)  # (R, L, D)
-        emb = (self.decoder.embed.drop(emb) if rows else emb) + self.key_encoder.type_tgt
+        if rows:  # a fresh mask per (point, sentence) row
+            emb = self.decoder.embed.drop(F.pad(emb, (0, 0, 0, 1)).index_select(0, sents)) + self.key_encoder.type_tgt
+        else:  # type_tgt added before the rows are gathered: per_batch sums its gradient as before issue 44
+            emb = F.pad(emb + self.key_encoder.type_tgt, (0, 0, 0, 1)).index_select(0, sents)  # (R, L, D)
         pos = torch.arange(L, device=tgt_in.device)
         in_prefix = pos[None, :] <= points[:, None]  # (R, L)
         at_end = pos[None, :] == points[:, None] + 1
