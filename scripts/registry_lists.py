@@ -1,7 +1,7 @@
 """The lists of README.md generated from the registries, so that they cannot drift from the code: every task,
 model family, dataset and metric a plain install knows (plugins from $STRUCTSEQ_PLUGINS are left out).
 
-    python scripts/registry_lists.py tasks | archs | datasets | metrics
+    python scripts/registry_lists.py tasks | archs | datasets | metrics | extensions
 
 `scripts/update_tables.py --check` (run by the suite) reruns it for each generated block that names it.
 """
@@ -56,7 +56,16 @@ def metrics() -> list[str]:
     return rows
 
 
-LISTS = {"tasks": tasks, "archs": archs, "datasets": datasets, "metrics": metrics}
+def extensions() -> list[str]:
+    from structseq.registry import HEADS, LEARNERS, OPTIMIZERS, SCHEDULES, STRATEGIES
+
+    rows = ["| extension point | config key | registered |", "|---|---|---|"]
+    for registry in (HEADS, LEARNERS, STRATEGIES, OPTIMIZERS, SCHEDULES):
+        rows.append(f"| {registry.kind} | `{registry.key}` | {', '.join(f'`{n}`' for n in sorted(registry))} |")
+    return rows
+
+
+LISTS = {"tasks": tasks, "archs": archs, "datasets": datasets, "metrics": metrics, "extensions": extensions}
 
 
 def main(argv=None) -> int:

@@ -32,6 +32,18 @@ def test_the_readme_lists_come_from_the_registries():
         assert listed == set(names), what
 
 
+def test_the_readme_lists_every_other_extension_point():
+    from structseq.registry import HEADS, LEARNERS, OPTIMIZERS, SCHEDULES, STRATEGIES
+
+    block = re.search(
+        r"<!-- generated: python scripts/registry_lists.py extensions -->\n(.*?)<!-- /generated -->", README, re.S
+    )
+    assert block, "no generated extensions list in README.md"
+    for registry in (HEADS, LEARNERS, STRATEGIES, OPTIMIZERS, SCHEDULES):
+        row = re.search(rf"^\| {registry.kind} \| `{re.escape(registry.key)}` \| (.*) \|$", block.group(1), re.M)
+        assert row and set(re.findall(r"`([^`]+)`", row.group(1))) == set(registry), registry.kind
+
+
 def test_every_paper_page_is_linked_from_the_readme():
     pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs" / "papers").glob("*.md"))
     assert len(pages) >= 4
