@@ -242,3 +242,22 @@ def test_ensemble_uncertainty_in_chunks_equals_in_memory(run_dirs, tmp_path, mon
     assert report["sharded"]["stages"]["uncertainty"]["tasks"] == 5 and report["ensemble_size"] == 2
     for name in ("uncertainty.tsv", "candidates.tsv", "test.src", "selected.tsv"):
         assert (tmp_path / "sharded" / name).read_bytes() == (tmp_path / "memory" / name).read_bytes(), name
+
+
+def test_merged_atoms_are_sorted_with_several_threads(tmp_path):
+    """The atoms of a level are its keys in sorted order (an atom's id is its rank) also when DuckDB merges with
+    several threads over files of several row groups; reference: numpy's unique over all the keys."""
+    from structseq.compose import ngrams_duckdb
+    from structseq.compose.shards import write_parquet
+
+    rng = np.random.default_rng(1)
+    shards = [rng.integers(0, 500_000, 1_000_000) for _ in range(4)]  # ~450k atoms: several row groups
+    for s, keys in enumerate(shards):
+        unique, counts = np.unique(keys, return_counts=True)
+        order = rng.permutation(len(unique))  # shards hand their counts over in any order
+        write_parquet(tmp_path / f"counts-{s}.parquet", {"key": unique[order], "count": counts[order]})
+    con = ngrams_duckdb.connect("1GB", tmp_path / "spill", 2)
+    atoms = ngrams_duckdb.merge_keys(con, sorted(tmp_path.glob("counts-*.parquet")), 3, tmp_path / "atoms.npy")
+    unique, counts = np.unique(np.concatenate(shards), return_counts=True)
+    np.testing.assert_array_equal(atoms, unique[counts > 3])
+    np.testing.assert_array_equal(np.load(tmp_path / "atoms.npy"), atoms)

@@ -71,7 +71,10 @@ def merge_keys(con, paths: Sequence[Path], threshold: int, out: Path) -> np.ndar
         query = "SELECT key FROM read_parquet(?) GROUP BY key HAVING sum(count) > ? ORDER BY key"
         parquet = out.with_suffix(".parquet")
         _copy(con, query, [_files(paths), threshold], parquet)
-        keys = con.execute("SELECT key FROM read_parquet(?)", [str(parquet)]).fetchnumpy()["key"].astype(np.int64)
+        import pyarrow.parquet as pq
+
+        # read back in file order (a parallel SQL read may reorder rows), sorted again: ids are ranks
+        keys = np.sort(pq.read_table(parquet).column("key").to_numpy().astype(np.int64))
         parquet.unlink()
     with atomic_open(out, "wb") as handle:
         np.save(handle, keys)
