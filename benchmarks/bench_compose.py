@@ -242,7 +242,13 @@ def measure_sharded_path(train_file: str, pool_file: str, engine: str, workers: 
 
 
 def run_scale(
-    sizes: list[int], paths: list[str], workers: list[int], memory: str, shards_per_million: int, out: Path
+    sizes: list[int],
+    paths: list[str],
+    workers: list[int],
+    memory: str,
+    shards_per_million: int,
+    out: Path,
+    pool_fraction: float = 1.0,
 ) -> None:
     """One child process per (size, path, workers); each appends its record to `out`."""
     from structseq.paths import data_root
@@ -251,7 +257,8 @@ def run_scale(
     lengths = react_lengths(data_root(None))
     for size in sizes:
         train = synthetic_corpus(WORK / f"synth_train_{size}.txt", size, 1, lengths)
-        pool = synthetic_corpus(WORK / f"synth_pool_{size}.txt", size, 2, lengths)
+        pool_size = int(size * pool_fraction)
+        pool = synthetic_corpus(WORK / f"synth_pool_{pool_size}.txt", pool_size, 2, lengths)
         for path in paths:
             for n in [1] if path == "memory" else workers:
                 shards = max(n, shards_per_million * size // 1_000_000)
@@ -274,7 +281,7 @@ def run_scale(
                     continue
                 record = json.loads(done.stdout.strip().splitlines()[-1])
                 record.update(
-                    sentences=size, path=path, workers=n, shards=shards if path != "memory" else None,
+                    sentences=size, pool_sentences=pool_size, path=path, workers=n, shards=shards if path != "memory" else None,
                     memory_limit=memory if path != "memory" else None, wall_seconds=round(time.perf_counter() - clock, 1),
                     load_before=before, load_after=_load(), cpus=__import__("os").cpu_count(),
                     date=time.strftime("%Y-%m-%d %H:%M"), command="python benchmarks/bench_compose.py " + " ".join(sys.argv[1:]),
@@ -297,6 +304,7 @@ def main() -> None:
     parser.add_argument(
         "--records", default=str(Path(__file__).resolve().parent.parent / "results/compose/scale.jsonl")
     )
+    parser.add_argument("--pool-fraction", type=float, default=1.0, help="pool sentences per training sentence")
     parser.add_argument("--scale-one", nargs=6, help=argparse.SUPPRESS)
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--one", nargs=4, metavar=("TRAIN", "POOL", "MAX_N", "EXPLAIN"), help=argparse.SUPPRESS)
@@ -319,6 +327,7 @@ def main() -> None:
             args.memory_limit,
             args.shards_per_million,
             Path(args.records),
+            args.pool_fraction,
         )
         return
     if args.one:
