@@ -1,4 +1,5 @@
-"""Regenerate every generated table of README.md, RESULTS.md and docs/ (performance, reproduction, gpu, papers).
+"""Regenerate every generated table of README.md, RESULTS.md and docs/ (performance, reproduction, gpu, papers,
+compose-scale).
 
 A generated block names the command that writes it:
 
@@ -34,6 +35,7 @@ DOCUMENTS = (
     "docs/papers/dangle.md",
     "docs/papers/supertagging.md",
     "docs/papers/context.md",
+    "docs/compose-scale.md",
 )
 BLOCK = re.compile(
     r"^<!-- generated: (?P<command>[^\n]+?) -->\n(?P<text>.*?)^<!-- /generated -->$", re.DOTALL | re.MULTILINE

@@ -1,0 +1,136 @@
+"""Tables of the compose corpus-scale benchmark (`benchmarks/bench_compose.py --scale`, issue 48).
+
+    python scripts/compose_scale_table.py results/compose/scale.jsonl                 # measured runs
+    python scripts/compose_scale_table.py results/compose/scale.jsonl --extrapolate   # 10^8 and 10^9, labelled
+
+Stages are grouped so that the paths compare: read (text in), dictionary (vocabulary and n-gram atoms: the
+in-memory `from_corpus`; sharded: ingest, vocabulary, encode, every count and DuckDB merge), degree, top-K.
+Peak memory: the largest stage's peak of one process (the in-memory process; a sharded task's worker, of
+which `workers` run at once, beside the coordinating process, whose peak is given after the slash).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+GROUPS = {
+    "read train": "read",
+    "read pool": "read",
+    "dictionary": "dictionary",
+    "train ingest": "dictionary",
+    "vocabulary": "dictionary",
+    "train encode": "dictionary",
+    "pool ingest": "read",
+    "degree": "degree",
+    "top-K": "top-K",
+}
+
+
+def group(stage: str) -> str:
+    return GROUPS.get(stage, "dictionary" if stage.startswith(("count n=", "atoms n=")) else stage)
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def summarise(record: dict) -> dict:
+    seconds: dict[str, float] = {}
+    for stage, value in record["stages"].items():
+        seconds[group(stage)] = seconds.get(group(stage), 0.0) + value["seconds"]
+    cpu = sum(v.get("cpu_seconds", 0.0) for v in record["stages"].values())
+    peak = max(v["peak_rss_mib"] for v in record["stages"].values())
+    return {
+        "seconds": seconds,
+        "total": sum(seconds.values()),
+        "cpu": cpu,
+        "peak": peak,
+        "main": record.get("peak_rss_mib_main"),
+    }
+
+
+def _label(record: dict) -> str:
+    return {"memory": "in memory", "sharded": "sharded, local", "ray": "sharded, Ray"}.get(
+        record["path"], record["path"]
+    )
+
+
+def _size(n: float) -> str:
+    return f"{n:.0e}".replace("e+0", "e")
+
+
+def _pool(record: dict) -> int:
+    return record.get("pool_sentences", record["sentences"])
+
+
+def table(records: list[dict]) -> str:
+    """One row per run; CPU per sentence counts training and pool sentences (both are read and scored)."""
+    baseline = {(r["sentences"], _pool(r)): summarise(r)["cpu"] for r in records if r["path"] == "memory"}
+    rows = [
+        "| train + pool sentences | path | workers | shards | read s | dictionary s | degree s | top-K s | wall s "
+        "| CPU s | CPU µs/sentence | CPU vs in memory | peak MiB | atoms | load (1 min) |",
+        "|" + "---|" * 15,
+    ]
+    for r in sorted(records, key=lambda r: (r["sentences"], _pool(r), r["path"] != "memory", r["path"], r["workers"])):
+        s = summarise(r)
+        size = (r["sentences"], _pool(r))
+        ratio = f"{s['cpu'] / baseline[size]:.2f}x" if size in baseline else "n/a"
+        peak = f"{s['peak']:.0f}" + (f" / {s['main']:.0f}" if s["main"] else "")
+        cells = [
+            f"{_size(r['sentences'])} + {_size(_pool(r))}",
+            _label(r),
+            str(r["workers"]),
+            str(r["shards"] or "-"),
+            *(f"{s['seconds'].get(k, 0.0):.1f}" for k in ("read", "dictionary", "degree", "top-K")),
+            f"{s['total']:.1f}",
+            f"{s['cpu']:.1f}",
+            f"{1e6 * s['cpu'] / (r['sentences'] + _pool(r)):.1f}",
+            ratio,
+            peak,
+            f"{sum(r['atoms_per_n'].values()):,}",
+            f"{r['load_before'][0]:.1f} → {r['load_after'][0]:.1f}",
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def extrapolate(records: list[dict]) -> str:
+    """From the CPU seconds per sentence (training + pool) of each sharded path's largest run (the load inflates
+    wall time, not CPU time): hours on W idle workers = CPU per sentence x sentences / W, assuming linear scaling
+    in sentences and workers (labelled as an extrapolation where shown)."""
+    largest: dict[tuple, dict] = {}
+    for r in records:
+        if r["path"] != "memory":
+            key = (r["path"], r["workers"])
+            if key not in largest or r["sentences"] > largest[key]["sentences"]:
+                largest[key] = r
+    rows = [
+        "| extrapolated from | path | CPU µs/sentence | 10^8 + 10^8, 2 workers (this machine, idle) "
+        "| 10^9 + 10^9, 10 machines x 16 workers | 10^9 + 10^9, 100 machines x 16 workers |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (path, workers), r in sorted(largest.items()):
+        per = summarise(r)["cpu"] / (r["sentences"] + _pool(r))
+        hours = [per * n / w / 3600 for n, w in ((2e8, 2), (2e9, 160), (2e9, 1600))]
+        cells = [f"{_size(r['sentences'])} + {_size(_pool(r))}, {workers} worker(s)", _label(r), f"{1e6 * per:.1f}"]
+        rows.append("| " + " | ".join(cells + [f"{h:.2f} h" for h in hours]) + " |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("records", type=Path)
+    p.add_argument("--extrapolate", action="store_true", help="the 10^8 / 10^9 extrapolation instead")
+    args = p.parse_args(argv)
+    records = load(args.records)
+    print(extrapolate(records) if args.extrapolate else table(records))
+    return 0
+
+
+if __name__ == "__main__":
+    from structseq.errors import run_cli
+
+    sys.exit(run_cli(main))
