@@ -535,7 +535,7 @@ def _fast_config(folder: Path, device: str, updates: int, **train) -> Path:
 
 
 @pytest.mark.parametrize("path", ["tf32", "bf16", "compiled"])
-def test_fast_path_losses_match_the_plain_fp32_path(path, device, tmp_path, record_property, monkeypatch):
+def test_fast_path_losses_match_the_plain_fp32_path(path, device, tmp_path, record_property):
     """The first 500 updates (20 on a CPU) of the fast path against plain fp32 (TF32 off, not compiled), same
     batches and dropout masks (inductor draws eager's random numbers here: `fallback_random`): the first update
     within FIRST_STEP[path] relative, each 50-update window's mean loss within 3 standard errors of the plain
@@ -544,7 +544,6 @@ def test_fast_path_losses_match_the_plain_fp32_path(path, device, tmp_path, reco
         pytest.skip("bf16 autocast is CUDA-only")
     import torch._inductor.config as inductor
 
-    monkeypatch.setattr(inductor, "fallback_random", True)
     updates = 500 if ON_CUDA else 20
     fast = {
         "tf32": {"tf32": True, "compile": "off"},
@@ -553,7 +552,8 @@ def test_fast_path_losses_match_the_plain_fp32_path(path, device, tmp_path, reco
     }
     runs = {}
     for name, settings in (("plain", {"tf32": False, "compile": "off"}), ("fast", fast[path])):
-        api.train(_fast_config(tmp_path, device, updates, **settings), tmp_path / name, show_progress=False)
+        with inductor.patch(fallback_random=True):
+            api.train(_fast_config(tmp_path, device, updates, **settings), tmp_path / name, show_progress=False)
         runs[name] = torch.tensor(losses(tmp_path / name), dtype=torch.float64)
     plain, fast_losses = runs["plain"], runs["fast"]
     eps = FIRST_STEP[path]
