@@ -226,6 +226,22 @@ def test_boundary_gives_one_line_for_input_problems_and_a_traceback_for_bugs(cap
         run_cli(lambda: 1 / 0)
 
 
+def test_a_warning_at_the_command_line_is_one_line():
+    """Python's default warning layout adds `file:line: UserWarning:` and the source line that raised it; at the
+    command line a warning is one line `warning: ...` like an error (a subprocess: pytest records warnings)."""
+    import subprocess
+
+    code = (
+        "import warnings; from structseq.errors import run_cli; "
+        "run_cli(lambda: warnings.warn('config.yaml was edited:\\n  decode.beam 4 vs 1'))"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert got.stderr == "warning: config.yaml was edited:   decode.beam 4 vs 1\n"
+    import warnings
+
+    assert warnings.formatwarning.__module__ == "warnings"  # restored after the command
+
+
 def test_full_disk_during_a_checkpoint_save_names_the_file(tmp_path, monkeypatch, capsys):
     from structseq.train.checkpoint import load_checkpoint, save_checkpoint
     from test_train import toy_config, toy_tsv

@@ -60,7 +60,9 @@ def run_cli(main, *args, **kwargs) -> int:
             sys.exit(run_cli(main))
     """
     import sys
+    import warnings
 
+    formatwarning, warnings.formatwarning = warnings.formatwarning, _one_line_warning
     try:
         return main(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - classified by `describe`; the rest is re-raised
@@ -71,3 +73,11 @@ def run_cli(main, *args, **kwargs) -> int:
             line = " ".join(line.splitlines())
         print(f"error: {line}", file=sys.stderr, flush=True)
         return 2
+    finally:
+        warnings.formatwarning = formatwarning
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning at the command line is one line `warning: ...`, like an error: Python's default adds the
+    source line that raised it, which a user cannot act on and which breaks a pipe's one-line contract."""
+    return "warning: " + " ".join(str(message).splitlines()) + "\n"
