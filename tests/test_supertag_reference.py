@@ -168,3 +168,21 @@ def test_validation_accuracy_compares_categories_not_ids():
         ]
         accuracy[hyp] = task.validate(model, gold, vocabs)["valid_accuracy"]
     assert accuracy[unseen_b] == 0.0 and accuracy[unseen_a] in (1.0, 100.0)  # a fraction or a percent
+
+
+def test_validation_accuracy_is_the_registered_accuracy_as_a_percent():
+    """`valid_accuracy` (a percent, as logged runs hold it) is 100 x the registered `accuracy` on the same outputs;
+    validation counts it itself because the registered metric's inputs need the training split's counts."""
+    from collections import Counter
+
+    from structseq.metrics.report import compute_metric
+
+    task, vocabs, model = _tiny()
+    gold = [Example(("a", "b", "c"), ("np", "s", "np")), Example(("d",), ("pp",))]
+    best = [["np", "np", "np"], ["pp"]]
+    preds = [Tagged(e.source, [[(c, 0.0)] for c in b], [False] * len(b)) for e, b in zip(gold, best)]
+    task.predict = lambda model, examples, vocabs, beam=None: preds
+    task._train_counts = Counter()  # no training split to read: the word accuracy does not use the counts
+    inputs = task.metric_inputs(gold, preds, dataset="files", split="valid")
+    registered = compute_metric("accuracy", inputs)
+    assert task.validate(model, gold, vocabs)["valid_accuracy"] == 100.0 * registered["score"] == 75.0

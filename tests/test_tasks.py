@@ -46,6 +46,30 @@ def test_validation_exact_match_compares_strings_like_evaluate(monkeypatch):
     )
 
 
+@pytest.mark.parametrize("valid_metric", ["exact_match", "bleu", "token_accuracy"])
+def test_validation_values_are_the_registered_metrics(monkeypatch, valid_metric):
+    """Validation computes its metrics through the registry (issue 46 item 4): each `valid_<name>` equals the
+    registered metric computed apart on the same greedy outputs, and exact match equals a plain count."""
+    from structseq.metrics.report import compute_metric
+
+    cfg = config_from_dict(
+        {"model": TINY, "task": {"metrics": ["token_accuracy"]}, "train": {"valid_metric": valid_metric}}
+    )
+    task = get_task(cfg)
+    valid = [Example(("a",), tuple(t.split())) for t in ("x y z", "x y", "y z x", "z", "x x y y")]
+    vocabs = task.build_vocabs(valid)
+    model = build_model(cfg.model, vocabs)
+    hyps = [["x", "y", "z"], ["x"], ["y", "z", "x"], ["<unk>"], ["x", "x", "y"]]
+    monkeypatch.setattr(type(task), "predict", lambda self, m, ex, v, **k: hyps[: len(ex)])
+    out = task.validate(model, valid, vocabs)
+    assert out["valid_exact_match"] == sum(tuple(h) == e.target for h, e in zip(hyps, valid)) / len(valid) == 0.4
+    inputs = task.metric_inputs(valid, hyps, dataset="files", split="valid")
+    for name in {"exact_match", valid_metric}:
+        assert out[f"valid_{name}"] == compute_metric(name, inputs)["score"]
+    assert set(out) == {"valid_loss", "valid_exact_match", f"valid_{valid_metric}"}
+    assert task.registered_validation([], [], ("exact_match", "bleu")) == {"valid_exact_match": 0.0, "valid_bleu": 0.0}
+
+
 def test_bleu_tokenizer_is_declared_by_the_dataset_or_the_config():
     assert datasets()["tatoeba-en-zh"].bleu_tokenize == "zh" and datasets()["cognition"].bleu_tokenize == "zh"
     assert datasets()["cogs"].bleu_tokenize == "13a"

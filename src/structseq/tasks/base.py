@@ -179,14 +179,18 @@ class Task(abc.ABC):
         extra = (*(spec.metrics if spec is not None else ()), *self.cfg.task.metrics)
         return tuple(dict.fromkeys((*self.metrics, *extra)))
 
-    def registered_validation(self, examples: Sequence[Example], predictions: Sequence[Any], name: str) -> float:
-        """`valid_<name>` of a registered metric (`task.metrics`, plugins too) on validation outputs: its score
-        as `evaluate` computes it."""
+    def registered_validation(
+        self, examples: Sequence[Example], predictions: Sequence[Any], names: Sequence[str]
+    ) -> dict[str, float]:
+        """{`valid_<name>`: score} of registered metrics on validation outputs, each computed as `evaluate`
+        computes it (one `MetricInputs` for all): NaN where a metric does not apply, 0.0 for no examples."""
         from structseq.metrics.report import compute_metric
 
+        if not examples:
+            return {f"valid_{name}": 0.0 for name in names}
         inputs = self.metric_inputs(examples, predictions, dataset=self.cfg.data.dataset, split="valid")
-        result = compute_metric(name, inputs)
-        return float("nan") if result is None else float(result["score"])
+        results = {name: compute_metric(name, inputs) for name in dict.fromkeys(names)}
+        return {f"valid_{k}": float("nan") if r is None else float(r["score"]) for k, r in results.items()}
 
     def bleu_tokenize(self, dataset: str) -> str:
         """sacrebleu's tokenizer: `data.bleu_tokenize`, else the dataset's declared one, else 13a."""

@@ -209,10 +209,10 @@ class Seq2SeqTask(Task):
 
     @torch.no_grad()
     def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
-        """Loss per target token and, when the early-stopping metric needs outputs (`exact_match`, `bleu`),
-        exact match of greedy outputs compared as strings (as `evaluate` does: an out-of-vocabulary reference
-        word never matches <unk>), and for `bleu` also sacrebleu corpus BLEU (0-100) of those outputs, scored
-        as `evaluate` scores them (`data.bleu_tokenize`, else the dataset's tokenizer)."""
+        """Loss per target token and, when the early-stopping metric needs outputs, the registered metrics
+        (`exact_match`, and `train.valid_metric` when another) of greedy outputs, computed as `evaluate`
+        computes them: outputs compared as text (an out-of-vocabulary reference word never matches <unk>),
+        `bleu` as sacrebleu corpus BLEU (0-100) with `data.bleu_tokenize`, else the dataset's tokenizer."""
         d = self.cfg.decode
         total_nll, total_tok = 0.0, 0
         device = next(model.parameters()).device
@@ -224,21 +224,8 @@ class Seq2SeqTask(Task):
         name = self.cfg.train.valid_metric
         if name != "loss":
             hyps = self.predict(model, examples, vocabs, beam=1)
-            out["valid_exact_match"] = sum(tuple(h) == e.target for h, e in zip(hyps, examples)) / max(len(examples), 1)
-            if name == "bleu":
-                out["valid_bleu"] = self.validation_bleu(examples, hyps)
-            elif name != "exact_match":  # another registered metric (task.metrics)
-                out[f"valid_{name}"] = self.registered_validation(examples, hyps, name)
+            out.update(self.registered_validation(examples, hyps, ("exact_match", name)))
         return out
-
-    def validation_bleu(self, examples: Sequence[Example], predictions: Sequence[list[str]]) -> float:
-        """The registered `bleu` metric's score (0-100) of `predictions` on validation examples (0.0 for none)."""
-        from structseq.metrics.report import compute_metric
-
-        if not examples:
-            return 0.0
-        inputs = self.metric_inputs(examples, predictions, dataset=self.cfg.data.dataset, split="valid")
-        return float(compute_metric("bleu", inputs)["score"])
 
     # ------------------------------------------------------------------ prediction
     def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:

@@ -237,8 +237,9 @@ class SupertagTask(Task):
 
     @torch.no_grad()
     def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
-        """Loss per word (teacher forced), greedy whole-category word accuracy, and a registered metric that
-        `task.metrics` adds when train.valid_metric names it."""
+        """Loss per word (teacher forced), greedy whole-category word accuracy as a percent (100 x the registered
+        `accuracy`, counted here: that metric's inputs read the training split's counts), and a registered
+        metric that `task.metrics` adds when train.valid_metric names it."""
         total, words = 0.0, 0
         device = next(model.parameters()).device
         bs = self.cfg.decode.batch_size
@@ -252,7 +253,7 @@ class SupertagTask(Task):
         out = {"valid_loss": total / max(words, 1), "valid_accuracy": 100.0 * ok / max(words, 1)}
         name = self.cfg.train.valid_metric
         if f"valid_{name}" not in out:  # another registered metric (task.metrics)
-            out[f"valid_{name}"] = self.registered_validation(examples, preds, name)
+            out.update(self.registered_validation(examples, preds, (name,)))
         return out
 
     # ------------------------------------------------------------------ prediction
