@@ -135,38 +135,84 @@ def test_ensemble_members_differing_in_task_settings_are_refused(tmp_path):
         load_ensemble([tmp_path / "a", tmp_path / "b"])
 
 
+def _skipped_in_training_refused_in_evaluation(tmp_path, monkeypatch, capsys, long_row, model, warning, refusal):
+    """Train on a file whose line 3 is `long_row` (too_long: skip), expecting `warning` (it names d.tsv:3);
+    then `evaluate` on the file and `predict` on stdin must each be the one-line error `refusal` (a pair: its
+    message, and the stdin line 2 that makes it)."""
+    folder = tiny_bart(tmp_path / "bart", max_position_embeddings=16)
+    data = tmp_path / "d.tsv"
+    data.write_text("\n".join(["dax lug\tRED BLUE", "zup\tYELLOW", long_row, "kiki fep\tBLUE"]) + "\n")
+    cfg = train_config(folder, 1)
+    cfg["model"].update(model)
+    cfg["data"] = {"dataset": "files", "train": str(data), "valid": str(data), "test": [str(data)], "too_long": "skip"}
+    # line 3 skipped from the training split and again from the validation split (the same file)
+    with pytest.warns(UserWarning, match=warning + rf" \(first: {data}:3\)"):
+        api.train(config_from_dict(cfg), tmp_path / "run", show_progress=False)
+    capsys.readouterr()
+    code, err = run_main(monkeypatch, capsys, "evaluate", tmp_path / "run", "--split", data, "--threads", 1)
+    one_line_error(code, err, f"{data}:3: {refusal[0]}")
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(f"dax\n{refusal[1]}\n"))
+    code, err = run_main(monkeypatch, capsys, "predict", tmp_path / "run", "--threads", 1)
+    return code, err
+
+
 def test_over_long_inputs_are_skipped_in_training_and_refused_in_evaluation_naming_the_line(
     tmp_path, monkeypatch, capsys
 ):
     """A BART of 16 positions and a data file whose line 3 has 21 tokenizer pieces (well under the 1,024-token
     default): on d15a89c training stopped with a DataError naming neither file nor line; now training skips it
     with a warning naming file:line (as for every model), and evaluate / predict refuse it naming the line."""
-    folder = tiny_bart(tmp_path / "bart", max_position_embeddings=16)
-    data = tmp_path / "d.tsv"
-    rows = ["dax lug\tRED BLUE", "zup\tYELLOW", " ".join(["wif"] * 19) + "\tGREEN", "kiki fep\tBLUE"]
-    data.write_text("\n".join(rows) + "\n")
-    cfg = train_config(folder, 1)
-    cfg["data"] = {"dataset": "files", "train": str(data), "valid": str(data), "test": [str(data)]}
-    cfg["data"]["too_long"] = "skip"
-    # line 3 skipped from the training split and again from the validation split (the same file)
-    with pytest.warns(UserWarning, match=rf"skipped 2 examples longer than .*16 tokenizer pieces \(first: {data}:3\)"):
-        api.train(config_from_dict(cfg), tmp_path / "run", show_progress=False)
-    capsys.readouterr()
-    code, err = run_main(monkeypatch, capsys, "evaluate", tmp_path / "run", "--split", data, "--threads", 1)
-    one_line_error(code, err, f"{data}:3: source has 21 tokenizer pieces, more than the maximum length 16")
-    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("dax\n" + " ".join(["wif"] * 19) + "\n"))
-    code, err = run_main(monkeypatch, capsys, "predict", tmp_path / "run", "--threads", 1)
+    wifs = " ".join(["wif"] * 19)
+    code, err = _skipped_in_training_refused_in_evaluation(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        wifs + "\tGREEN",
+        {},
+        r"skipped 2 examples longer than .*16 tokenizer pieces",
+        ("source has 21 tokenizer pieces, more than the maximum length 16", wifs),
+    )
     one_line_error(code, err, "<stdin>:2: source has 21 tokenizer pieces")
 
 
-def test_an_rdangle_fused_input_past_the_positions_is_a_data_error(tmp_path):
-    """Training rdangle-pretrained on a source and target that fit the positions each but not together:
-    d15a89c raised a ValueError (a traceback); now a DataError, one line through the error boundary."""
+def test_an_rdangle_fused_input_past_the_positions_is_skipped_in_training_and_refused_in_evaluation(
+    tmp_path, monkeypatch, capsys
+):
+    """rdangle-pretrained on a BART of 16 positions; line 3's source (9 pieces) and target (8) fit each, but
+    the fused input [source ; 8 decoder inputs ; end marker] needs 18 positions: on d15a89c a ValueError
+    traceback, then (390a98f) a DataError that stopped training naming no line; now the readers count it (the
+    arch's `fused_extra`), so training skips it with the warning naming file:3, evaluate refuses file:3, and
+    predict refuses a source of 14 pieces (fits the positions alone, not with the shortest output <s> </s> and
+    the end marker) naming <stdin>:2."""
+    model = {"arch": "rdangle-pretrained", "fusion_layers": 1, "post_fusion_layers": 1, "interval": 1}
+    code, err = _skipped_in_training_refused_in_evaluation(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        "dax lug zup wif kiki fep dax\tRED BLUE GREEN YELLOW RED BLUE",
+        model,
+        r"skipped 2 examples .* or with a fused input past model.pretrained's max_position_embeddings 16",
+        ("fused input (source + target) has 18 positions, more than the maximum length 16", " ".join(["wif"] * 12)),
+    )
+    one_line_error(code, err, "<stdin>:2: fused input (source + target) has 17 positions")
+
+
+def test_the_rdangle_fused_measure_is_the_models_own_boundary_and_a_mixed_batch_fits(tmp_path):
+    """The readers' count (`input_measure()["fused"]`) against the model itself (interval 1: a point at every
+    step): an example counted 16 trains on 16 positions, one counted 17 is the model's DataError. A batch of
+    a long source with a short target and a short source with a long target (14 each) trains: the short
+    prefix's padding slots read position 0 (390a98f numbered them after the long source and raised)."""
     from structseq.data.example import Example
     from structseq.errors import DataError
 
     folder = tiny_bart(tmp_path / "bart", max_position_embeddings=16)
     task, vocabs, model = _model(folder, "rdangle-pretrained")
-    batch = task.batch([Example.from_text("dax lug zup wif kiki", "RED BLUE GREEN YELLOW " * 2)], vocabs)
-    with pytest.raises(DataError, match=r"the fused input .* needs \d+ positions, more than the backbone's 16"):
-        model(batch)
+    fused = task.input_measure()["fused"]
+    fits, past = (Example.from_text("dax lug zup wif kiki", " ".join(["RED"] * k)) for k in (6, 7))
+    assert (fused(fits), fused(past)) == (16, 17)
+    assert model(task.batch([fits], vocabs)).isfinite().all()
+    with pytest.raises(DataError, match=r"the fused input .* needs 17 positions, more than the backbone's 16"):
+        model(task.batch([past], vocabs))
+    pair = [Example.from_text("dax lug zup wif kiki fep dax lug", "RED"), Example.from_text("dax", "RED BLUE " * 4)]
+    assert [fused(e) for e in pair] == [14, 14]
+    assert model(task.batch(pair, vocabs)).isfinite().all()

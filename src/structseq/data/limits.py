@@ -31,6 +31,7 @@ MAX_LENGTH, MAX_CONTEXT_LENGTH = 1024, 4096
 SEP, BRK = "<sep>", "<brk>"  # source <sep> context (sequential context model); between context sentences
 RESERVED = frozenset(SPECIALS) | {SEP, BRK}
 _SHOWN = " ".join((*SPECIALS, SEP, BRK))
+FUSED = "fused input (source + target)"  # the side `over_limit` names for `LengthLimit.fused`
 
 
 @dataclass
@@ -45,6 +46,11 @@ class LengthLimit:
     #: e.g. a pretrained tokenizer's pieces (`Task.input_measure`); `unit` names the count in messages
     measure: Callable[[str, Sequence[str]], int] | None = None
     unit: str = "tokens"
+    #: an input the model builds from source and target together (rdangle-pretrained's fused input): its
+    #: positions (example -> count, the target possibly empty) bounded by `max_fused` (`Task.input_measure`)
+    fused: Callable[[Example], int] | None = None
+    max_fused: int | None = None
+    fused_key: str = "the model's positions"
 
 
 def input_limits(cfg) -> dict:
@@ -76,11 +82,12 @@ def length_limit(
     context_key: str = "model.max_context_length",
     measure: Callable[[str, Sequence[str]], int] | None = None,
     unit: str = "tokens",
+    **fused,
 ) -> Iterator[LengthLimit]:
     """Readers inside this block refuse (or, with `skip`, drop and count) examples with a source or target
-    longer than `max_length` tokens (or `measure`'s count) or a context longer than `max_context` (None: no
-    limit)."""
-    limit = LengthLimit(max_length, skip, max_context, length_key, context_key, measure=measure, unit=unit)
+    longer than `max_length` tokens (or `measure`'s count), a context longer than `max_context` or a fused
+    input past `max_fused` (`LengthLimit.fused`; None: no limit)."""
+    limit = LengthLimit(max_length, skip, max_context, length_key, context_key, measure=measure, unit=unit, **fused)
     token = _LIMIT.set(limit)
     try:
         yield limit
@@ -127,7 +134,16 @@ def over_limit(example: Example, limit: LengthLimit) -> tuple[str, int, int, str
         n = limit.measure(name, tokens) if limit.measure is not None and name != "context" else len(tokens)
         if n > most:
             return name, n, most, key
+    if limit.fused is not None and limit.max_fused is not None:
+        n = limit.fused(example)
+        if n > limit.max_fused:
+            return FUSED, n, limit.max_fused, limit.fused_key
     return None
+
+
+def unit_of(limit: LengthLimit, side: str) -> str:
+    """What `over_limit`'s count of `side` counts, for messages."""
+    return {"context": "tokens", FUSED: "positions"}.get(side, limit.unit)
 
 
 def check_input(example: Example, limits: dict, where: object, line: int) -> None:
@@ -139,15 +155,16 @@ def check_input(example: Example, limits: dict, where: object, line: int) -> Non
     over = over_limit(example, limit)
     if over is not None:
         name, n, most, key = over
-        unit = limit.unit if name != "context" else "tokens"
-        raise DataError(f"{name} has {n} {unit}, more than the maximum length {most} ({key})", where, line)
+        raise DataError(
+            f"{name} has {n} {unit_of(limit, name)}, more than the maximum length {most} ({key})", where, line
+        )
 
 
 def admit(out: list[Example], example: Example, line: int, source_path: object, target_path: object = None) -> None:
     """Append `example` (read from `line`) to `out` after the checks above; a skipped example is counted."""
     target_path = source_path if target_path is None else target_path
     context = getattr(example, "context", None) or ()
-    paths = {"source": source_path, "target": target_path, "context": source_path}
+    paths = {"source": source_path, "target": target_path, "context": source_path, FUSED: source_path}
     for name, tokens in (("source", example.source), ("target", example.target), ("context", context)):
         check_tokens(tokens, name, paths[name], line)
     limit = _LIMIT.get()
@@ -157,6 +174,6 @@ def admit(out: list[Example], example: Example, line: int, source_path: object, 
             limit.skipped.append(f"{paths[over[0]]}:{line}")
             return
         name, n, most, key = over
-        unit = limit.unit if name != "context" else "tokens"
-        raise DataError(f"{name} has {n} {unit}, more than the maximum length {most} ({key})", paths[name], line)
+        message = f"{name} has {n} {unit_of(limit, name)}, more than the maximum length {most} ({key})"
+        raise DataError(message, paths[name], line)
     out.append(example)

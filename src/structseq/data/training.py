@@ -88,6 +88,8 @@ def load_training_data(cfg, task, data_root=None) -> TrainingData:
             if limit.max_context is not None
             else ""
         )
+        if limit.max_fused is not None:
+            context += f" or with a fused input past {limit.fused_key} {limit.max_fused}"
         warnings.warn(
             f"skipped {len(limit.skipped)} examples longer than {limit.length_key} {limit.max_length} "
             f"{limit.unit}{context} (first: {limit.skipped[0]})",

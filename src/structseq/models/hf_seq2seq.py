@@ -136,6 +136,9 @@ class HFSeq2SeqConfig:
     #: keys the builder needs set (a local folder no config check can see); configs and tests that build every
     #: registered arch from its defaults skip an arch that declares them
     build_requires: ClassVar[tuple[str, ...]] = ("pretrained",)
+    #: None: the encoder reads the source alone; else it reads source pieces + target pieces + this many more
+    #: in one position table, so readers bound that sum by the positions too (`HFSeq2SeqTask.input_measure`)
+    fused_extra: ClassVar[int | None] = None
 
     arch: str = option("hf-seq2seq", "a local Hugging Face encoder-decoder, fine-tuned")
     pretrained: str | None = option(

@@ -35,6 +35,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -165,14 +166,17 @@ class RDanglePretrained(PretrainedSeq2Seq):
         steps = torch.arange(L, device=tgt_in.device)
         in_prefix, at_end = steps[None, :] <= points[:, None], steps[None, :] == points[:, None] + 1
         seg = torch.where(at_end[..., None], self.end, torch.where(in_prefix[..., None], emb, 0.0))
-        positions = src_len.index_select(0, sents)[:, None] + steps[None, :]
+        keep = in_prefix | at_end
+        # padding slots (a row whose point is before the batch's last) read position 0: masked out, they must
+        # not push a long source's row past the table
+        positions = (src_len.index_select(0, sents)[:, None] + steps[None, :]).masked_fill(~keep, 0)
         most = self.encoder.embed_positions.weight.shape[0] - getattr(self.encoder.embed_positions, "offset", 0)
         if int(positions.max()) >= most:
-            raise DataError(  # one line through the error boundary (decoding clamps its limit before this)
+            raise DataError(  # readers skip or refuse such examples (fused_extra) and decoding clamps its limit
                 f"the fused input (source + target prefix + end marker) needs {int(positions.max()) + 1}"
                 f" positions, more than the backbone's {most}; shorten the examples (data.max_length)"
             )
-        return self._embed(seg, positions), in_prefix | at_end
+        return self._embed(seg, positions), keep
 
     def fuse(self, src_x: Tensor, src_mask: Tensor, seg: Tensor, seg_keep: Tensor) -> Tensor:
         """H (R, S, D): k1 fusion layers over [source ; segment], then k2 layers over the source positions.
@@ -270,6 +274,8 @@ class RDanglePretrainedConfig(HFSeq2SeqConfig):
     """R-Dangle_shr on a local BART-family checkpoint: its encoder's bottom k1 layers fuse the source with the
     target prefix, its top k2 layers re-encode the source, its decoder cross-attends to the result."""
 
+    #: [source ; y_0..y_p ; end marker]: at the last point p = T - 1 of T decoder inputs (one per target piece)
+    fused_extra: ClassVar[int | None] = 1
     arch: str = option("rdangle-pretrained", "R-Dangle_shr on a local BART-family checkpoint")
     interval: int = option(
         1,

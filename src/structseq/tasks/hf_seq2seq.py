@@ -39,6 +39,8 @@ from structseq.registry import register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
 from structseq.tasks.seq2seq import Seq2SeqTask
 
+POSITIONS = "model.pretrained's max_position_embeddings"  # the setting the position limits come from
+
 
 def tokenizer_record(tokenizer) -> Vocab:
     """A `Vocab` recording the tokenizer's pieces (structseq's specials first, then the pieces in id order)."""
@@ -120,16 +122,25 @@ class HFSeq2SeqTask(Seq2SeqTask):
     def input_measure(self) -> dict:
         """Sources and targets count tokenizer pieces against the model's positions (or data.max_length, when
         smaller), so that training skips an over-long example with a warning and evaluation or prediction
-        refuses it, naming its file:line; a model without a position table (T5) keeps the token limits."""
+        refuses it, naming its file:line; a model without a position table (T5) keeps the token limits. An
+        arch whose encoder reads source and target in one position table (`fused_extra`) bounds their sum too."""
         positions = self._positions()
         if not positions:
             return {}
         most = min(positions, self.cfg.data.max_length or positions)
-        key = "data.max_length" if most < positions else "model.pretrained's max_position_embeddings"
-        return {"max_length": most, "length_key": key, "measure": self._count, "unit": "tokenizer pieces"}
+        key = "data.max_length" if most < positions else POSITIONS
+        limits = {"max_length": most, "length_key": key, "measure": self._count, "unit": "tokenizer pieces"}
+        if self.cfg.model.fused_extra is not None:
+            limits.update(fused=self._fused, max_fused=positions, fused_key=POSITIONS)
+        return limits
 
     def _count(self, side: str, tokens) -> int:
         return len(self._text_ids(" ".join(tokens), side == "target"))
+
+    def _fused(self, example: Example) -> int:
+        """Source pieces + target pieces (an empty target: its end alone) + the arch's `fused_extra`."""
+        pieces = self._count("source", example.source) + self._count("target", example.target)
+        return pieces + self.cfg.model.fused_extra
 
     def _text_ids(self, text: str, target: bool) -> list[int]:
         return target_ids(self.tokenizer, text, self.ids.eos) if target else self.tokenizer(text)["input_ids"]
