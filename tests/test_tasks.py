@@ -68,6 +68,7 @@ def test_validation_values_are_the_registered_metrics(monkeypatch, valid_metric)
         assert out[f"valid_{name}"] == compute_metric(name, inputs)["score"]
     assert set(out) == {"valid_loss", "valid_exact_match", f"valid_{valid_metric}"}
     assert task.registered_validation([], [], ("exact_match", "bleu")) == {"valid_exact_match": 0.0, "valid_bleu": 0.0}
+    assert task.registered_validation([], [], "exact_match") == {"valid_exact_match": 0.0}  # a name, not letters
 
 
 def test_bleu_tokenizer_is_declared_by_the_dataset_or_the_config():

@@ -180,12 +180,14 @@ class Task(abc.ABC):
         return tuple(dict.fromkeys((*self.metrics, *extra)))
 
     def registered_validation(
-        self, examples: Sequence[Example], predictions: Sequence[Any], names: Sequence[str]
+        self, examples: Sequence[Example], predictions: Sequence[Any], names: Sequence[str] | str
     ) -> dict[str, float]:
         """{`valid_<name>`: score} of registered metrics on validation outputs, each computed as `evaluate`
-        computes it (one `MetricInputs` for all): NaN where a metric does not apply, 0.0 for no examples."""
+        computes it (one `MetricInputs` for all): NaN where a metric does not apply, 0.0 for no examples.
+        One name may be given as a string (never read letter by letter)."""
         from structseq.metrics.report import compute_metric
 
+        names = (names,) if isinstance(names, str) else names
         if not examples:
             return {f"valid_{name}": 0.0 for name in names}
         inputs = self.metric_inputs(examples, predictions, dataset=self.cfg.data.dataset, split="valid")
