@@ -73,7 +73,7 @@ class InlineEngine:
             yield i, fn(*args)
 
     def close(self) -> None:
-        pass
+        """Nothing to release: the inline engine starts no process (the engines share one interface)."""
 
 
 class LocalEngine:
