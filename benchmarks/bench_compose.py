@@ -217,18 +217,27 @@ def measure_memory_path(train_file: str, pool_file: str) -> dict:
     return {"stages": stages, "atoms_per_n": {str(k): v for k, v in dictionary.sizes().items()}}
 
 
-def measure_sharded_path(train_file: str, pool_file: str, engine: str, workers: int, shards: int, memory: str) -> dict:
-    """`build_sharded` (stopping after the candidates), a fresh work folder; stage records from its report."""
+def measure_sharded_path(
+    train_file: str, pool_file: str, engine: str, workers: int, shards: int, memory: str, keep: str = ""
+) -> dict:
+    """`build_sharded` (stopping after the candidates), a fresh work folder; stage records from its report.
+
+    With `keep` the output folder is `keep` itself and survives a failure, so running the same command again
+    resumes from the finished shards (a 10^8 run takes hours); it is removed once the record is taken."""
+    import shutil
     import tempfile
 
     from structseq.compose import BuildConfig
     from structseq.compose.sharded import build_sharded
 
-    with tempfile.TemporaryDirectory(dir=WORK) as out:
+    with tempfile.TemporaryDirectory(dir=WORK) as scratch:
+        out = keep or scratch
         report = build_sharded(
             [train_file], pool_file, out, config=BuildConfig(**SCALE_CONFIG), shards=shards, engine=engine,
             workers=workers, memory_limit=memory,
         )  # fmt: skip
+        if keep:
+            shutil.rmtree(keep)
     info = report["sharded"]
     stages = {
         k: {"seconds": v["seconds"], "cpu_seconds": v["cpu_seconds"], "peak_rss_mib": v["task_peak_rss_mib"]}
@@ -249,6 +258,7 @@ def run_scale(
     shards_per_million: int,
     out: Path,
     pool_fraction: float = 1.0,
+    keep_work: str = "",
 ) -> None:
     """One child process per (size, path, workers); each appends its record to `out`."""
     from structseq.paths import data_root
@@ -272,6 +282,7 @@ def run_scale(
                     str(n),
                     str(shards),
                     memory,
+                    *(["--keep-work", f"{keep_work}/{size}-{path}-{n}"] if keep_work and path != "memory" else []),
                 ]
                 before = _load()
                 clock = time.perf_counter()
@@ -306,6 +317,9 @@ def main() -> None:
     )
     parser.add_argument("--pool-fraction", type=float, default=1.0, help="pool sentences per training sentence")
     parser.add_argument("--scale-one", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--keep-work", default="", help="sharded paths: build in this folder, kept on failure so a rerun resumes"
+    )
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--one", nargs=4, metavar=("TRAIN", "POOL", "MAX_N", "EXPLAIN"), help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", default=str(WORK / "bench_compose.json"))
@@ -316,7 +330,7 @@ def main() -> None:
             record = measure_memory_path(train, pool)
         else:
             engine = "local" if path == "sharded" else path
-            record = measure_sharded_path(train, pool, engine, int(workers), int(shards), memory)
+            record = measure_sharded_path(train, pool, engine, int(workers), int(shards), memory, args.keep_work)
         print(json.dumps(record))
         return
     if args.scale:
@@ -328,6 +342,7 @@ def main() -> None:
             args.shards_per_million,
             Path(args.records),
             args.pool_fraction,
+            args.keep_work,
         )
         return
     if args.one:
