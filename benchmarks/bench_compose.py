@@ -29,6 +29,7 @@ import re
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -184,6 +185,52 @@ def synthetic_corpus(
     return path
 
 
+def tree_memory_mib(root: int) -> tuple[float, float]:
+    """(PSS, RSS) in MiB summed over process `root` and all its descendants. PSS shares each page among the
+    processes that map it (the memory-mapped atom arrays the workers share count once), so it is the tree's
+    real use; RSS counts shared pages once per process and overstates it."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    pss = rss = 0.0
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo += parents.get(pid, [])
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    pss += int(line.split()[1]) / 1024
+                elif line.startswith("Rss:"):
+                    rss += int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return round(pss, 1), round(rss, 1)
+
+
+def watch_tree(pid: int, every: float = 1.0, out: Path | None = None, stop=None) -> dict:
+    """Sample `pid`'s process tree until it exits (or `stop` is set); the peaks, written to `out` once a
+    minute and at the end when given (a run of hours keeps what it saw if the session ends)."""
+    peak = {"peak_tree_pss_mib": 0.0, "peak_tree_rss_mib": 0.0, "samples": 0, "every_s": every}
+    last = time.monotonic()
+    while Path(f"/proc/{pid}").exists() and not (stop and stop.is_set()):
+        pss, rss = tree_memory_mib(pid)
+        peak["peak_tree_pss_mib"] = max(peak["peak_tree_pss_mib"], pss)
+        peak["peak_tree_rss_mib"] = max(peak["peak_tree_rss_mib"], rss)
+        peak["samples"] += 1
+        if out and time.monotonic() - last > 60:
+            out.write_text(json.dumps(peak) + "\n", encoding="utf-8")
+            last = time.monotonic()
+        time.sleep(every)
+    if out:
+        out.write_text(json.dumps(peak) + "\n", encoding="utf-8")
+    return peak
+
+
 def _load() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
@@ -286,11 +333,17 @@ def run_scale(
                 ]
                 before = _load()
                 clock = time.perf_counter()
-                done = subprocess.run(args, capture_output=True, text=True)
-                if done.returncode:
-                    print(f"{path} x{n} at {size}: failed\n{done.stderr[-3000:]}", flush=True)
+                child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                peaks: dict = {}
+                watcher = threading.Thread(target=lambda: peaks.update(watch_tree(child.pid)), daemon=True)
+                watcher.start()
+                stdout, stderr = child.communicate()
+                watcher.join()
+                if child.returncode:
+                    print(f"{path} x{n} at {size}: failed\n{stderr[-3000:]}", flush=True)
                     continue
-                record = json.loads(done.stdout.strip().splitlines()[-1])
+                record = json.loads(stdout.strip().splitlines()[-1])
+                record.update(peaks)
                 record.update(
                     sentences=size, pool_sentences=pool_size, path=path, workers=n, shards=shards if path != "memory" else None,
                     memory_limit=memory if path != "memory" else None, wall_seconds=round(time.perf_counter() - clock, 1),
@@ -318,12 +371,18 @@ def main() -> None:
     parser.add_argument("--pool-fraction", type=float, default=1.0, help="pool sentences per training sentence")
     parser.add_argument("--scale-one", nargs=6, help=argparse.SUPPRESS)
     parser.add_argument(
+        "--watch", nargs=2, metavar=("PID", "OUT"), help="record the peak PSS/RSS of PID's process tree to OUT (JSON)"
+    )
+    parser.add_argument(
         "--keep-work", default="", help="sharded paths: build in this folder, kept on failure so a rerun resumes"
     )
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--one", nargs=4, metavar=("TRAIN", "POOL", "MAX_N", "EXPLAIN"), help=argparse.SUPPRESS)
     parser.add_argument("-o", "--output", default=str(WORK / "bench_compose.json"))
     args = parser.parse_args()
+    if args.watch:
+        print(json.dumps(watch_tree(int(args.watch[0]), out=Path(args.watch[1]))))
+        return
     if args.scale_one:
         train, pool, path, workers, shards, memory = args.scale_one
         if path == "memory":
