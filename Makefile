@@ -42,7 +42,7 @@ bench: venv
 # Rewrite every generated table (RESULTS.md, docs/performance.md, docs/reproduction.md) from the records in results/
 # (the suite checks them).
 tables: venv
-	$(BIN)/python scripts/update_tables.py
+	$(BIN)/structseq report tables
 
 # Mutation testing: each hand-written bug of scripts/mutants.yaml, tested in a temporary copy of the repository;
 # the score (killed / run) goes to results/mutants.json (several minutes on one core).

@@ -9,7 +9,7 @@ own defaults; B is this checkout with `--set` (default: the fast path, `optim.nu
 optim.static_shapes=true`, so `train.compile: auto` compiles on CUDA; `train.tf32` is on by default). Each run is
 a fresh process (`bench_gpu.py --out ab/{a,b}ROUND`, time-limited by --run-s) over the same models
 (`--only`), warm-up updates enough for the compiled side to meet its batch shapes (--warmup). The ratios come from
-`scripts/gpu_table.py ab --a ab/b1 ab/b2 --b ab/a1 ab/a2` (medians of each side; fast path / base), printed at the end; the folder
+`structseq report gpu ab --a ab/b1 ab/b2 --b ab/a1 ab/a2` (medians of each side; fast path / base), printed at the end; the folder
 `ab/` is packed into the one file --out (a device call brings back at most 8 files).
 """
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
                 sides[side].append(work / f"{side}{r}")
     if sides["a"] and sides["b"]:
         # the fast path first: its column over d15a89c's is the speed-up
-        table = [sys.executable, str(HERE.parent / "scripts" / "gpu_table.py"), "ab", "--a", *map(str, sides["b"])]
+        table = [sys.executable, "-m", "structseq", "report", "gpu", "ab", "--a", *map(str, sides["b"])]
         table += ["--b", *map(str, sides["a"]), "--label-a", "fast path", "--label-b", args.label_a]
         subprocess.run(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ Corpus scale (`--scale N ...`, issue 48): a synthetic corpus (Zipfian vocabulary
 training and N pool sentences through the in-memory path, the sharded local path (`compose build --shards`) and
 the Ray engine; wall time and peak memory of each stage, one JSON line per run appended to
 results/compose/scale.jsonl with the machine's load (uptime) before and after; table by
-scripts/compose_scale_table.py.
+`structseq report compose-scale`.
 
     .venv/bin/python benchmarks/bench_compose.py --scale 1000000 --paths memory sharded ray --workers 1 2
 """

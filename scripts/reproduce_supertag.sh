@@ -4,7 +4,7 @@
 # CONFIG names configs/tlgbank-light/CONFIG-cpu.yaml; each run goes to $OUT/CONFIG-sSEED (default runs/supertag)
 # and gets eval-test-beam1.json (greedy) and eval-test-beam5.json (k-best: oracle, beta curve).
 # Both evaluations are also kept as records in $RECORDS/CONFIG-sSEED-beamK.json (default results/supertag/evals).
-# Tabulate with: python scripts/supertag_table.py results/supertag/evals --plot docs/supertag-beta-curve.png
+# Tabulate with: structseq report supertag results/supertag/evals --plot docs/supertag-beta-curve.png
 set -euo pipefail
 OUT=${OUT:-runs/supertag}
 RECORDS=${RECORDS:-results/supertag/evals}

@@ -1,10 +1,8 @@
 """The README a user can hold (issue 46): at most 300 lines, its lists of tasks, model families, datasets and
-metrics generated from the registries (`scripts/update_tables.py --check` in tests/test_scripts.py keeps them
+metrics generated from the registries (`structseq report tables --check` in tests/test_scripts.py keeps them
 current), and every paper page linked from it."""
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,17 +14,11 @@ def test_the_readme_is_at_most_300_lines():
 
 
 def test_the_readme_lists_come_from_the_registries():
-    spec = importlib.util.spec_from_file_location("scripts_registry_lists", ROOT / "scripts" / "registry_lists.py")
-    lists = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = lists
-    spec.loader.exec_module(lists)
     from structseq.data.registry import datasets
     from structseq.registry import ARCHS, METRICS, TASKS
 
     for what, names in (("tasks", TASKS), ("archs", ARCHS), ("datasets", datasets()), ("metrics", METRICS)):
-        block = re.search(
-            rf"<!-- generated: python scripts/registry_lists.py {what} -->\n(.*?)<!-- /generated -->", README, re.S
-        )
+        block = re.search(rf"<!-- generated: structseq report lists {what} -->\n(.*?)<!-- /generated -->", README, re.S)
         assert block, f"no generated {what} list in README.md"
         listed = set(re.findall(r"^\| `([^`]+)` \|", block.group(1), re.M))
         assert listed == set(names), what
@@ -35,9 +27,7 @@ def test_the_readme_lists_come_from_the_registries():
 def test_the_readme_lists_every_other_extension_point():
     from structseq.registry import HEADS, LEARNERS, OPTIMIZERS, SCHEDULES, STRATEGIES
 
-    block = re.search(
-        r"<!-- generated: python scripts/registry_lists.py extensions -->\n(.*?)<!-- /generated -->", README, re.S
-    )
+    block = re.search(r"<!-- generated: structseq report lists extensions -->\n(.*?)<!-- /generated -->", README, re.S)
     assert block, "no generated extensions list in README.md"
     for registry in (HEADS, LEARNERS, STRATEGIES, OPTIMIZERS, SCHEDULES):
         row = re.search(rf"^\| {registry.kind} \| `{re.escape(registry.key)}` \| (.*) \|$", block.group(1), re.M)

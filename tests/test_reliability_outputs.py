@@ -389,11 +389,15 @@ def _script(name: str):
     return mod
 
 
-def test_reproduce_and_update_tables_errors_are_one_line(tmp_path, capsys):
-    reproduce, update_tables = _script("reproduce"), _script("update_tables")
+def test_reproduce_and_report_tables_errors_are_one_line(tmp_path, capsys):
+    from structseq import report
+
+    reproduce = _script("reproduce")
     torn = tmp_path / "r.jsonl"
     torn.write_text('{"config": "c", "seed": 1}\n{"config": "c", "se\n')
     code = run_cli(reproduce.main, ["configs/scan-jump/lstm-256.yaml", "--out", str(torn)])
     _one_line_error(code, capsys.readouterr().err, f"{torn}:2: not a JSON record")
-    code = run_cli(update_tables.main, [str(tmp_path / "nope.md")])
-    _one_line_error(code, capsys.readouterr().err, "nope.md: No such file or directory")
+    code = run_cli(report.main, ["tables", str(tmp_path / "nope.md")])
+    _one_line_error(code, capsys.readouterr().err, "nope.md: file not found")
+    code = run_cli(report.main, ["results", str(torn)])  # a table's records: file and line named
+    _one_line_error(code, capsys.readouterr().err, f"{torn}:2: not a JSON record")

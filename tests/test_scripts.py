@@ -25,6 +25,13 @@ def _planner():
     return plan
 
 
+def _report(*argv) -> str:
+    """The Markdown of `structseq report KIND ARGS...` (structseq.report, rendered in this process)."""
+    from structseq.report import render
+
+    return render([str(a) for a in argv])
+
+
 def _load(name: str):
     path = ROOT / "scripts" / f"{name}.py"
     if not path.exists():  # a one-off analysis, archived
@@ -78,7 +85,10 @@ def test_supertag_table_reads_records_and_run_directories(tmp_path):
     out = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts/supertag_table.py"),
+            "-m",
+            "structseq",
+            "report",
+            "supertag",
             str(rec),
             str(tmp_path / "runs"),
             "-o",
@@ -119,9 +129,9 @@ def test_an_interrupted_run_stops_the_whole_sweep(tmp_path, monkeypatch):
     assert code == 143 and started == [1]
 
 
-def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypatch, capsys):
+def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypatch):
     """A non-finite training loss ends the run with DivergedError: reproduce.py writes a record per test split
-    saying so (the sweep goes on), and results_table.py lists the seed as diverged outside the mean."""
+    saying so (the sweep goes on), and `structseq report results` lists the seed as diverged outside the mean."""
     from structseq import api
     from structseq.errors import DivergedError
 
@@ -147,15 +157,13 @@ def test_a_diverged_seed_is_recorded_and_listed_not_averaged(tmp_path, monkeypat
     }
     with open(out, "a") as f:
         f.write(json.dumps(good) + "\n")
-    _load("results_table").main([str(out), "--per-run"])
-    table = capsys.readouterr().out
+    table = _report("results", str(out), "--per-run")
     assert "| 1 (diverged: 3) | 0.500 |" in table and "diverged at update 2109" in table
-    _load("results_table").main([str(out), "--headline"])  # the README's compact table: same mean, seeds counted
-    head = capsys.readouterr().out
+    head = _report("results", str(out), "--headline")  # the README's compact table: same mean, seeds counted
     assert "| scan-jump | `lstm` | EM 0.500 | 1 (+1 diverged) | 0.00 (LSTM, A&A 2021) |" in head
 
 
-def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path, capsys):
+def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path):
     """Records with the paper's pooled BLEU get their own table (x 100, paper beside); the curve takes a dotted
     metric path."""
 
@@ -181,13 +189,12 @@ def test_results_table_shows_tatoebas_pooled_bleu_and_curves_any_metric(tmp_path
     out, cur = tmp_path / "r.jsonl", tmp_path / "c.jsonl"
     out.write_text("".join(json.dumps(rec(s, v)) + "\n" for s, v in ((1, 0.20), (2, 0.22))))
     cur.write_text(json.dumps(rec(1, 0.05, step=500)) + "\n")
-    _load("results_table").main([str(out), "--curve", str(cur), "--curve-metric", "pooled_bleu.full"])
-    table = capsys.readouterr().out
+    table = _report("results", str(out), "--curve", str(cur), "--curve-metric", "pooled_bleu.full")
     assert "| 1, 2 | 21.00 ± 1.41 | 10.50 ± 0.71 (3) | 24.35 ± 0.09 / 18.46 ± 0.19 |" in table
     assert "| 1 | 5.00 | 20.00 |" in table  # the curve (x 100): step 500, then the run's own final record
 
 
-def test_results_table_marks_records_decoded_by_the_old_beam_search(tmp_path, capsys):
+def test_results_table_marks_records_decoded_by_the_old_beam_search(tmp_path):
     """Records flagged `old_beam_search` (beam > 1 before issue 44's fix) get a dagger and one note; others none."""
     base = {"overrides": [], "split": "test", "seed": 1, "steps": 10, "train_wall_s": 60.0, "eval_wall_s": 1.0}
     metrics = {k: {"score": 0.5} for k in ("exact_match", "token_accuracy", "bleu")}
@@ -197,8 +204,7 @@ def test_results_table_marks_records_decoded_by_the_old_beam_search(tmp_path, ca
     ]
     out = tmp_path / "r.jsonl"
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    _load("results_table").main([str(out)])
-    table = capsys.readouterr().out
+    table = _report("results", str(out))
     assert "| `old.yaml` | test | 1 † |" in table and "| `new.yaml` | test | 1 |" in table
     assert table.count("† decoded with beam > 1 by the beam search before issue 44") == 1
 
@@ -230,15 +236,18 @@ def test_ctx_errors_tells_a_wrong_definition_from_none(tmp_path, capsys):
 
 def test_every_generated_table_in_the_documents_matches_its_records():
     """README.md and RESULTS.md tables are the output of the commands their markers name, on the committed
-    records: a record added without regenerating (or a table edited by hand) fails here."""
+    records: a record added without regenerating (or a table edited by hand) fails here. Run as a user does,
+    through the old script name (a wrapper of `structseq report tables --check`)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "update_tables.py"), "--check"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_update_tables_rewrites_a_stale_block_and_names_a_bad_command(tmp_path):
-    update_tables = _load("update_tables")
+def test_report_tables_rewrites_a_stale_block_and_names_a_bad_command(tmp_path):
+    from structseq.errors import StructseqError
+    from structseq.report import tables
+
     rec = {
         "config": "configs/ctx-commands/interleave.yaml",
         "overrides": [],
@@ -250,30 +259,32 @@ def test_update_tables_rewrites_a_stale_block_and_names_a_bad_command(tmp_path):
     records.write_text(json.dumps(rec) + "\n")
     doc = tmp_path / "doc.md"
     doc.write_text(
-        f"intro\n\n<!-- generated: python scripts/context_results.py {records} -->\n| old |\n"
-        "<!-- /generated -->\n\nafter\n"
+        "intro\n\n<!-- generated: structseq report context r.jsonl -->\n| old |\n<!-- /generated -->\n\nafter\n"
     )
-    assert update_tables.update(doc, check=True) == [f"doc.md:3 python scripts/context_results.py {records}"]
+    assert tables.update(doc, check=True, root=tmp_path) == ["doc.md:3 structseq report context r.jsonl"]
     assert "| old |" in doc.read_text()  # --check changes nothing
-    update_tables.update(doc, check=False)
+    tables.update(doc, check=False, root=tmp_path)  # the command's paths: relative to the root
     text = doc.read_text()
     assert "| interleave | - | 1 | 25.0 | - | - | - |\n<!-- /generated -->\n\nafter\n" in text
     assert text.startswith("intro\n\n<!-- generated: ")
-    assert update_tables.update(doc, check=True) == []
+    assert tables.update(doc, check=True, root=tmp_path) == []
 
-    doc.write_text("<!-- generated: rm -rf / -->\nx\n<!-- /generated -->\n")
-    try:
-        update_tables.update(doc, check=True)
-    except SystemExit as e:
-        assert "doc.md:1" in str(e) and "python scripts/NAME.py" in str(e)
-    else:
-        raise AssertionError("a command outside scripts/ was run")
+    for command, why in (
+        ("rm -rf /", "`structseq report KIND ...`"),
+        ("structseq report tables", "`structseq report KIND ...`"),  # no block renders documents
+        ("structseq report nosuch x", "doc.md:1: `structseq report nosuch x` failed: structseq report: argument KIND"),
+        ("structseq report context missing.jsonl", "missing.jsonl: file not found"),
+    ):
+        doc.write_text(f"<!-- generated: {command} -->\nx\n<!-- /generated -->\n")
+        with pytest.raises(StructseqError, match="doc.md:1") as e:
+            tables.update(doc, check=True, root=tmp_path)
+        assert why in str(e.value)
 
 
 def test_benchmark_report_flags_changed_outputs_and_asks_for_labels(tmp_path):
-    spec = importlib.util.spec_from_file_location("report", ROOT / "benchmarks" / "report.py")
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    from structseq.errors import StructseqError
+    from structseq.report import bench as report
+
     f = tmp_path / "s.json"
     f.write_text(
         json.dumps(
@@ -291,12 +302,8 @@ def test_benchmark_report_flags_changed_outputs_and_asks_for_labels(tmp_path):
     assert "| LSTM | greedy | 100.0 | 250.0 | 2.50 | equal |" in table
     assert "| LSTM | beam 5 | 20.0 | 30.0 | 1.50 | **differ** |" in table
     assert table.endswith("\n\nLoad average (1 min) before -> after: LSTM: 0.5 -> 1.0.")
-    try:
-        report.search([str(f)])
-    except SystemExit as e:
-        assert "LABEL=FILE" in str(e)
-    else:
-        raise AssertionError("an unlabelled file was accepted")
+    with pytest.raises(StructseqError, match="LABEL=FILE"):
+        report.search([str(f)])  # an unlabelled file
 
 
 def _plan(tmp_path, text: str) -> Path:
@@ -597,7 +604,7 @@ def test_plan_run_retrains_the_run_another_starts_from_without_recording_it(tmp_
     assert calls == []
 
 
-def test_results_table_per_category_averages_seeds_per_config(tmp_path, capsys):
+def test_results_table_per_category_averages_seeds_per_config(tmp_path):
     def rec(config, seed, cats, split="gen"):
         return json.dumps(
             {
@@ -630,8 +637,7 @@ def test_results_table_per_category_averages_seeds_per_config(tmp_path, capsys):
         )
         + "\n"
     )
-    _load("results_table").main([str(out), "--per-category"])
-    table = capsys.readouterr().out
+    table = _report("results", str(out), "--per-category")
     assert "| category | `lstm` (2 seeds) | `lstm-lex-simple` (1 seed) |" in table
     assert "| a | 0.300 ± 0.141 | 0.900 |" in table and "| b | 1.000 ± 0.000 | - |" in table
     assert "test split" not in table  # one category: nothing to break down
@@ -837,7 +843,8 @@ def test_seed_errors_lexicon_shows_each_configs_rows_and_whether_its_seeds_agree
 def test_gpu_table_reads_bench_records_junit_and_progress(tmp_path):
     """Synthetic records in bench_gpu's and device_reproduce's formats: medians, ratio and counts against
     values written by hand here."""
-    gpu = _load("gpu_table")
+    from structseq.report import gpu
+
     machine = {
         "device_name": "Test GPU",
         "torch": "9.9",

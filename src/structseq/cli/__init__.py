@@ -23,6 +23,7 @@ from structseq.cli.export import export as export_command
 from structseq.cli.many import train_many as train_many_command
 from structseq.cli.options import DataRoot, stdout_console
 from structseq.cli.plot import plot as plot_command
+from structseq.cli.report import report as report_command
 from structseq.cli.score import score as score_command
 from structseq.errors import StructseqError
 
@@ -48,6 +49,7 @@ app.command("compare")(compare_command)
 app.command("train-many")(train_many_command)
 app.command("sweep", context_settings=PASS_THROUGH, add_help_option=False)(sweep_command)
 app.command("plan", context_settings=PASS_THROUGH, add_help_option=False)(plan_command)
+app.command("report", context_settings=PASS_THROUGH, add_help_option=False)(report_command)
 console = stdout_console()
 
 

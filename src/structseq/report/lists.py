@@ -1,9 +1,9 @@
 """The lists of README.md generated from the registries, so that they cannot drift from the code: every task,
 model family, dataset and metric a plain install knows (plugins from $STRUCTSEQ_PLUGINS are left out).
 
-    python scripts/registry_lists.py tasks | archs | datasets | metrics | extensions
+    structseq report lists tasks | archs | datasets | metrics | extensions
 
-`scripts/update_tables.py --check` (run by the suite) reruns it for each generated block that names it.
+`structseq report tables --check` (run by the suite) reruns it for each generated block that names it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import sys
 
 
 def _first_line(text: str | None) -> str:
@@ -68,16 +67,10 @@ def extensions() -> list[str]:
 LISTS = {"tasks": tasks, "archs": archs, "datasets": datasets, "metrics": metrics, "extensions": extensions}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("list", choices=sorted(LISTS))
-    a = p.parse_args(argv)
-    os.environ.pop("STRUCTSEQ_PLUGINS", None)  # the built-in names only
-    print("\n".join(LISTS[a.list]()))
-    return 0
 
 
-if __name__ == "__main__":
-    from structseq.errors import run_cli
-
-    sys.exit(run_cli(main))
+def render(a: argparse.Namespace) -> str:
+    os.environ.pop("STRUCTSEQ_PLUGINS", None)  # the built-in names only (when the registries are not loaded yet)
+    return "\n".join(LISTS[a.list]())

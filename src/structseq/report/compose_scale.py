@@ -1,7 +1,7 @@
 """Tables of the compose corpus-scale benchmark (`benchmarks/bench_compose.py --scale`, issue 48).
 
-    python scripts/compose_scale_table.py results/compose/scale.jsonl                 # measured runs
-    python scripts/compose_scale_table.py results/compose/scale.jsonl --extrapolate   # 10^8 and 10^9, labelled
+    structseq report compose-scale results/compose/scale.jsonl                 # measured runs
+    structseq report compose-scale results/compose/scale.jsonl --extrapolate   # 10^8 and 10^9, labelled
 
 Stages are grouped so that the paths compare: read (text in), dictionary (vocabulary and n-gram atoms: the
 in-memory `from_corpus`; sharded: ingest, vocabulary, encode, every count and DuckDB merge), degree, top-K.
@@ -12,9 +12,9 @@ which `workers` run at once, beside the coordinating process, whose peak is give
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
+
+from .records import read_jsonl
 
 GROUPS = {
     "read train": "read",
@@ -31,10 +31,6 @@ GROUPS = {
 
 def group(stage: str) -> str:
     return GROUPS.get(stage, "dictionary" if stage.startswith(("count n=", "atoms n=")) else stage)
-
-
-def load(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def summarise(record: dict) -> dict:
@@ -120,17 +116,11 @@ def extrapolate(records: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("records", type=Path)
     p.add_argument("--extrapolate", action="store_true", help="the 10^8 / 10^9 extrapolation instead")
-    args = p.parse_args(argv)
-    records = load(args.records)
-    print(extrapolate(records) if args.extrapolate else table(records))
-    return 0
 
 
-if __name__ == "__main__":
-    from structseq.errors import run_cli
-
-    sys.exit(run_cli(main))
+def render(args: argparse.Namespace) -> str:
+    records = read_jsonl(args.records)
+    return extrapolate(records) if args.extrapolate else table(records)

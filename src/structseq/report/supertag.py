@@ -1,6 +1,6 @@
 """Tables of the supertagging records (issue 10): the evaluation JSONs of `structseq evaluate`.
 
-    python scripts/supertag_table.py results/supertag/evals [--plot docs/supertag-beta-curve.png]
+    structseq report supertag results/supertag/evals [--plot docs/supertag-beta-curve.png]
 
 Records are read from `CONFIG-sSEED-beamK.json` files (what scripts/reproduce_supertag.sh keeps in
 results/supertag/evals) or from run directories `CONFIG-sSEED/eval-test-beamK.json` (e.g. runs/supertag).
@@ -20,6 +20,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from structseq.metrics.significance import format_mean_sd
+
+from .records import read_json
 
 ORDER = ["classifier", "tree", "tree-nosf", "tree-nonf", "tree-nosf-nonf"]
 
@@ -63,11 +65,11 @@ def read_records(dirs: list[Path]) -> dict[str, dict[int, dict]]:
         for f in sorted(root.iterdir()):
             m = re.fullmatch(r"(.+)-s(\d+)-beam(\d+)\.json", f.name)
             if m:
-                runs[m.group(1)].setdefault(int(m.group(2)), {})[f"beam{m.group(3)}"] = json.loads(f.read_text())
+                runs[m.group(1)].setdefault(int(m.group(2)), {})[f"beam{m.group(3)}"] = read_json(f)
                 continue
             m = re.fullmatch(r"(.+)-s(\d+)", f.name)
             for g in sorted(f.glob("eval-test-beam*.json")) if m and f.is_dir() else []:
-                runs[m.group(1)].setdefault(int(m.group(2)), {})[g.stem.split("-")[-1]] = json.loads(g.read_text())
+                runs[m.group(1)].setdefault(int(m.group(2)), {})[g.stem.split("-")[-1]] = read_json(g)
     return {c: {s: r for s, r in sorted(v.items()) if "beam1" in r} for c, v in runs.items()}
 
 
@@ -77,6 +79,8 @@ def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from structseq.outputs import UNCHECKED
 
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for c, recs in runs.items():
@@ -92,46 +96,49 @@ def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    UNCHECKED.savefig(fig, path, dpi=120)  # atomic; the file named by --plot is replaced
+    plt.close(fig)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("records", type=Path, nargs="+", help="directories of records or of runs")
     ap.add_argument("-o", "--out", type=Path, help="every number as JSON")
     ap.add_argument("--plot", type=Path, help="beta curve (accuracy vs categories per word) as an image")
-    args = ap.parse_args()
+
+
+def render(args: argparse.Namespace) -> str:
+    lines: list[str] = []
+    emit = lines.append
     runs = read_records(args.records)
     configs = [c for c in ORDER if c in runs] + sorted(c for c in runs if c not in ORDER)
     out = {"configs": {c: {str(s): r for s, r in runs[c].items()} for c in configs}}
-    print("| model | seeds | " + " | ".join(n for n, _ in COLS) + " |")
-    print("|---|---|" + "---|" * len(COLS))
+    emit("| model | seeds | " + " | ".join(n for n, _ in COLS) + " |")
+    emit("|---|---|" + "---|" * len(COLS))
     for c in configs:
         recs = list(runs[c].values())
-        print(
+        emit(
             f"| {c} (greedy) | {len(recs)} | " + " | ".join(fmt([f(r["beam1"]) for r in recs]) for _, f in COLS) + " |"
         )
-    print()
-    print("| model | greedy | beam 5 best | beam 5 oracle | unseen predicted (right) | ill-formed argmax repaired |")
-    print("|---|---|---|---|---|---|")
+    emit("")
+    emit("| model | greedy | beam 5 best | beam 5 oracle | unseen predicted (right) | ill-formed argmax repaired |")
+    emit("|---|---|---|---|---|---|")
     for c in configs:
         recs = [r for r in runs[c].values() if "beam5" in r]
         if not recs:
             continue
         unseen = ", ".join(f"{r['beam1']['unseen_predicted']} ({r['beam1']['unseen_predicted_correct']})" for r in recs)
         rep = ", ".join(str(r["beam1"].get("ill_formed_repaired", "—")) for r in recs)
-        print(
+        emit(
             f"| {c} | {fmt([val(r['beam1'], 'accuracy') for r in recs])} | "
             f"{fmt([val(r['beam5'], 'accuracy') for r in recs])} "
             f"| {fmt([val(r['beam5'], 'oracle_accuracy') for r in recs])} | {unseen} | {rep} |"
         )
-    print()
+    emit("")
     for c in configs:
         recs = [r for r in runs[c].values() if "beam5" in r]
         if not recs:
             continue
-        print(
+        emit(
             f"- beta curve, {c} (beam 5; mean over {len(recs)} seed(s)): "
             + "; ".join(
                 f"beta {p['beta']:g}: {statistics.mean(curve(r['beam5'])[i]['accuracy'] for r in recs):.2f}% at "
@@ -145,11 +152,4 @@ def main() -> None:
         from structseq.outputs import atomic_write
 
         atomic_write(args.out, json.dumps(out, indent=1) + "\n")
-
-
-if __name__ == "__main__":
-    import sys
-
-    from structseq.errors import run_cli
-
-    sys.exit(run_cli(main))
+    return "\n".join(lines)

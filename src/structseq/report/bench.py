@@ -1,6 +1,6 @@
-"""Markdown tables of the benchmark JSON files (the README's performance section is generated from them).
+"""Markdown tables of the benchmark JSON files (docs/performance.md and RESULTS.md are generated from them).
 
-    python benchmarks/report.py KIND FILE [FILE ...]        # or LABEL=FILE where a kind compares measurements
+    structseq report bench KIND FILE [FILE ...]        # or LABEL=FILE where a kind compares measurements
 
 Kinds (each names the benchmark that writes its JSON):
   fairseq-train     bench_train.py --only fairseq: per-round tokens/s of both systems and the ratio (LABEL=FILE ...)
@@ -23,27 +23,10 @@ Each table ends with the load averages the files recorded, so a reader sees how 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 from pathlib import Path
 
-
-def _load(path: str) -> dict:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"{path}: {e}") from None
-
-
-def _labelled(args: list[str]) -> list[tuple[str, dict]]:
-    out = []
-    for a in args:
-        label, sep, path = a.partition("=")
-        if not sep:
-            raise SystemExit(f"expected LABEL=FILE, got {a!r}")
-        out.append((label, _load(path)))
-    return out
+from .records import read_json, read_labelled, table
 
 
 def _load_avg(d: dict) -> tuple | None:
@@ -67,16 +50,8 @@ def _loads(named: list[tuple[str, dict]]) -> str:
     return "\n\nLoad average (1 min) before -> after: " + "; ".join(parts) + "." if parts else ""
 
 
-def _table(header: list[str], rows: list[list]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(str(c) for c in r) + " |" for r in rows),
-    ]
-
-
 def fairseq_train(args: list[str]) -> str:
-    named, rows, medians = _labelled(args), [], []
+    named, rows, medians = read_labelled(args), [], []
     for label, d in named:
         fc = d["fairseq_comparison"]
         ratios = fc["round_ratios_structseq_over_fairseq"]
@@ -95,14 +70,14 @@ def fairseq_train(args: list[str]) -> str:
             ]
         )
     return "\n".join(
-        _table(["measurement", "round", "fairseq tok/s", "structseq tok/s", "ratio"], rows)
+        table(["measurement", "round", "fairseq tok/s", "structseq tok/s", "ratio"], rows)
         + [""]
-        + _table(["measurement", "median of the round ratios", "structseq MFU", "MFU over non-padding tokens"], medians)
+        + table(["measurement", "median of the round ratios", "structseq MFU", "MFU over non-padding tokens"], medians)
     ) + _loads(named)
 
 
 def models(args: list[str]) -> str:
-    d = _load(args[0])
+    d = read_json(args[0])
     rows = []
     for name, m in d["models"].items():
         t, dec = m["train"], m.get("decode", {})
@@ -119,7 +94,7 @@ def models(args: list[str]) -> str:
             ]
         )
     return "\n".join(
-        _table(
+        table(
             [
                 "model",
                 "train target tok/s",
@@ -136,13 +111,13 @@ def models(args: list[str]) -> str:
 
 
 def lexicon(args: list[str]) -> str:
-    d = _load(args[0])
+    d = read_json(args[0])
     cells: dict[str, dict[str, str]] = {}
     pairs: dict[str, int] = {}
     for r in d.get("learners", []):
         cells.setdefault(r["method"], {})[r["dataset"]] = f"{r['seconds']:.2f} s, +{r['peak_mb']:.0f} MB"
         pairs[r["dataset"]] = r["pairs"]
-    out = _table(
+    out = table(
         ["learner"] + [f"{ds} train ({n:,} pairs)" for ds, n in pairs.items()],
         [[m] + [c.get(ds, "-") for ds in pairs] for m, c in cells.items()],
     )
@@ -160,12 +135,12 @@ def lexicon(args: list[str]) -> str:
                     f"{row['eflomal']['seconds']:.2f} s" if "eflomal" in row else "-",
                 ]
             )
-        out += ["", *_table(["SCAN, both directions, 5 iterations", "ours", "systran-align", "eflomal"], rows)]
+        out += ["", *table(["SCAN, both directions, 5 iterations", "ours", "systran-align", "eflomal"], rows)]
     return "\n".join(out) + _loads([("", d)])
 
 
 def dangle_intervals(args: list[str]) -> str:
-    d = _load(args[0])
+    d = read_json(args[0])
     rows = [
         [
             name,
@@ -177,12 +152,12 @@ def dangle_intervals(args: list[str]) -> str:
         for name, m in d["intervals"].items()
     ]
     return "\n".join(
-        _table(["model", "s/update", "cost vs Transformer", "target tok/s", "peak RSS (MB)"], rows)
+        table(["model", "s/update", "cost vs Transformer", "target tok/s", "peak RSS (MB)"], rows)
     ) + _loads([("", d)])
 
 
 def dangle_formulations(args: list[str]) -> str:
-    named, rows = _labelled(args), []
+    named, rows = read_labelled(args), []
     for label, d in named:
         for point, f in d["formulations"].items():
             ours, a, b = f["batched"], f["per_step"], f["batch_copy"]
@@ -207,11 +182,11 @@ def dangle_formulations(args: list[str]) -> str:
         "peak RSS MB ours / (a) / (b)",
         "max log-prob difference",
     ]
-    return "\n".join(_table(header, rows)) + _loads(named)
+    return "\n".join(table(header, rows)) + _loads(named)
 
 
 def dangle_flops(args: list[str]) -> str:
-    d = _load(args[0])
+    d = read_json(args[0])
     base = d["intervals"]["transformer"]
     rows = []
     for name, m in d["intervals"].items():
@@ -227,7 +202,7 @@ def dangle_flops(args: list[str]) -> str:
             ]
         )
     return "\n".join(
-        _table(
+        table(
             [
                 "model",
                 "s/update",
@@ -243,7 +218,7 @@ def dangle_flops(args: list[str]) -> str:
 
 
 def search(args: list[str]) -> str:
-    named, rows = _labelled(args), []
+    named, rows = read_labelled(args), []
     for label, d in named:
         for beam, b in d["beams"].items():
             rows.append(
@@ -256,7 +231,7 @@ def search(args: list[str]) -> str:
                     "equal" if b["same_outputs"] else "**differ**",
                 ]
             )
-    return "\n".join(_table(["model", "decoding", "before", "after", "ratio", "outputs"], rows)) + _loads(named)
+    return "\n".join(table(["model", "decoding", "before", "after", "ratio", "outputs"], rows)) + _loads(named)
 
 
 def _batch(b) -> str:
@@ -267,7 +242,7 @@ def _batch(b) -> str:
 
 
 def decode_fairseq(args: list[str]) -> str:
-    files = [(Path(a).name, _load(a)) for a in args]
+    files = [(Path(a).name, read_json(a)) for a in args]
     by_key: dict[tuple, dict] = {}
     for _, d in files:
         for r in d["rows"]:
@@ -294,11 +269,11 @@ def decode_fairseq(args: list[str]) -> str:
         "ratio (rounds)",
         "process wall s, fairseq / structseq",
     ]
-    return "\n".join(_table(header, rows)) + _loads(files)
+    return "\n".join(table(header, rows)) + _loads(files)
 
 
 def lstm(args: list[str]) -> str:
-    d = _load(args[0])
+    d = read_json(args[0])
     first = next(iter(d["train"].values()), {})
     a, b = first.get("impls", ["reference", "fast"])  # the two implementations compared, the same in every entry
 
@@ -318,11 +293,11 @@ def lstm(args: list[str]) -> str:
         shown = "greedy" if beam == "beam1" else beam.replace("beam", "beam ")
         rows.append(row(f"decode {shown}, sent/s", m, 1))
     header = ["config", a, b, "ratio (rounds)", "ratio (CPU time)", f"peak RSS MB {a} / {b}"]
-    return "\n".join(_table(header, rows)) + _loads([("", d)])
+    return "\n".join(table(header, rows)) + _loads([("", d)])
 
 
 def commits(args: list[str]) -> str:
-    named, rows = _labelled(args), []
+    named, rows = read_labelled(args), []
     for label, d in named:
         for config, m in d["configs"].items():
             ratios = ", ".join(f"{n / o:.2f}" for o, n in zip(m["old_tok_s"], m["new_tok_s"]))
@@ -336,11 +311,11 @@ def commits(args: list[str]) -> str:
                 ]
             )
     header = ["measurement", "config", "old tok/s", "new tok/s", "new / old (rounds)"]
-    return "\n".join(_table(header, rows)) + _loads(named)
+    return "\n".join(table(header, rows)) + _loads(named)
 
 
 def compile_(args: list[str]) -> str:
-    d = _load(args[0])
+    d = read_json(args[0])
     med, ratios = d["median_tokens_per_s"], ", ".join(f"{x:.2f}" for x in d["round_ratios_compiled_over_eager"])
     cold = {r["mode"]: r["cold_s"] for r in d["runs"]["eager"][:1] + d["runs"]["compile"][:1]}
     rows = [
@@ -359,13 +334,13 @@ def compile_(args: list[str]) -> str:
         "first-round cold start s, eager / compiled",
         "extra cold start s (median)",
     ]
-    return "\n".join(_table(header, rows)) + _loads([("", d)])
+    return "\n".join(table(header, rows)) + _loads([("", d)])
 
 
 def profile(args: list[str]) -> str:
     rows, named = [], []
     for a in args:
-        d = _load(a)
+        d = read_json(a)
         named.append((Path(a).name, d))
         g = d["groups_share"]
         rows.append(
@@ -390,11 +365,11 @@ def profile(args: list[str]) -> str:
         "ratio",
         "ceiling",
     ]
-    return "\n".join(_table(header, rows)) + _loads(named)
+    return "\n".join(table(header, rows)) + _loads(named)
 
 
 def context(args: list[str]) -> str:
-    d = _load(args[0])
+    d = read_json(args[0])
 
     def vs(r, name):
         if f"{name}_speed_vs_sequential" not in r:
@@ -425,7 +400,7 @@ def context(args: list[str]) -> str:
         "vs sequential (rounds)",
         memory,
     ]
-    return "\n".join(_table(header, rows)) + _loads([("", d)])
+    return "\n".join(table(header, rows)) + _loads([("", d)])
 
 
 KINDS = {
@@ -445,13 +420,10 @@ KINDS = {
 }
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("kind", choices=sorted(KINDS))
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", choices=sorted(KINDS), metavar="KIND", help=", ".join(sorted(KINDS)))
     p.add_argument("files", nargs="+", help="benchmark JSON files (LABEL=FILE where the kind says so)")
-    args = p.parse_args(argv)
-    print(KINDS[args.kind](args.files))
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+def render(args: argparse.Namespace) -> str:
+    return KINDS[args.table](args.files)

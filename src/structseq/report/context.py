@@ -2,26 +2,26 @@
 per split, mean and sd over seeds, one row per (config, overrides)), and with `--attention` the Table 9 encoder
 attention statistics that `structseq context attention RUN --split SPLIT > FILE.json` writes.
 
-    python scripts/context_results.py results/context/commands.jsonl [MORE.jsonl ...]
-    python scripts/context_results.py --attention results/context/attention-sequential-s*.json
+    structseq report context results/context/commands.jsonl [MORE.jsonl ...]
+    structseq report context --attention results/context/attention-sequential-s*.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 
 from structseq.metrics.significance import format_mean_sd
+
+from .records import read_json, read_jsonl_files
 
 SPLITS = ("test", "longer", "position", "combination")
 
 
 def table(*paths: str) -> str:
     runs: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for line in (x for path in paths for x in Path(path).read_text().splitlines() if x.strip()):
-        r = json.loads(line)
+    for r in read_jsonl_files(paths):
         key = (Path(r["config"]).stem, " ".join(r["overrides"]) or "-")
         runs[key][r["split"]].append(100 * r["metrics"]["exact_match"]["score"])
     out = ["| decoder | overrides | seeds | " + " | ".join(SPLITS) + " |", "|---|---|---|" + "---|" * len(SPLITS)]
@@ -45,7 +45,7 @@ def attention(*paths: str) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for path in paths:
-        r = json.loads(Path(path).read_text())
+        r = read_json(path)
         out.append(
             f"| `{Path(r['run']).name}` | {r['split']} | {r['examples']} | {r['layers']} | "
             f"{r['source_attention_on_context']:.3f} | {r['context_attention_on_source']:.3f} | "
@@ -56,9 +56,10 @@ def attention(*paths: str) -> str:
     return "\n".join(out)
 
 
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="*", default=["results/context/commands.jsonl"])
     p.add_argument("--attention", action="store_true", help="FILES are `structseq context attention` outputs")
-    a = p.parse_args()
-    print(attention(*a.files) if a.attention else table(*a.files))
+
+
+def render(a: argparse.Namespace) -> str:
+    return attention(*a.files) if a.attention else table(*a.files)

@@ -1,24 +1,26 @@
-"""Render the JSON lines written by scripts/reproduce.py as a Markdown table (mean ± sd over seeds).
+"""The JSON lines written by `structseq sweep` (scripts/reproduce.py) as Markdown tables (mean ± sd over seeds).
 
-    python scripts/results_table.py results/foundation.jsonl
-    python scripts/results_table.py results/lexicon/budget-runs.jsonl \
+    structseq report results results/foundation.jsonl
+    structseq report results results/lexicon/budget-runs.jsonl \
         --curve results/lexicon/budget-runs-curve.jsonl --plot docs/budget-curve-scan.png
 
 `--curve` adds the learning-curve table (test score against updates, per seed and mean) from the records of
-`reproduce.py --curve-every`; the point at the last update is the run's own record in FILES. `--plot` draws it.
+`structseq sweep --curve-every`; the point at the last update is the run's own record in FILES. `--plot` draws it
+(`results_plot.py`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
-import textwrap
 from collections import defaultdict
 from pathlib import Path
 
+from structseq.errors import StructseqError
 from structseq.metrics.significance import format_mean_sd
+
+from .records import read_jsonl_files
 
 #: the papers' numbers beside ours: exact match (Akyürek & Andreas 2021 Table 2), BLEU (Wang et al. 2019 Table 5)
 PAPER = {
@@ -100,41 +102,43 @@ OLD_BEAM_NOTE = (
 )
 
 
+def curve_scale(metric: str) -> int:
+    """100 for the paper's pooled BLEU (printed x 100, as the paper prints it), else 1."""
+    return 100 if metric.startswith("pooled_bleu") else 1
+
+
 def _old_beam(records) -> str:
     return OLD_BEAM if any(r.get("old_beam_search") for r in records) else ""
 
 
-def curve(files: list[str], curve_files: list[str], plot: str | None, metric: str = "exact_match") -> bool:
-    """Learning-curve table (and plot) per (config, split): score at each kept checkpoint, per seed; returns
-    whether a row is marked `OLD_BEAM` (its note printed under the table)."""
-    final = {}
-    for path in files:
-        for line in open(path):
-            if line.strip():
-                r = json.loads(line)
-                final[(r["run_dir"], r["split"])] = r
-    scale = 100 if metric.startswith("pooled_bleu") else 1  # BLEU x 100, as the paper prints it
+def curve(
+    files: list[str], curve_files: list[str], plot: str | None, metric: str = "exact_match"
+) -> tuple[list[str], bool]:
+    """Learning-curve table (and plot) per (config, split): score at each kept checkpoint, per seed: the
+    table's lines, and whether a row is marked `OLD_BEAM` (its note is then among the lines)."""
+    lines: list[str] = []
+    emit = lines.append
+    final = {(r["run_dir"], r["split"]): r for r in read_jsonl_files(files)}
+    scale = curve_scale(metric)
     points: dict[tuple, dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))  # key -> seed -> step
     curve_runs, old = set(), defaultdict(bool)
-    for line in (x for path in curve_files for x in open(path)):
-        if line.strip():
-            r = json.loads(line)
-            key = (r["config"] + "".join(f" {o}" for o in r.get("overrides", [])), r["split"])
-            points[key][r["seed"]][r["step"]] = scale * score(r, metric)
-            old[key] |= bool(r.get("old_beam_search"))
-            curve_runs.add((r["run_dir"], r["split"], key[0], r["seed"]))
+    for r in read_jsonl_files(curve_files):
+        key = (r["config"] + "".join(f" {o}" for o in r.get("overrides", [])), r["split"])
+        points[key][r["seed"]][r["step"]] = scale * score(r, metric)
+        old[key] |= bool(r.get("old_beam_search"))
+        curve_runs.add((r["run_dir"], r["split"], key[0], r["seed"]))
     for run_dir, split, config, seed in curve_runs:  # the last point: the run's own (final-checkpoint) record
         if (run_dir, split) in final and not final[(run_dir, split)].get("diverged"):
             f = final[(run_dir, split)]
             points[(config, split)][seed][f["steps"]] = scale * score(f, metric)
     steps = sorted({k for per_seed in points.values() for s in per_seed.values() for k in s})
     shown = f"{metric} (x 100)" if scale != 1 else metric
-    print(
+    emit(
         f"\nLearning curve: test {shown} against updates (checkpoints kept during training, each evaluated "
         "once; none selected by it)\n"
     )
-    print("| config | split | seeds | " + " | ".join(str(k) for k in steps) + " |")
-    print("|---|---|---|" + "---|" * len(steps))
+    emit("| config | split | seeds | " + " | ".join(str(k) for k in steps) + " |")
+    emit("|---|---|---|" + "---|" * len(steps))
     for (config, split), per_seed in sorted(points.items()):
         seeds = sorted(per_seed)
         cells = []
@@ -142,62 +146,24 @@ def curve(files: list[str], curve_files: list[str], plot: str | None, metric: st
             vals = [per_seed[s][k] for s in seeds if k in per_seed[s]]
             cells.append(" / ".join(f"{v:.3f}" if scale == 1 else f"{v:.2f}" for v in vals) if vals else "-")
         mark = OLD_BEAM if old[(config, split)] else ""
-        print(f"| `{config}` | {split} | {', '.join(map(str, seeds))}{mark} | " + " | ".join(cells) + " |")
+        emit(f"| `{config}` | {split} | {', '.join(map(str, seeds))}{mark} | " + " | ".join(cells) + " |")
     if any(old.values()):
-        print(OLD_BEAM_NOTE)
+        emit(OLD_BEAM_NOTE)
     if plot:
-        import matplotlib
+        from .results_plot import plot_curves
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        datasets = sorted({Path(c.split(" ")[0]).parent.name for c, _ in points})  # one panel per dataset
-        fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
-        common = set.intersection(*(set(c.split(" ")[1:]) for c, _ in points)) if points else set()  # in the title
-        with_paper = set()
-        for i, ((config, split), per_seed) in enumerate(sorted(points.items())):
-            path, *overrides = config.split(" ")
-            overrides = [o for o in overrides if o not in common]
-            ds, stem = paper_key(path)
-            ax, color = axes[0][datasets.index(ds)], f"C{i}"
-            for j, s in enumerate(sorted(per_seed)):
-                ks = sorted(per_seed[s])
-                ax.plot(
-                    ks,
-                    [per_seed[s][k] for k in ks],
-                    marker="o",
-                    color=color,
-                    alpha=0.9,
-                    linestyle="-" if j == 0 else "--",
-                    label=f"{Path(path).stem}{''.join(' ' + o for o in overrides)} ({split}), seed {s}",
-                )
-            paper = PAPER_BLEU if metric.startswith("pooled_bleu") else PAPER
-            m = re.match(r"([\d.]+)", paper.get((ds, stem), "") if split == paper_split(ds) else "")
-            if m:
-                ax.axhline(float(m.group(1)), color=color, linestyle=":", linewidth=1)
-                with_paper.add(ds)
-        for ds, ax in zip(datasets, axes[0]):
-            ax.set_xlabel("updates")
-            ax.set_ylabel(f"test {metric.replace('_', ' ')}")
-            ax.set_ylim(-0.02 * scale, 1.02 * scale if metric == "exact_match" else None)
-            note = " (dotted: paper's mean)" if ds in with_paper else ""
-            shared = "\n" + textwrap.fill(" ".join(sorted(common)), 80) if common else ""  # long run paths wrap
-            ax.set_title(f"{ds}: learning curves{note}{shared}", fontsize=10)
-            ax.legend(fontsize=7)
-            ax.grid(alpha=0.3)
-        fig.tight_layout()
-        Path(plot).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(plot, dpi=120)
-        print(f"\nplot: {plot}")
-    return any(old.values())
+        plot_curves(points, metric, plot)
+    return lines, any(old.values())
 
 
-def headline(groups: dict[tuple, list[dict]]) -> None:
+def headline(groups: dict[tuple, list[dict]]) -> list[str]:
     """One line per (column, model, overrides) on the split the papers report (`paper_split`): the column's score (exact match; the
     paper's pooled BLEU x 100 where the records have it, as on Tatoeba) mean ± sd over the finished seeds, their
     number, diverged seeds, and the paper's number."""
-    print("| column | model | score (test; COGS: gen) | seeds | paper |")
-    print("|---|---|---|---|---|")
+    lines: list[str] = []
+    emit = lines.append
+    emit("| column | model | score (test; COGS: gen) | seeds | paper |")
+    emit("|---|---|---|---|---|")
     for (config, overrides, split), all_rs in sorted(groups.items()):
         ds, stem = paper_key(config)
         if split != paper_split(ds):
@@ -220,13 +186,16 @@ def headline(groups: dict[tuple, list[dict]]) -> None:
             shown_score = "EM " + format_mean_sd([r["metrics"]["exact_match"]["score"] for r in rs]) if rs else "-"
             paper = PAPER.get((ds, stem), "")
         n = f"{len(rs)}" + (f" (+{lost} diverged)" if lost else "")
-        print(f"| {ds} | {shown} | {shown_score} | {n} | {paper} |")
+        emit(f"| {ds} | {shown} | {shown_score} | {n} | {paper} |")
+    return lines
 
 
-def pooled(groups: dict[tuple, list[dict]]) -> None:
+def pooled(groups: dict[tuple, list[dict]]) -> list[str]:
     """The lexicon paper's Tatoeba BLEU (x 100, references pooled by source) on full test and 1-shot items."""
-    print("\n| config | split | seeds | BLEU full | BLEU 1-shot (items) | paper full / 1-shot |")
-    print("|---|---|---|---|---|---|")
+    lines: list[str] = []
+    emit = lines.append
+    emit("\n| config | split | seeds | BLEU full | BLEU 1-shot (items) | paper full / 1-shot |")
+    emit("|---|---|---|---|---|---|")
     for (config, overrides, split), all_rs in sorted(groups.items()):
         rs = sorted(
             (r for r in all_rs if not r.get("diverged") and "pooled_bleu" in r["metrics"]), key=lambda r: r["seed"]
@@ -237,15 +206,18 @@ def pooled(groups: dict[tuple, list[dict]]) -> None:
         shot = [100 * score(r, "pooled_bleu.1-shot") for r in rs]
         items = rs[0]["metrics"]["pooled_bleu"]["1-shot"]["n"]
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides)
-        print(
+        emit(
             f"| {shown} | {split} | {', '.join(str(r['seed']) for r in rs)} | {format_mean_sd(full, 2)} "
             f"| {format_mean_sd(shot, 2)} ({items}) | {PAPER_BLEU.get(paper_key(config), '')} |"
         )
+    return lines
 
 
-def per_category(groups: dict[tuple, list[dict]]) -> None:
+def per_category(groups: dict[tuple, list[dict]]) -> list[str]:
     """Exact match per category (COGS's 21 generalisation types), a column per config, mean ± sd over seeds: where a
     model's gap to the paper lies."""
+    lines: list[str] = []
+    emit = lines.append
     by_split: dict[str, dict] = defaultdict(dict)
     for (config, overrides, split), all_rs in sorted(groups.items()):
         rs = [r for r in all_rs if not r.get("diverged") and (r["metrics"] or {}).get("per_category")]
@@ -262,9 +234,9 @@ def per_category(groups: dict[tuple, list[dict]]) -> None:
             + f" ({len(rs)} seed{'s' if len(rs) > 1 else ''})"
             for (c, o_), rs in columns.items()
         ]
-        print(f"\nExact match per category, {split} split:\n")
-        print("| category | " + " | ".join(names) + " |")
-        print("|---|" + "---|" * len(names))
+        emit(f"\nExact match per category, {split} split:\n")
+        emit("| category | " + " | ".join(names) + " |")
+        emit("|---|" + "---|" * len(names))
         for cat in cats:
             cells = []
             for rs in columns.values():
@@ -274,11 +246,11 @@ def per_category(groups: dict[tuple, list[dict]]) -> None:
                     if cat in r["metrics"]["per_category"]["exact_match"]
                 ]
                 cells.append(format_mean_sd(xs) if xs else "-")
-            print(f"| {cat} | " + " | ".join(cells) + " |")
+            emit(f"| {cat} | " + " | ".join(cells) + " |")
+    return lines
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+")
     p.add_argument("--curve", nargs="+", help="learning-curve records (reproduce.py --curve-out), one or more files")
     p.add_argument("--plot", help="PNG for the learning curve")
@@ -299,26 +271,24 @@ def main(argv=None) -> None:
         action="store_true",
         help="only the exact match per category (records with categories, e.g. COGS gen)",
     )
-    a = p.parse_args(argv)
+
+
+def render(a: argparse.Namespace) -> str:
     if a.curve_only and not a.curve:
-        p.error("--curve-only needs --curve")
+        raise StructseqError("--curve-only needs --curve")
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for path in a.files:
-        for line in open(path):
-            if line.strip():
-                r = json.loads(line)
-                groups[(r["config"], tuple(r.get("overrides", [])), r["split"])].append(r)
+    for r in read_jsonl_files(a.files):
+        groups[(r["config"], tuple(r.get("overrides", [])), r["split"])].append(r)
     if a.headline:
-        headline(groups)
-        return
+        return "\n".join(headline(groups))
     if a.curve_only:
-        curve(a.files, a.curve, a.plot, a.curve_metric)
-        return
+        return "\n".join(curve(a.files, a.curve, a.plot, a.curve_metric)[0])
     if a.per_category:
-        per_category(groups)
-        return
-    print("| config | split | seeds | exact match | token acc. | BLEU | train wall (min, median) | updates | paper |")
-    print("|---|---|---|---|---|---|---|---|---|")
+        return "\n".join(per_category(groups))
+    lines: list[str] = []
+    emit = lines.append
+    emit("| config | split | seeds | exact match | token acc. | BLEU | train wall (min, median) | updates | paper |")
+    emit("|---|---|---|---|---|---|---|---|---|")
     for (config, overrides, split), all_rs in sorted(groups.items()):
         rs = sorted((r for r in all_rs if not r.get("diverged")), key=lambda r: r["seed"])
         lost = sorted(r["seed"] for r in all_rs if r.get("diverged"))
@@ -326,7 +296,7 @@ def main(argv=None) -> None:
         if lost:  # diverged seeds (non-finite training loss) are listed, not averaged in
             seeds += f" (diverged: {', '.join(map(str, lost))})"
         if not rs:
-            print(f"| `{config}` | {split} | {seeds} | - | - | - | - | {all_rs[0]['steps']} | |")
+            emit(f"| `{config}` | {split} | {seeds} | - | - | - | - | {all_rs[0]['steps']} | |")
             continue
         em = [r["metrics"]["exact_match"]["score"] for r in rs]
         ta = [r["metrics"]["token_accuracy"]["score"] for r in rs]
@@ -335,31 +305,31 @@ def main(argv=None) -> None:
         key = paper_key(config)
         wall = statistics.median(r["train_wall_s"] for r in rs) / 60  # median: robust to a mis-timed run
         shown = f"`{config}`" + "".join(f" `{o}`" for o in overrides if "max_steps" not in o and "valid_every" not in o)
-        print(
+        emit(
             f"| {shown} | {split} | {seeds} | {fmt(em)} | {fmt(ta)} | {fmt(bl, 1)} "
             f"| {wall:.0f} | {rs[0]['steps']} | {PAPER.get(key, '') if split == paper_split(key[0]) else ''} |"
         )
     if a.per_run:
-        print("\n| run | seed | split | exact match | train wall (s) | eval wall (s) | updates | commit |")
-        print("|---|---|---|---|---|---|---|---|")
+        emit("\n| run | seed | split | exact match | train wall (s) | eval wall (s) | updates | commit |")
+        emit("|---|---|---|---|---|---|---|---|")
         for (config, overrides, split), rs in sorted(groups.items()):
             for r in sorted(rs, key=lambda r: r["seed"]):
                 if r.get("diverged"):
-                    print(
+                    emit(
                         f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | diverged at update "
                         f"{r['diverged']['step']} | | | {r['steps']} | {r.get('git', '')} |"
                     )
                     continue
-                print(
+                emit(
                     f"| `{Path(r['run_dir']).name}` | {r['seed']} | {split} | {r['metrics']['exact_match']['score']:.4f} "
                     f"| {r['train_wall_s']:.0f} | {r['eval_wall_s']:.0f} | {r['steps']} | {r.get('git', '')} |"
                 )
     if any("pooled_bleu" in (r.get("metrics") or {}) for rs in groups.values() for r in rs):
-        pooled(groups)
-    noted = bool(a.curve) and curve(a.files, a.curve, a.plot, a.curve_metric)
+        lines += pooled(groups)
+    noted = False
+    if a.curve:
+        curve_lines, noted = curve(a.files, a.curve, a.plot, a.curve_metric)
+        lines += curve_lines
     if not noted and any(_old_beam(rs) for rs in groups.values()):
-        print(OLD_BEAM_NOTE)
-
-
-if __name__ == "__main__":
-    main()
+        emit(OLD_BEAM_NOTE)
+    return "\n".join(lines)

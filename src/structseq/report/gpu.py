@@ -1,10 +1,10 @@
 """Tables of the GPU records in results/gpu/ (what scripts/device_check.sh and device_reproduce.sh bring back).
 
-    python scripts/gpu_table.py tests results/gpu/2026-11-26-h200/check/gpu-tests.xml [more.xml ...]
-    python scripts/gpu_table.py train results/gpu/2026-11-26-h200/check/bench
-    python scripts/gpu_table.py decode results/gpu/2026-11-26-h200/check/bench
-    python scripts/gpu_table.py ab --a DIR DIR --b DIR DIR [--label-a A --label-b B]
-    python scripts/gpu_table.py reproduce results/gpu/2026-11-26-h200/reproduce
+    structseq report gpu tests results/gpu/2026-11-26-h200/check/gpu-tests.xml [more.xml ...]
+    structseq report gpu train results/gpu/2026-11-26-h200/check/bench
+    structseq report gpu decode results/gpu/2026-11-26-h200/check/bench
+    structseq report gpu ab --a DIR DIR --b DIR DIR [--label-a A --label-b B]
+    structseq report gpu reproduce results/gpu/2026-11-26-h200/reproduce
 
 Each table names the device, torch and CUDA versions and the commit from the records themselves; `ab` gives
 the median of each side over its runs (alternated A B A B when they were measured) and their ratio.
@@ -13,12 +13,15 @@ the median of each side over its runs (alternated A B A B when they were measure
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from structseq.errors import DataError, StructseqError
+from structseq.textio import read_text
+
+from .records import read_json
 
 
 def _machine(m: dict) -> str:
@@ -29,11 +32,7 @@ def _machine(m: dict) -> str:
 
 
 def _section(folder: Path, name: str) -> dict:
-    path = folder / f"{name}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"{path}: {e}") from None
+    return read_json(folder / f"{name}.json")
 
 
 def _data(row: dict) -> str:
@@ -46,7 +45,7 @@ def tests(paths: list[Path]) -> str:
         try:
             cases = list(ET.parse(path).getroot().iter("testcase"))
         except (OSError, ET.ParseError) as e:
-            raise SystemExit(f"{path}: {e}") from None
+            raise DataError(f"not a JUnit XML file ({e})", path) from None
         failed = [c.get("name") for c in cases if c.find("failure") is not None or c.find("error") is not None]
         skipped = [c for c in cases if c.find("skipped") is not None]
         passed = len(cases) - len(failed) - len(skipped)
@@ -110,7 +109,7 @@ def ab(a: list[Path], b: list[Path], label_a: str, label_b: str) -> str:
     la, lb = runs(a, "launches_per_update"), runs(b, "launches_per_update")  # recorded since issue 45
     devices = {_section(f, "train")["machine"].get("device_name") for f in (*a, *b)}
     if len(devices) > 1:
-        raise SystemExit(f"the two sides ran on different devices ({', '.join(map(str, devices))}): not comparable")
+        raise StructseqError(f"the two sides ran on different devices ({', '.join(map(str, devices))}): not comparable")
     machine = _machine(_section(a[0], "train")["machine"])
     lines = [
         f"{machine}; training target tokens/s, the median of each side's runs (listed).",
@@ -134,9 +133,8 @@ def ab(a: list[Path], b: list[Path], label_a: str, label_b: str) -> str:
 
 
 def reproduce(folder: Path) -> str:
-    progress = json.loads((folder / "progress.json").read_text())
-    machine = json.loads((folder / "device.json").read_text())
-    log = (folder / "reproduce.log").read_text() if (folder / "reproduce.log").exists() else ""
+    progress, machine = _section(folder, "progress"), _section(folder, "device")
+    log = read_text(folder / "reproduce.log") if (folder / "reproduce.log").exists() else ""
     last = re.findall(r"step (\d+): loss ([0-9.]+)", log)
     rate, done, total = progress["updates_per_min"], progress["steps"], progress["max_steps"]
     cfg = progress.get("config", {})
@@ -159,8 +157,7 @@ def reproduce(folder: Path) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="table", required=True)
     sub.add_parser("tests", help="gpu test outcomes per junit file").add_argument("xml", nargs="+", type=Path)
     for name in ("train", "decode", "reproduce"):
@@ -170,15 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--b", nargs="+", type=Path, required=True)
     q.add_argument("--label-a", default="A")
     q.add_argument("--label-b", default="B")
-    args = p.parse_args(argv)
+
+
+def render(args: argparse.Namespace) -> str:
     if args.table == "tests":
-        print(tests(args.xml))
-    elif args.table == "ab":
-        print(ab(args.a, args.b, args.label_a, args.label_b))
-    else:
-        print({"train": train, "decode": decode, "reproduce": reproduce}[args.table](args.folder))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        return tests(args.xml)
+    if args.table == "ab":
+        return ab(args.a, args.b, args.label_a, args.label_b)
+    return {"train": train, "decode": decode, "reproduce": reproduce}[args.table](args.folder)

@@ -1,7 +1,7 @@
 """Tables of issue 45's CPU records: operators per update, and how batches are composed.
 
-    python scripts/ops_table.py ops 'd15a89c=results/perf/ops_before.json' 'now=results/perf/ops_after.json' ...
-    python scripts/ops_table.py buckets results/perf/bench_buckets.json
+    structseq report ops ops 'd15a89c=results/perf/ops_before.json' 'now=results/perf/ops_after.json' ...
+    structseq report ops buckets results/perf/bench_buckets.json
 
 `ops`: per model, the dispatched operators per training update (views left out) of each labelled record
 (`benchmarks/count_ops.py`), and the first record over each later one; a model a record lacks is left blank.
@@ -10,23 +10,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
+import argparse
 
-
-def _load(spec: str) -> tuple[str, dict]:
-    label, sep, path = spec.partition("=")
-    if not sep:
-        raise SystemExit(f"expected LABEL=FILE, got {spec!r}")
-    try:
-        return label, json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"{path}: {e}") from None
+from .records import read_json, read_labelled
 
 
 def ops(specs: list[str]) -> str:
-    named = [_load(s) for s in specs]
+    named = read_labelled(specs)
     counts = [{r["model"]: r["ops_per_update"] for r in d["rows"] if "ops_per_update" in r} for _, d in named]
     labels = [label for label, _ in named]
     header = ["model", *labels, *(f"{labels[0]} / {label}" for label in labels[1:])]
@@ -40,7 +30,7 @@ def ops(specs: list[str]) -> str:
 
 
 def buckets(paths: list[str]) -> str:
-    d = json.loads(Path(paths[0]).read_text())
+    d = read_json(paths[0])
     lines = [
         "| data | max tokens | rule | batches an epoch | >= 90% one example | worst share | copies in such batches "
         "| padding efficiency | static | shapes an epoch |",
@@ -63,13 +53,10 @@ def buckets(paths: list[str]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    kinds = {"ops": ops, "buckets": buckets}
-    if len(argv) < 2 or argv[0] not in kinds:
-        raise SystemExit(__doc__)
-    print(ops(argv[1:]) if argv[0] == "ops" else buckets(argv[1:]))
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", choices=("ops", "buckets"))
+    p.add_argument("files", nargs="+", help="ops: LABEL=FILE ...; buckets: FILE")
 
 
-if __name__ == "__main__":
-    main()
+def render(args: argparse.Namespace) -> str:
+    return ops(args.files) if args.table == "ops" else buckets(args.files)

@@ -1,0 +1,122 @@
+"""Regenerate every generated block of the documents, or check that each still equals what its records give.
+
+A generated block names the command that writes it:
+
+    <!-- generated: structseq report results results/dangle/scan-jump.jsonl -->
+    | config | split | seeds | ...
+    <!-- /generated -->
+
+    structseq report tables            # rerun every block's command, replace the block's text (atomic, UTF-8)
+    structseq report tables --check    # change nothing; exit 1 naming every block its records no longer give
+
+A command is `structseq report KIND ...` (rendered in this process, see `structseq.report.KINDS`) or, for the
+tables that live with their experiment, `python scripts/NAME.py ...` / `python scripts/analysis/NAME.py ...`
+(run with this Python; its `plot: FILE` lines dropped). Paths in commands are relative to the repository root
+(`--root`, default: the current folder). `--check` leaves `--plot` out, so it writes nothing. The test suite runs
+`--check`, so a table cannot silently drift from the records it claims to come from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from structseq.errors import StructseqError
+
+HELP = "rerun every generated block of the documents (--check: only say which are stale)"
+DOCUMENTS = (
+    "README.md",
+    "RESULTS.md",
+    "docs/performance.md",
+    "docs/reproduction.md",
+    "docs/gpu.md",
+    "docs/papers/lexicon.md",
+    "docs/papers/dangle.md",
+    "docs/papers/supertagging.md",
+    "docs/papers/context.md",
+    "docs/compose-scale.md",
+)
+BLOCK = re.compile(
+    r"^<!-- generated: (?P<command>[^\n]+?) -->\n(?P<text>.*?)^<!-- /generated -->$", re.DOTALL | re.MULTILINE
+)
+SCRIPT = re.compile(r"scripts/(analysis/)?\w+\.py")
+
+
+@contextmanager
+def _cwd(folder: Path):
+    """Commands name records relative to the repository root."""
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _without_plot(args: list[str]) -> list[str]:
+    return [a for i, a in enumerate(args) if a != "--plot" and (i == 0 or args[i - 1] != "--plot")]
+
+
+def render(command: str, where: str, root: Path, plots: bool = True) -> str:
+    """The block text `command` writes now, ending in one newline."""
+    words = shlex.split(command)
+    if words[:2] == ["structseq", "report"] and words[2:3] != ["tables"]:
+        from . import render as render_table
+
+        with _cwd(root):
+            try:
+                text = render_table(words[2:] if plots else _without_plot(words[2:]))
+            except StructseqError as e:
+                raise StructseqError(f"{where}: `{command}` failed: {e}") from None
+        return text.strip("\n") + "\n"
+    if words[:1] != ["python"] or len(words) < 2 or not SCRIPT.fullmatch(words[1]):
+        raise StructseqError(
+            f"{where}: a generated block's command must be `structseq report KIND ...` or "
+            f"`python scripts/NAME.py ...`, got {command!r}"
+        )
+    args = words[2:] if plots else _without_plot(words[2:])
+    done = subprocess.run([sys.executable, str(root / words[1]), *args], cwd=root, capture_output=True, text=True)
+    if done.returncode:
+        raise StructseqError(f"{where}: `{command}` failed:\n{done.stderr.strip()}")
+    lines = [line for line in done.stdout.splitlines() if not line.startswith("plot: ")]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def update(path: Path, check: bool, root: Path | None = None) -> list[str]:
+    """Regenerate the blocks of one document (root: where its commands run, default the current folder);
+    returns the stale ones (`file:line command`)."""
+    from structseq.outputs import atomic_write
+    from structseq.textio import read_text
+
+    root = Path.cwd() if root is None else Path(root).resolve()
+    text, stale, out, last = read_text(path), [], [], 0
+    for m in BLOCK.finditer(text):
+        where = f"{Path(path).name}:{text.count(chr(10), 0, m.start()) + 1}"
+        new = render(m["command"], where, root, plots=not check)
+        if new != m["text"]:
+            stale.append(f"{where} {m['command']}")
+        out += [text[last : m.start("text")], new]
+        last = m.end("text")
+    if not check and stale:
+        atomic_write(path, "".join(out) + text[last:])
+    return stale
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("documents", nargs="*", default=list(DOCUMENTS), help="Markdown files (default: %(default)s)")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
+    p.add_argument("--root", type=Path, default=Path("."), help="the repository root: documents and commands' paths")
+
+
+def run(args: argparse.Namespace) -> int:
+    root = args.root.resolve()
+    stale = [s for d in args.documents for s in update(root / d, args.check, root)]
+    for s in stale:
+        print(("stale: " if args.check else "updated: ") + s)
+    return 1 if args.check and stale else 0
