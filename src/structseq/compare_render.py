@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from structseq.metrics.base import stated_scale
+from structseq.metrics.significance import format_mean_and_sd
 
 FORMATS = ("markdown", "latex", "json")
 TEST_NAMES = {"bootstrap": "paired bootstrap", "ar": "approximate randomisation"}
@@ -15,7 +16,7 @@ def _digits(signature: str) -> int:
 
 
 def _mean_sd(s: dict, d: int, pm: str) -> str:
-    return f"{s['mean']:.{d}f}" + (f" {pm} {s['sd']:.{d}f}" if s["sd"] is not None else "")
+    return format_mean_and_sd(s["mean"], s["sd"], d, pm)
 
 
 def _ci(s: dict, d: int) -> str:

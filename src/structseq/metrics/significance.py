@@ -51,9 +51,13 @@ def mean_sd(xs: Sequence[float]) -> tuple[float, float | None]:
 
 
 def format_mean_sd(xs: Sequence[float], digits: int = 3) -> str:
-    """`0.812 ± 0.034` (`0.812` for one value)."""
-    mean, sd = mean_sd(xs)
-    return f"{mean:.{digits}f}" + (f" ± {sd:.{digits}f}" if sd is not None else "")
+    """`0.812 ± 0.034` (`0.812` for one value): every mean ± sd cell of the tables and reports."""
+    return format_mean_and_sd(*mean_sd(xs), digits)
+
+
+def format_mean_and_sd(mean: float, sd: float | None, digits: int = 3, pm: str = "±") -> str:
+    """`format_mean_sd` of a mean and sd computed before (a report's summary); `pm` for LaTeX's `$\\pm$`."""
+    return f"{mean:.{digits}f}" + (f" {pm} {sd:.{digits}f}" if sd is not None else "")
 
 
 def _betacf(a: float, b: float, x: float) -> float:

@@ -49,6 +49,18 @@ def read_labelled(specs) -> list[tuple[str, dict]]:
     return [(label, read_json(path)) for label, path in map(labelled, specs)]
 
 
+def save_figure(fig, path: str | Path) -> None:
+    """A matplotlib figure (120 dpi, the format of the suffix) written atomically over `path`, the file the
+    caller named (`--plot`): no manifest beside it, as the figures live in the documents' folders."""
+    from structseq.outputs import atomic_open
+
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    if fmt not in fig.canvas.get_supported_filetypes():
+        raise StructseqError(f"{path}: cannot draw a .{fmt} file")
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format=fmt, dpi=120)
+
+
 def table(header: list[str], rows: list[list], align: str = "---") -> list[str]:
     """A Markdown table's lines: the header, the rule (`align` per column after the first), the rows."""
     return [

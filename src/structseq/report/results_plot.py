@@ -7,7 +7,8 @@ import re
 import textwrap
 from pathlib import Path
 
-from .results import PAPER, PAPER_BLEU, paper_key, paper_split
+from .records import save_figure
+from .results import PAPER, PAPER_BLEU, curve_scale, paper_key, paper_split
 
 
 def plot_curves(points: dict, metric: str, plot: str) -> None:
@@ -17,9 +18,7 @@ def plot_curves(points: dict, metric: str, plot: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from structseq.outputs import UNCHECKED
-
-    scale = 100 if metric.startswith("pooled_bleu") else 1
+    scale = curve_scale(metric)
     datasets = sorted({Path(c.split(" ")[0]).parent.name for c, _ in points})  # one panel per dataset
     fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
     common = set.intersection(*(set(c.split(" ")[1:]) for c, _ in points)) if points else set()  # in the title
@@ -55,5 +54,5 @@ def plot_curves(points: dict, metric: str, plot: str) -> None:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    UNCHECKED.savefig(fig, plot, dpi=120)  # atomic; the file named by --plot is replaced
+    save_figure(fig, plot)
     plt.close(fig)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from structseq.metrics.significance import format_mean_sd
 
-from .records import read_json
+from .records import read_json, save_figure
 
 ORDER = ["classifier", "tree", "tree-nosf", "tree-nonf", "tree-nosf-nonf"]
 
@@ -80,8 +80,6 @@ def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from structseq.outputs import UNCHECKED
-
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for c, recs in runs.items():
         recs = [r["beam5"] for r in recs.values() if "beam5" in r]
@@ -96,7 +94,7 @@ def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    UNCHECKED.savefig(fig, path, dpi=120)  # atomic; the file named by --plot is replaced
+    save_figure(fig, path)
     plt.close(fig)
 
 

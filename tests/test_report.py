@@ -1,0 +1,244 @@
+"""`structseq report` (structseq.report): each kind of table on a few records written here, a cell checked
+against values worked out by hand, independent of the records in results/. The kinds with tests of their own in
+tests/test_scripts.py: results (diverged seeds, pooled BLEU, old beam search, per category), supertag, gpu,
+bench (search) and context (through `tables.update`)."""
+
+import importlib
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cli_run import one_line_error, run_main
+from structseq import report
+from structseq.cli import app
+from structseq.errors import StructseqError
+from structseq.metrics.significance import format_mean_and_sd, format_mean_sd
+
+
+def _write(path, data) -> str:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def _scale_record(path: str, workers: int, shards, stages: dict, **extra) -> dict:
+    return {
+        "path": path,
+        "sentences": 1000,
+        "pool_sentences": 1000,
+        "workers": workers,
+        "shards": shards,
+        "stages": {k: {"seconds": s, "cpu_seconds": c, "peak_rss_mib": m} for k, (s, c, m) in stages.items()},
+        "atoms_per_n": {"1": 10, "2": 1500},
+        "load_before": [0.5, 0, 0],
+        "load_after": [1.5, 0, 0],
+        **extra,
+    }
+
+
+def test_compose_scale_groups_stages_and_compares_cpu_with_the_in_memory_run(tmp_path):
+    memory = _scale_record(
+        "memory",
+        1,
+        None,
+        {"read train": (1, 2, 100), "dictionary": (3, 4, 200), "degree": (0.5, 1, 50), "top-K": (0.5, 1, 50)},
+    )
+    sharded = _scale_record(
+        "sharded",
+        2,
+        4,
+        {
+            "train ingest": (2, 4, 80),
+            "count n=1": (1, 4, 90),
+            "pool ingest": (1, 2, 70),
+            "degree": (1, 2, 60),
+            "top-K": (1, 2, 60),
+        },
+        peak_rss_mib_main=30,
+    )
+    records = tmp_path / "scale.jsonl"
+    records.write_text("\n".join(json.dumps(r) for r in (sharded, memory)) + "\n", encoding="utf-8")
+    table = report.render(["compose-scale", str(records)])
+    # CPU 2+4+1+1 = 8 s in memory, 4+4+2+2+2 = 14 s sharded: 1.75x, 14e6 / 2000 sentences = 7000 µs each;
+    # ingest and counts are the dictionary (3.0 s), the pool's ingest is reading (1.0 s)
+    assert "| 1e3 + 1e3 | in memory | 1 | - | 1.0 | 3.0 | 0.5 | 0.5 | 5.0 | 8.0 | 4000.0 | 1.00x | 200 |" in table
+    assert (
+        "| 1e3 + 1e3 | sharded, local | 2 | 4 | 1.0 | 3.0 | 1.0 | 1.0 | 6.0 | 14.0 | 7000.0 | 1.75x | 90 / 30 | 1,510 "
+        "| 0.5 → 1.5 |" in table
+    )
+    assert table.index("in memory") < table.index("sharded, local")  # the in-memory run first
+    # 0.007 CPU s a sentence: 2e8 sentences on 2 workers = 194.44 h, 2e9 on 160 = 24.31 h, on 1600 = 2.43 h
+    extra = report.render(["compose-scale", str(records), "--extrapolate"])
+    assert "| 1e3 + 1e3, 2 worker(s) | sharded, local | 7000.0 | 194.44 h | 24.31 h | 2.43 h |" in extra
+
+
+def test_ops_compares_counts_per_model_and_names_the_commands(tmp_path):
+    before = _write(
+        tmp_path / "a.json",
+        {
+            "command": "count_ops a",
+            "rows": [{"model": "lstm", "ops_per_update": 1200}, {"model": "tf", "ops_per_update": 900}],
+        },
+    )
+    after = _write(tmp_path / "b.json", {"command": "count_ops b", "rows": [{"model": "lstm", "ops_per_update": 600}]})
+    table = report.render(["ops", "ops", f"before={before}", f"after={after}"])
+    assert "| model | before | after | before / after |" in table
+    assert "| lstm | 1,200 | 600 | 2.00 |" in table and "| tf | 900 |  |  |" in table  # a missing model: blank
+    assert table.endswith("Commands: before: `count_ops a`; after: `count_ops b`.")
+    with pytest.raises(StructseqError, match="LABEL=FILE"):
+        report.render(["ops", "ops", before])
+    row = {
+        "data": "cogs",
+        "max_tokens": 4096,
+        "rule": "sorted",
+        "batches_per_epoch": 12.4,
+        "duplicate_only_batches": 0.25,
+        "worst_share": 0.5,
+        "copies_in_duplicate_batches": 0.8,
+        "padding_efficiency": 0.912,
+        "padding_efficiency_static": 0.75,
+        "shapes_per_epoch": 7,
+    }
+    buckets = report.render(["ops", "buckets", _write(tmp_path / "k.json", {"rows": [row]})])
+    assert "| cogs | 4,096 | sorted | 12 | 25.0% | 0.50 | 80% | 0.91 | 0.75 | 7 |" in buckets
+
+
+def test_context_attention_rows_then_the_papers(tmp_path):
+    stats = {
+        "run": "runs/ctx/seq-s1",
+        "split": "test",
+        "examples": 5,
+        "layers": 3,
+        "source_attention_on_context": 0.1234,
+        "context_attention_on_source": 0.5,
+        "attention_in_window": 0.25,
+        "window": 8,
+    }
+    lines = report.render(["context", "--attention", _write(tmp_path / "a.json", stats)]).splitlines()
+    assert lines[2] == "| `seq-s1` | test | 5 | 3 | 0.123 | 0.500 | 0.250 (8) |"
+    assert lines[3].startswith("| paper: sequential baseline (ELI5) | test |")
+
+
+def test_context_runs_mean_and_sd_per_split_in_percent(tmp_path):
+    def rec(split, em, seed):
+        return {
+            "config": "c/seq.yaml",
+            "overrides": [],
+            "split": split,
+            "seed": seed,
+            "metrics": {"exact_match": {"score": em}},
+        }
+
+    records = tmp_path / "r.jsonl"
+    rows = [rec("test", 0.5, 1), rec("test", 0.7, 2), rec("longer", 0.1, 1)]
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    # test: 50 and 70 -> 60.0 ± 14.1 (sample sd 14.14); longer: one seed, no sd
+    assert report.render(["context", str(records)]).splitlines()[2] == "| seq | - | 2 | 60.0 ± 14.1 | 10.0 | - | - |"
+
+
+def test_cter_table_from_the_validation_numbers(monkeypatch):
+    import structseq.metrics
+
+    v = {
+        "subsets": {"a": {"precision": 0.5, "recall": 0.25, "agreement": 0.75}},
+        "overall": {"precision": 1.0, "recall": 0.5, "agreement": 0.9, "n": 1234},
+        "published": {"precision": 0.8, "recall": 0.7},
+        "cter": {"ours": {"instance": 0.1, "aggregate": 0.2}, "human": {"instance": 0.15, "aggregate": 0.25}},
+        "signature": "cter|sig",
+    }
+    monkeypatch.setattr(structseq.metrics, "validate_against_human", lambda root: v)
+    table = report.render(["cter"])
+    assert "| a | 50.00% | 25.00% | 75.00% |" in table and "| all | **100.00%** | **50.00%** | 90.00% |" in table
+    assert "| reference tool (CoGnition README) | 80.00% | 70.00% | |" in table
+    assert "On those 1,234 outputs our CTER gives instance 10.00% / aggregate 20.00%" in table
+
+
+def test_lists_show_a_registered_metric_with_its_scale_and_direction():
+    from structseq.registry import METRICS, register_metric
+
+    @register_metric("w46_report_rate", scale="percent", higher_is_better=False)
+    def _rate(inputs):
+        """A rate for this test.
+
+        Not in the table: only the first paragraph is."""
+
+    try:
+        rows = report.render(["lists", "metrics"]).splitlines()
+    finally:
+        METRICS.remove("w46_report_rate")
+    assert "| `w46_report_rate` | percent | no | A rate for this test. |" in rows
+    assert rows[:2] == ["| metric | scale | higher is better | what it measures |", "|---|---|---|---|"]
+
+
+def test_bench_models_table_and_the_load_average(tmp_path):
+    train = {"parameters": 2.5e6, "tokens_per_s": 1234.4, "s_per_update": 0.5, "peak_rss_mb": 300, "mfu": 0.12}
+    d = {
+        "machine": {"load_avg_start": [0.25, 0, 0], "load_avg_end": [2.0, 0, 0]},
+        "models": {
+            "lstm": {"train": {**train, "mfu_non_padding": 0.2}, "decode": {"beam1": {"sentences_per_s": 9.87}}}
+        },
+    }
+    table = report.render(["bench", "models", _write(tmp_path / "m.json", d)])
+    assert "| lstm (2.5M params) | 1234 | 0.50 | 300 MB | 0.12 | 0.20 | 9.9 | - |" in table
+    assert table.endswith("\n\nLoad average (1 min) before -> after: 0.2 -> 2.0.")
+
+
+def test_every_kind_is_a_module_with_arguments_and_a_renderer():
+    """The registry is the one list: each kind's module exists and has both hooks; `tables` is not a kind."""
+    assert "tables" not in report.KINDS
+    for name, (module, help) in report.KINDS.items():
+        mod = importlib.import_module(f"structseq.report.{module}")
+        assert callable(mod.add_arguments) and callable(mod.render) and help, name
+    with pytest.raises(StructseqError, match="renders documents"):
+        report.render(["tables"])
+
+
+def test_the_cli_prints_what_render_returns_and_errors_are_one_line(tmp_path, monkeypatch, capsys):
+    records = tmp_path / "r.jsonl"
+    rec = {
+        "config": "c/seq.yaml",
+        "overrides": [],
+        "split": "test",
+        "seed": 1,
+        "metrics": {"exact_match": {"score": 0.25}},
+    }
+    records.write_text(json.dumps(rec) + "\n{broken\n", encoding="utf-8")
+    one_line_error(*run_main(monkeypatch, capsys, "report", "context", records), f"{records}:2: not a JSON record")
+    records.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    r = CliRunner().invoke(app, ["report", "context", str(records)])
+    assert r.exit_code == 0 and r.output == report.render(["context", str(records)]) + "\n"
+
+
+def test_a_plot_is_written_atomically_and_leaves_the_table_unchanged(tmp_path):
+    def rec(seed, em, **extra):
+        return {
+            "config": "configs/scan-jump/lstm-256.yaml",
+            "overrides": [],
+            "split": "test",
+            "seed": seed,
+            "run_dir": f"runs/s{seed}",
+            "steps": 100,
+            "train_wall_s": 60.0,
+            "eval_wall_s": 1.0,
+            "metrics": {k: {"score": em} for k in ("exact_match", "token_accuracy", "bleu")},
+            **extra,
+        }
+
+    final, curve = tmp_path / "r.jsonl", tmp_path / "c.jsonl"
+    final.write_text(json.dumps(rec(1, 0.5)) + "\n", encoding="utf-8")
+    curve.write_text(json.dumps(rec(1, 0.25, step=50)) + "\n", encoding="utf-8")
+    png = tmp_path / "docs" / "curve.png"
+    args = ["results", str(final), "--curve", str(curve), "--curve-only"]
+    with_plot = report.render([*args, "--plot", str(png)])
+    assert (
+        with_plot == report.render(args)
+        and "| `configs/scan-jump/lstm-256.yaml` | test | 1 | 0.250 | 0.500 |" in with_plot
+    )
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert [p.name for p in png.parent.iterdir()] == ["curve.png"]  # no temporary file, no manifest in docs/
+
+
+def test_mean_and_sd_are_formatted_in_one_place():
+    assert format_mean_sd([0.5, 0.7]) == "0.600 ± 0.141" and format_mean_sd([0.5], 1) == "0.5"
+    assert format_mean_and_sd(0.6, 0.1414, 2, pm=r"$\pm$") == r"0.60 $\pm$ 0.14"
+    assert format_mean_and_sd(0.6, None) == "0.600"
