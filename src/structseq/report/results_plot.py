@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from .records import save_figure
-from .results import PAPER, PAPER_BLEU, curve_scale, paper_key, paper_split
+from .results_paper import PAPER, PAPER_BLEU, curve_scale, paper_key, paper_split
 
 
 def plot_curves(points: dict, metric: str, plot: str) -> None:

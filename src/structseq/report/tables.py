@@ -67,7 +67,7 @@ def render(command: str, where: str, root: Path, plots: bool = True) -> str:
     """The block text `command` writes now, ending in one newline."""
     words = shlex.split(command)
     if words[:2] == ["structseq", "report"] and words[2:3] != ["tables"]:
-        from . import render as render_table
+        from .kinds import render as render_table
 
         with _cwd(root):
             try:
