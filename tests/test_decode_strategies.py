@@ -58,8 +58,9 @@ def test_the_default_strategies_give_what_the_settings_gave():
 
 
 def test_no_task_or_cli_module_runs_a_search_of_its_own():
-    """Search functions are called only inside `structseq.decode`: tasks, the API and the CLI go through `run`."""
-    call = re.compile(r"(?<![.\w])(?<!def )(beam_search|greedy|sample|decode)\(")
+    """Search functions (sequence and tree) are called only inside `structseq.decode`: tasks, the API and the CLI
+    go through `run`."""
+    call = re.compile(r"(?<![.\w])(?<!def )(beam_search|greedy|sample|decode|greedy_trees|kbest_trees)\(")
     found = []
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()

@@ -245,8 +245,9 @@ class DecodeConfig:
     )
     strategy: str | None = option(
         None,
-        "a registered decoding strategy (greedy, beam, sampling, or a plugin's: structseq.decode.strategies); "
-        "null: greedy at beam 1, else beam search",
+        "a registered decoding strategy that fits the model (greedy, beam, sampling; a supertagger's tree-greedy, "
+        "tree-beam, tag-kbest; or a plugin's: structseq.decode.strategies); null: greedy at beam 1, else beam "
+        "search (a tree's: tree-greedy, tree-beam)",
         choices=lambda: tuple(STRATEGIES.names()),
     )
     batch_size: int = option(128, "sentences decoded together", ge=1)

@@ -1,41 +1,31 @@
 """Search and teacher-forced scoring over a list of examples, in batches, for any task with named model inputs.
 
 A task hands over its model inputs (`task.decode_inputs` for search, `task.batch` for scoring; the task is
-passed in, never imported); everything else is the one search module (`structseq.decode.search`), so
-n-best lists and sampling serve every autoregressive model alike.
+passed in, never imported); what searches a batch is a strategy (`structseq.decode.strategies`: n-best lists
+and sampling serve every autoregressive model alike, tree and tag searches every tagger).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from structseq.data.example import Example
 from structseq.data.vocab import Vocab
-from structseq.decode.search import Sampling, max_lengths, normalized
+from structseq.decode.search import Sampling
+from structseq.decode.strategies import Candidate, Settings, choose
 from structseq.errors import ConfigError
 from structseq.progress import progress
-
-
-class Candidate(NamedTuple):
-    """One output of an n-best list or a sample: its tokens, its log-probability (</s> included), what beam
-    search ranks by (`search.normalized`: the score over its length in model tokens + 1 ** decode.len_penalty)
-    and the model's output ids (without </s>; a detokenised output may not give them back)."""
-
-    tokens: list[str]
-    score: float
-    normalized: float
-    ids: tuple[int, ...] = ()
 
 
 def length_sorted_batches(
     examples: Sequence[Example], batch_size: int, what: str = "decode", show_progress: bool = False
 ) -> Iterator[list[int]]:
     """The indices of `examples` in batches of `batch_size`, shortest sources first (less padding), with a
-    progress bar labelled `what`: the batching of every decoding, `run`'s and a tagger's k-best search."""
+    progress bar labelled `what`: the batching of every decoding (`run`'s)."""
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
     chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     yield from progress(chunks, what, show_progress)
@@ -53,43 +43,31 @@ def run(
     beam: int | None = None,
     sampling: Sampling | None = None,
     show_progress: bool = False,
-) -> list[list[Candidate]]:
-    """The one batched decoding loop (every task's `predict`, `Run.search`, the CLI): for each example its
-    `nbest` best outputs as `Candidate`s, best first, from the strategy `decode_cfg.strategy` names (or, by
-    default, greedy at beam 1, beam search, or sampling when `sampling` is given: `strategies.choose`).
-    Batches of `decode_cfg.batch_size` sentences sorted by source length, inputs from `task.decode_inputs`,
-    lengths limited by `decode_cfg.max_len_a`/`max_len_b`, the task's special ids (`task.special_ids`) and
-    words (`task.output_words`); one generator seeded with `sampling.seed` for the whole call."""
-    from structseq.decode.strategies import Settings, choose
-
-    if not model.autoregressive:
-        raise ConfigError(
-            f"n-best lists and sampling need an autoregressive model (task {task.name}, model "
-            f"{type(model).__name__} decode otherwise)"
-        )
+) -> list[Any]:
+    """The one batched decoding loop (every task's `predict`, `Run.search`, the CLI): each example's outputs
+    from the strategy `decode_cfg.strategy` names, which must search the model's `search_interface` (or the
+    interface's default: greedy at beam 1, beam search, or sampling when `sampling` is given; a tree's or a
+    tagger's k-best search: `strategies.choose`). A sequence model's outputs are its `nbest` best
+    `Candidate`s, best first (`Strategy.outputs`); a tagger's, each word's k best tags (`tagging.Tagging`).
+    Batches of `decode_cfg.batch_size` sentences sorted by source length, inputs from `task.decode_inputs`
+    (given each example's index, for errors naming it); one generator seeded with `sampling.seed` for the
+    whole call."""
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise ConfigError(f"'--nbest' must be an integer >= 1, got {nbest!r}")
-    d, specials = decode_cfg, task.special_ids()
+    d = decode_cfg
     device = next(model.parameters()).device
     generator = None
     if sampling is not None:
         generator = torch.Generator(device=device).manual_seed(sampling.seed)
     beam = d.beam if beam is None else beam
     settings = Settings(beam, nbest, d.len_penalty, d.early_stopping, sampling, generator)
-    strategy = choose(None if sampling is not None else d.strategy, settings)
-    out: list[list[Candidate]] = [[] for _ in examples]
+    name = "sampling" if sampling is not None else d.strategy
+    strategy = choose(name, settings, model.search_interface, type(model).__name__)
+    out: list[Any] = [None] * len(examples)
     for chunk in length_sorted_batches(examples, d.batch_size, "sample" if sampling else "decode", show_progress):
-        inputs = task.to_device(task.decode_inputs([examples[i] for i in chunk], vocabs), device)
-        max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=specials.get("pad", Vocab.pad))
-        hyp = strategy.search(model, inputs, max_len, specials)
-        lists = hyp.nbest if hyp.nbest is not None else [[(t, s)] for t, s in zip(hyp.tokens, hyp.scores)]
-        for i, entries in zip(chunk, lists):
-            out[i] = [
-                Candidate(
-                    task.output_words(toks, vocabs), score, normalized(score, len(toks), d.len_penalty), tuple(toks)
-                )
-                for toks, score in entries[:nbest]
-            ]
+        inputs = task.to_device(task.decode_inputs([examples[i] for i in chunk], vocabs, chunk), device)
+        for i, outputs in zip(chunk, strategy.outputs(model, inputs, task, vocabs, d)):
+            out[i] = outputs
     return out
 
 

@@ -1,7 +1,9 @@
 """Search over category trees: greedy and k-best decoding of the constructive tree supertagger
-(`structseq.models.supertagger.TreeSupertagger`), all words of all sentences at once, depth by depth.
+(`structseq.models.supertagger.TreeSupertagger`), all words of all sentences at once, depth by depth; the
+strategies `tree-greedy` and `tree-beam` run them (`structseq.decode.strategies.tagging`).
 
-The model provides one depth's work: `step(h, mask, prev)` (node feedback, state feedback, feed-forward),
+The model (`search_interface` "tree") provides its word states `encoder(batch)` -> (h, mask) and one
+depth's work: `step(h, mask, prev)` (node feedback, state feedback, feed-forward),
 `node_logits(h, rows, paths)`, `node_embedding(paths, symbols)`, `allowed(blank_slot, at_max_depth)` (the
 well-formed choices: BLANK exactly in the right slot of a unary modality, leaves at the deepest level), the
 path table `paths.table(depth)`, the symbol flags `binary` and `unary`, and `cfg.max_depth`.

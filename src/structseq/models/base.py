@@ -38,6 +38,8 @@ class Model(nn.Module):
 
     - `width`: the model dimension the Noam schedule scales by (`with_width` sets it);
     - `autoregressive`: emits sequences through `encode` / `init_state` / `step` (`Autoregressive`);
+    - `search_interface`: what decoding strategies may search it (`structseq.decode.strategies`): "sequence"
+      (an `Autoregressive`), "tree" or "tags" (a tagger's), None (not decoded);
     - `param_groups()`: optimiser groups, each may carry an `lr_scale` (default: one group, every trainable
       parameter; a pretrained encoder gets a smaller factor);
     - `pretrained_state(state)`: another checkpoint's parameters as this model names them, for
@@ -49,6 +51,7 @@ class Model(nn.Module):
 
     width: int
     autoregressive: ClassVar[bool] = False
+    search_interface: ClassVar[str | None] = None
     static_shapes: bool = False
     variant: str | None = None
 
@@ -69,6 +72,7 @@ class Autoregressive(Model, abc.ABC):
 
     pad: int = 0
     autoregressive: ClassVar[bool] = True
+    search_interface: ClassVar[str | None] = "sequence"
     sentence_state: frozenset[str] = frozenset()  # state keys equal across a sentence's hypotheses (see above)
 
     @abc.abstractmethod
@@ -143,9 +147,9 @@ def check_model(model: Any, arch: str) -> nn.Module:
     for name in _DEFAULTS:
         if not callable(getattr(model, name, None)):
             setattr(model, name, getattr(Model, name).__get__(model))
-    defaults = {"autoregressive": False, "variant": None}
+    defaults = {"autoregressive": False, "variant": None, "search_interface": None}
     if getattr(model, "autoregressive", False):
-        defaults.update(pad=0, sentence_state=frozenset())
+        defaults.update(pad=0, sentence_state=frozenset(), search_interface="sequence")
     for name, value in defaults.items():
         if not hasattr(model, name):
             setattr(model, name, value)

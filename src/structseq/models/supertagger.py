@@ -21,7 +21,8 @@ along the path b1..bn from the root to k to a fixed seed vector rho0. One step, 
 
 The next fringe holds the children of every binary symbol. The only Python loop is over depth; words and
 nodes are tensor rows. The model gives one depth's step, logits and well-formedness mask; the greedy and
-k-best searches over trees that drive them are in `structseq.decode.tree`.
+k-best searches over trees that drive them are in `structseq.decode.tree`, run as the strategies
+`tree-greedy` and `tree-beam` (`structseq.decode.strategies.tagging`).
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ class _Tagger(Model):
 
 
 class SupertagClassifier(_Tagger):
+    search_interface = "tags"  # per-word label scores (`kbest`): the `tag-kbest` strategy
+
     def __init__(self, cfg: SupertagClassifierConfig, vocabs):
         super().__init__()
         self.cfg, self.width = cfg, cfg.d_model
@@ -215,6 +218,8 @@ class StateFeedback(nn.Module):
 
 
 class TreeSupertagger(_Tagger):
+    search_interface = "tree"  # the protocol of structseq.decode.tree: `tree-greedy`, `tree-beam`
+
     def __init__(self, cfg: SupertagTreeConfig, vocabs):
         super().__init__()
         self.cfg, self.width = cfg, cfg.d_model

@@ -117,10 +117,10 @@ class Task(abc.ABC):
         """One prediction per example (decoding settings from the config's `decode` section)."""
 
     # ------------------------------------------------------------------ what generic decoding needs
-    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
-        """The named model inputs that search decodes from (no targets); tasks whose models emit sequences
-        step by step (`Autoregressive`) say how."""
-        raise ConfigError(f"the {self.name} task has no step-by-step decoding (n-best lists, sampling, scoring)")
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
+        """The named model inputs that search (`structseq.decode.run`) decodes from, without targets; `index`:
+        the examples' positions in the caller's list, which an error about one names (as `batch`'s)."""
+        raise ConfigError(f"the {self.name} task has no decoding (n-best lists, sampling, scoring)")
 
     def special_ids(self) -> dict:
         """The search's special ids (`eos`, `bos`, `pad`, and `eos_at_limit`) where they are not `Vocab`'s
@@ -130,6 +130,11 @@ class Task(abc.ABC):
     def output_words(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
         """Output ids (without </s>) as the task's output words (what metrics and `predict` read)."""
         return vocabs["tgt"].decode(ids)
+
+    def output_tag(self, hyp: Any, vocabs: Vocabs) -> str | None:
+        """One word's output from a tagger's search (`structseq.decode.strategies.tagging`: a label id, or a
+        tree's {position: symbol id}) as the task's tag; None where it is not a well-formed one."""
+        raise ConfigError(f"the {self.name} task has no tagging outputs")
 
     def output_pieces(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
         """Output ids as the model's own tokens (`<unk>` and subword pieces kept), as `score` lists them."""

@@ -15,7 +15,6 @@ C&C `word|POS|cat`, multi-tags, JSON or CoNLL columns instead (`structseq.tasks.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,8 +37,6 @@ from structseq.data.categories import (
 from structseq.data.example import Example
 from structseq.data.training import load_training_data
 from structseq.data.vocab import Vocab
-from structseq.decode.batched import length_sorted_batches
-from structseq.decode.tree import greedy_trees, kbest_trees
 from structseq.errors import DataError
 from structseq.fields import option
 from structseq.metrics.base import MetricInputs
@@ -257,6 +254,17 @@ class SupertagTask(Task):
         return out
 
     # ------------------------------------------------------------------ prediction
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
+        """The batch of the sentences alone (no categories); an error names a sentence by `index` (1-based)."""
+        return self.batch([Example(e.source) for e in examples], vocabs, index)
+
+    def output_tag(self, hyp, vocabs: Vocabs) -> str | None:
+        """A tree's {position: symbol id} as its category (None: not a tree), or a classifier's category id."""
+        if self.is_tree:
+            tree = from_nodes({p: vocabs["sym"].itos[s] for p, s in hyp.items()})
+            return None if tree is None else print_category(tree)
+        return vocabs["cat"].itos[hyp]
+
     @torch.no_grad()
     def predict(
         self,
@@ -267,70 +275,18 @@ class SupertagTask(Task):
         beam: int | None = None,
         show_progress: bool = False,
     ) -> list[Tagged]:
-        d = self.cfg.decode
-        k = max(1, d.beam if beam is None else beam)
-        device = next(model.parameters()).device
+        """Each sentence's k-best categories per word (k = decode.beam) from the one decoding loop: the
+        strategy `decode.strategy` names, by default `tree-greedy` / `tree-beam` or the classifier's
+        `tag-kbest` (`structseq.decode.strategies.tagging`)."""
+        from structseq.decode.batched import run
+
         was_training = model.training
         model.eval()
-        out: list[Tagged | None] = [None] * len(examples)
-        for chunk in length_sorted_batches(examples, d.batch_size, "tag", show_progress):
-            exs = [Example(examples[i].source) for i in chunk]
-            batch = self.to_device(self.batch(exs, vocabs, chunk), device)
-            tagged = (self._tree_kbest if self.is_tree else self._classifier_kbest)(model, batch, k, vocabs)
-            for i, (kb, rep) in zip(chunk, tagged):
-                out[i] = Tagged(examples[i].source, kb, rep)
-        model.train(was_training)
-        return out  # type: ignore[return-value]
-
-    def _classifier_kbest(self, model, batch, k, vocabs):
-        scores, ids = model.kbest(batch, k)
-        lens = batch["word_mask"].sum(1).tolist()
-        cats = vocabs["cat"].itos
-        s, i = scores.cpu().tolist(), ids.cpu().tolist()
-        return [
-            ([[(cats[c], v) for c, v in zip(i[b][w], s[b][w])] for w in range(n)], [False] * n)
-            for b, n in enumerate(lens)
-        ]
-
-    def _tree_kbest(self, model, batch, k, vocabs):
-        h, mask = model.encoder(batch)
-        B, W = mask.shape
-        lens = mask.sum(1).tolist()
-        itos = vocabs["sym"].itos
-        if k == 1:
-            r = {name: v.cpu().numpy() for name, v in greedy_trees(model, h, mask).items()}
-            order = np.argsort(r["word"], kind="stable")
-            groups = np.split(order, np.flatnonzero(np.diff(r["word"][order])) + 1)
-            per_word = {}
-            for g in groups:
-                if len(g) == 0:
-                    continue
-                tree = from_nodes({int(p): itos[s] for p, s in zip(r["pos"][g], r["sym"][g])})
-                per_word[int(r["word"][g[0]])] = (
-                    [(print_category(tree), float(r["score"][g].sum()))] if tree is not None else [],
-                    bool(r["repaired"][g].any()),
-                )
-            return [
-                ([per_word[b * W + w][0] for w in range(n)], [per_word[b * W + w][1] for w in range(n)])
-                for b, n in enumerate(lens)
-            ]
-        r = {name: v.cpu().numpy() for name, v in kbest_trees(model, h, mask, k).items()}
-        out = []
-        for b, n in enumerate(lens):
-            words = []
-            for w in range(n):
-                cands = []
-                for j in range(k):
-                    s = float(r["score"][b, w, j])
-                    if not math.isfinite(s):
-                        continue
-                    pos, sym = r["pos"][b, w, j], r["sym"][b, w, j]
-                    tree = from_nodes({int(p): itos[x] for p, x in zip(pos, sym) if p > 0})
-                    if tree is not None:
-                        cands.append((print_category(tree), s))
-                words.append(cands)
-            out.append((words, [False] * n))
-        return out
+        try:
+            tagged = run(model, self, examples, self.cfg.decode, vocabs=vocabs, beam=beam, show_progress=show_progress)
+        finally:
+            model.train(was_training)
+        return [Tagged(e.source, t.kbest, t.repaired) for e, t in zip(examples, tagged)]
 
     def parse_input(self, line: str) -> Example:
         """Space-separated words; `word|...` tokens (a tagged file) are read as their word."""

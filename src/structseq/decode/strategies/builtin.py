@@ -10,7 +10,11 @@ from structseq.registry import register_strategy
 
 @register_strategy("greedy")
 class Greedy(Strategy):
-    """The most probable token at each step (beam search of width 1)."""
+    """The most probable token at each step (beam search of width 1); the default for one output of beam 1."""
+
+    @classmethod
+    def default(cls, settings):
+        return settings.sampling is None and settings.beam <= 1 and settings.nbest <= 1
 
     def search(self, model, inputs, max_len, ids):
         return greedy(model, inputs, max_len, **ids)
@@ -19,6 +23,10 @@ class Greedy(Strategy):
 @register_strategy("beam")
 class Beam(Strategy):
     """Beam search of width max(beam, nbest), finished hypotheses kept aside; n-best lists cut to `nbest`."""
+
+    @classmethod
+    def default(cls, settings):
+        return settings.sampling is None and not Greedy.default(settings)
 
     def search(self, model, inputs, max_len, ids):
         s = self.settings
@@ -34,6 +42,10 @@ class Beam(Strategy):
 @register_strategy("sampling")
 class Sample(Strategy):
     """`nbest` samples per sentence under `settings.sampling` (default settings when the config names it)."""
+
+    @classmethod
+    def default(cls, settings):
+        return settings.sampling is not None
 
     def search(self, model, inputs, max_len, ids):
         s = self.settings
