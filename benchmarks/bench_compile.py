@@ -21,18 +21,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench_train import FAIRSEQ_OPTIM, TRANSFORMER, cfg
+
 HERE = Path(__file__).resolve().parent
+#: the worker's config (JSON, given on its command line: the worker imports only the package)
+CONFIG = cfg("scan-simple", "test", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": 3500})
 
 WORKER = r"""
 import json, shutil, sys, tempfile, time, torch
-sys.path.insert(0, sys.argv[1])
-from bench_train import FAIRSEQ_OPTIM, TRANSFORMER, cfg
 from structseq.config import config_from_dict
 from structseq.train.loop import Trainer
 mode, threads, warmup, updates = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 torch.set_num_threads(threads)
 out = tempfile.mkdtemp(prefix="bench-compile-")
-c = json.loads(cfg("scan-simple", "test", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": 3500}))
+c = json.loads(sys.argv[1])
 t = Trainer(config_from_dict(c), out, show_progress=False)
 if mode == "compile":
     t.ddp_model = torch.compile(t.model, dynamic=True)
@@ -53,7 +55,7 @@ print(json.dumps({"mode": mode, "cold_s": cold, "steady_s": dt, "tokens": n, "to
 def measure(mode: str, args) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     r = subprocess.run(
-        [sys.executable, "-c", WORKER, str(HERE), mode, str(args.threads), str(args.warmup), str(args.updates)],
+        [sys.executable, "-c", WORKER, CONFIG, mode, str(args.threads), str(args.warmup), str(args.updates)],
         capture_output=True,
         text=True,
         env=env,

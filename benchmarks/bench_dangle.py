@@ -31,7 +31,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
-sys.path.insert(0, str(HERE.parent / "tests"))  # the test oracles (tests/oracles)
 
 SIZES = {  # medium: the default; small: the shipped `*-cpu.yaml` configs (d 128, 2 heads, 2 decoder layers)
     "medium": {"d_model": 256, "n_heads": 4, "ffn_dim": 512, "decoder_layers": 3, "encoder_layers": 3},
@@ -105,7 +104,7 @@ def _trainer(cfg_json: str, threads: int):
 
 
 def _use_formulation(model, formulation: str) -> None:
-    from oracles import dangle_reference as ref
+    from structseq.testing.oracles import dangle_reference as ref
 
     if formulation == "per_step":
         model.forward = lambda batch: ref.per_step_log_probs(model, batch["src"], batch["tgt_in"])
@@ -167,7 +166,7 @@ def worker_agree(cfg_json: str, threads: int) -> dict:
 
     import torch
 
-    from oracles import dangle_reference as ref
+    from structseq.testing.oracles import dangle_reference as ref
 
     trainer, out = _trainer(cfg_json, threads)
     model = trainer.model.eval()

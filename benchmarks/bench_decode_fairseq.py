@@ -31,9 +31,9 @@ import sys
 import time
 from pathlib import Path
 
+import fairseq_baseline as fb  # beside this file: Python puts a script's own folder first on its import path
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import fairseq_baseline as fb  # noqa: E402
 
 ROOT = HERE.parent
 WORK = HERE / "work" / "decode"
@@ -137,7 +137,6 @@ def train_ours(args) -> Path:
     if (run_dir / "checkpoints" / "last.pt").exists():
         return run_dir
     log(f"structseq train {args.updates} updates -> {run_dir}")
-    sys.path.insert(0, str(ROOT / "src"))
     from bench_train import FAIRSEQ_OPTIM, TRANSFORMER
 
     cfg = {

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 
 # ---------------------------------------------------------------- the machine

@@ -33,8 +33,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "tests"))  # the test oracles (tests/oracles)
 CONFIGS = [
     "configs/scan-jump/lstm-cpu.yaml",
     "configs/scan-jump/lstm-cpu-short.yaml",
@@ -58,7 +56,7 @@ def _trainer(config: str, out: str, overrides: list[str]):
 
 
 def _use(model, impl: str):
-    from oracles.lstm_reference import LSTMSeq2SeqReference
+    from structseq.testing.oracles.lstm_reference import LSTMSeq2SeqReference
 
     if impl == "reference":
         model.__class__ = LSTMSeq2SeqReference

@@ -32,7 +32,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
-sys.path.insert(0, str(HERE.parent / "tests"))  # tests/hf_tiny.py: tiny random checkpoints built offline
 
 SIZES = {  # small: BART-base's shape (6 + 6 layers, FFN 4d) at width 256; tiny: the smoke test's
     "small": {
@@ -81,7 +80,7 @@ def sentences(n: int, smoke: bool, data_root=None) -> tuple[list[tuple[str, str]
 
 
 def make_base(folder: Path, pairs, size: str) -> Path:
-    from hf_tiny import tiny_bart
+    from structseq.testing.hf_tiny import tiny_bart
 
     words = sorted({w for s, t in pairs for w in (*s.split(), *t.split())})
     shape = {k: v for k, v in SIZES[size].items() if k not in ("d_model", "layers", "fusion_layers")}

@@ -32,7 +32,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
-sys.path.insert(0, str(HERE))
 
 
 # --------------------------------------------------------------------------- workers (subprocess side)

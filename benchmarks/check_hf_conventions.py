@@ -3,7 +3,7 @@
     python benchmarks/check_hf_conventions.py [-o results.json]
 
 On tiny random BART, mBART (transformers' MBartTokenizer with language codes), T5 and Marian checkpoints built
-offline (tests/hf_tiny.py), four Colors sentences: the per-token loss of each side, their difference and the
+offline (structseq.testing.hf_tiny), four Colors sentences: the per-token loss of each side, their difference and the
 number of target positions each scores. Run with `PYTHONPATH=OTHER/src` to measure another checkout (e.g. one
 before issue 44, which shifted mBART's labels BART-style). docs/pretrained.md quotes its numbers.
 """
@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # tests/hf_tiny.py: tiny random checkpoints built offline
+from structseq.data.example import Example
+from structseq.testing.hf_tiny import EXAMPLES as SENTENCES
+from structseq.testing.hf_tiny import convention_checkpoints, hf_setup, labels_loss
 
-from hf_tiny import EXAMPLES as SENTENCES  # noqa: E402
-from hf_tiny import convention_checkpoints, hf_setup, labels_loss  # noqa: E402
-from structseq.data.example import Example  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 EXAMPLES = [Example.from_text(src, tgt) for src, tgt in SENTENCES]
 

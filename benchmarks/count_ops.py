@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 #: name -> (config, overrides): bench_gpu's models plus R-Dangle_shr and the classifier supertagger
 MODELS = {
@@ -51,46 +50,59 @@ TINY = {  # only the keys a model's schema has are set
 }
 TINY_ENCODER = {"word_dim": 8, "char_dim": 4, "char_filters": 4, "hidden": 8}
 
-WORKER = r"""
-import json, sys, tempfile
-from collections import Counter
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-sys.path.insert(0, sys.argv[1])
-from count_ops import build_config
-from structseq.train.loop import Trainer
 
-spec = json.loads(sys.argv[2])
-torch.set_num_threads(1)
+def worker(spec: dict) -> None:
+    """One model's count, in a fresh process (`count_ops.py --worker SPEC`): prints one JSON line. Run as this
+    file, so with `--src` (PYTHONPATH) the package is the other checkout's and this file is still this one."""
+    import tempfile
+    from collections import Counter
 
-class Count(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops, self.views = Counter(), 0
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.is_view or func.__name__.startswith(("detach", "alias")):
-            self.views += 1
-        else:
-            self.ops[str(func.overloadpacket.__name__)] += 1
-        return func(*args, **(kwargs or {}))
+    from structseq.train.loop import Trainer
 
-cfg = build_config(spec)
-if spec["accelerator"]:  # the chunking a GPU gets (models/dangle.py), where the sources have one
-    from structseq.models.dangle import RDangleSeq2Seq
-    RDangleSeq2Seq.AUTO_CHUNK_STEPS = getattr(RDangleSeq2Seq, "AUTO_CHUNK_STEPS_ACCELERATOR", RDangleSeq2Seq.AUTO_CHUNK_STEPS)
-t = Trainer(cfg, tempfile.mkdtemp(prefix="count-ops-"), data_root=spec["data_root"], show_progress=False)
-for _ in range(spec["warmup"]):
-    t._update()
-counter, tokens = Count(), 0
-with counter:
-    for _ in range(spec["updates"]):
-        tokens += t._update()[1]
-n = spec["updates"]
-ops = sum(counter.ops.values())
-print(json.dumps({"ops_per_update": ops / n, "views_per_update": counter.views / n, "target_tokens": tokens / n,
-                  "ops_per_target_token": ops / max(tokens, 1), "top": counter.ops.most_common(10)}))
-"""
+    torch.set_num_threads(1)
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops, self.views = Counter(), 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.is_view or func.__name__.startswith(("detach", "alias")):
+                self.views += 1
+            else:
+                self.ops[str(func.overloadpacket.__name__)] += 1
+            return func(*args, **(kwargs or {}))
+
+    cfg = build_config(spec)
+    if spec["accelerator"]:  # the chunking a GPU gets (models/dangle.py), where the sources have one
+        from structseq.models.dangle import RDangleSeq2Seq
+
+        RDangleSeq2Seq.AUTO_CHUNK_STEPS = getattr(
+            RDangleSeq2Seq, "AUTO_CHUNK_STEPS_ACCELERATOR", RDangleSeq2Seq.AUTO_CHUNK_STEPS
+        )
+    t = Trainer(cfg, tempfile.mkdtemp(prefix="count-ops-"), data_root=spec["data_root"], show_progress=False)
+    for _ in range(spec["warmup"]):
+        t._update()
+    counter, tokens = Count(), 0
+    with counter:
+        for _ in range(spec["updates"]):
+            tokens += t._update()[1]
+    n = spec["updates"]
+    ops = sum(counter.ops.values())
+    print(
+        json.dumps(
+            {
+                "ops_per_update": ops / n,
+                "views_per_update": counter.views / n,
+                "target_tokens": tokens / n,
+                "ops_per_target_token": ops / max(tokens, 1),
+                "top": counter.ops.most_common(10),
+            }
+        )
+    )
 
 
 def build_config(spec: dict):
@@ -126,7 +138,10 @@ def count(name: str, args) -> dict:
     if args.src:
         env["PYTHONPATH"] = str(Path(args.src).resolve())
     r = subprocess.run(
-        [sys.executable, "-c", WORKER, str(HERE), json.dumps(spec)], capture_output=True, text=True, env=env
+        [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     if r.returncode:
         return {"model": name, "error": (r.stderr or r.stdout).strip().splitlines()[-1:]}
@@ -174,4 +189,7 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--worker"]:
+        worker(json.loads(sys.argv[2]))
+    else:
+        main()

@@ -23,12 +23,10 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 GROUPS = {  # first match wins
     "gemm": ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"),

@@ -242,7 +242,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "src"))
     from structseq.errors import run_cli
 
     sys.exit(run_cli(main))

@@ -94,11 +94,11 @@ def _sdpa_flags(monkeypatch) -> list[bool]:
 @pytest.mark.parametrize("arch", ["hf-seq2seq", "rdangle-pretrained"])
 def test_the_pretrained_seq2seq_backbones_attend_without_cudnn(arch, tmp_path, monkeypatch, cudnn_flag):
     pytest.importorskip("transformers")
-    from hf_tiny import tiny_bart
     from structseq.config import config_from_dict
     from structseq.data.example import Example
     from structseq.models import build_model
     from structseq.tasks import get_task
+    from structseq.testing.hf_tiny import tiny_bart
 
     model = {"arch": arch, "pretrained": str(tiny_bart(tmp_path / "bart", attn_implementation="sdpa"))}
     if arch == "rdangle-pretrained":
@@ -129,8 +129,8 @@ def test_the_pretrained_seq2seq_backbones_attend_without_cudnn(arch, tmp_path, m
 
 def test_the_supertaggers_pretrained_encoder_attends_without_cudnn(tmp_path, monkeypatch, cudnn_flag):
     pytest.importorskip("transformers")
-    from hf_tiny import tiny_bert
     from structseq.models.supertag_encoders import PretrainedEncoder, SupertagEncoderConfig
+    from structseq.testing.hf_tiny import tiny_bert
 
     folder = tiny_bert(tmp_path / "bert")
     encoder = PretrainedEncoder(SupertagEncoderConfig(pretrained=str(folder)), d_model=8, dropout=0.0).eval()

@@ -9,12 +9,12 @@ import torch
 
 pytest.importorskip("transformers")
 
-from hf_tiny import tiny_bart, tiny_t5  # noqa: E402
 from structseq.config import config_from_dict  # noqa: E402
 from structseq.data.colors import splits  # noqa: E402
 from structseq.decode.search import beam_search  # noqa: E402
 from structseq.models import build_model  # noqa: E402
 from structseq.tasks import get_task  # noqa: E402
+from structseq.testing.hf_tiny import tiny_bart, tiny_t5  # noqa: E402
 
 K, LIMIT = 5, 6
 

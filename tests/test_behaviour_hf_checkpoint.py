@@ -2,7 +2,7 @@
 a one-line error naming model.pretrained), encoder-only models and tokenizers without distinct pad and eos or
 disagreeing with the model are refused, the base fingerprint covers config, tokenizer and weights (by name and
 bytes; a large file by its size and ends) and nothing else, and a reordered cache moves keys and values alike.
-Tiny random checkpoints built offline (tests/hf_tiny.py)."""
+Tiny random checkpoints built offline (structseq.testing.hf_tiny)."""
 
 import json
 
@@ -11,9 +11,9 @@ import torch
 
 pytest.importorskip("transformers")
 
-from hf_tiny import tiny_bart, tiny_bert  # noqa: E402
 from structseq.errors import ConfigError  # noqa: E402
 from structseq.models import hf_checkpoint as hc  # noqa: E402
+from structseq.testing.hf_tiny import tiny_bart, tiny_bert  # noqa: E402
 
 
 @pytest.fixture(scope="module")

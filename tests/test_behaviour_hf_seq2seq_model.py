@@ -1,16 +1,16 @@
 """What the `hf-seq2seq` model promises: step-by-step decoding with the backbone's cache gives the teacher-forced
 log-probabilities, the first step reads the decoder start whatever `prev` holds, padding never changes a
 sentence's scores (in forward and in steps), every backbone weight gets model.lr_scale, and the width is the
-backbone's d_model. A tiny random BART built offline (tests/hf_tiny.py)."""
+backbone's d_model. A tiny random BART built offline (structseq.testing.hf_tiny)."""
 
 import pytest
 import torch
 
 pytest.importorskip("transformers")
 
-from hf_tiny import tiny_bart  # noqa: E402
 from structseq.models.hf_checkpoint import load_seq2seq, special_ids  # noqa: E402
 from structseq.models.hf_seq2seq import HFSeq2Seq, model_width  # noqa: E402
+from structseq.testing.hf_tiny import tiny_bart  # noqa: E402
 
 
 @pytest.fixture(scope="module")

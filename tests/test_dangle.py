@@ -4,13 +4,13 @@ structural facts of the papers (bidirectional fusion, K/V sources, sharing, inte
 import pytest
 import torch
 
-from oracles.dangle_reference import batch_copy_log_probs, per_step_log_probs
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
 from structseq.decode.search import beam_search, max_lengths, sequence_log_prob
 from structseq.errors import ConfigError
 from structseq.models import build_model
 from structseq.nn.layers import EncoderLayer
+from structseq.testing.oracles.dangle_reference import batch_copy_log_probs, per_step_log_probs
 
 VOCAB = Vocab.build([list("abcdefgh")])
 TVOCAB = Vocab.build([list("abxyz")])

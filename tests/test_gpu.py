@@ -108,7 +108,7 @@ MODELS = {
     "rdangle-pretrained": {"fusion_layers": 1, "post_fusion_layers": 1, "interval": 2},
 }
 #: architectures on a local Hugging Face checkpoint: a tiny random BART built in the test's folder
-#: (tests/hf_tiny.py, offline), whose word-level tokenizer knows the toy task's words
+#: (structseq.testing.hf_tiny, offline), whose word-level tokenizer knows the toy task's words
 PRETRAINED = {"hf-seq2seq", "rdangle-pretrained"}
 #: the task and the embedded dataset of the architectures that do not translate the toy task
 DATASETS = {
@@ -131,7 +131,7 @@ def toy_tsv(folder: Path) -> Path:
 
 def tiny_checkpoint(folder: Path) -> Path:
     """A random BART (width 32, 2 + 2 layers, dropout 0.1) over the toy task's words, saved once per folder."""
-    from hf_tiny import tiny_bart
+    from structseq.testing.hf_tiny import tiny_bart
 
     path = folder / "bart"
     if not (path / "config.json").exists():

@@ -1,5 +1,5 @@
 """task hf-seq2seq trains and decodes each backbone in its own conventions (issue 44 item 2), checked against
-transformers itself on tiny random checkpoints built offline (tests/hf_tiny.py): BART (`<s> y </s>`, decoder
+transformers itself on tiny random checkpoints built offline (structseq.testing.hf_tiny): BART (`<s> y </s>`, decoder
 start </s>), mBART with language codes (transformers' MBartTokenizer: labels `y </s> ro_RO`, decoder input
 `ro_RO y </s>`), T5 and Marian (`y </s>`, decoder start <pad>). The reference is the backbone's own
 `forward(labels=...)` on the tokenizer's own `text_target` labels; structseq used to append </s> to mBART's
@@ -12,14 +12,14 @@ import torch
 
 pytest.importorskip("transformers")
 
-from hf_tiny import EXAMPLES as SENTENCES  # noqa: E402
-from hf_tiny import convention_checkpoints, hf_setup, labels_loss, tiny_bart, tiny_mbart_lang  # noqa: E402
 from structseq import api  # noqa: E402
 from structseq.config import config_from_dict  # noqa: E402
 from structseq.data.example import Example  # noqa: E402
 from structseq.decode.search import beam_search, sample, sequence_log_prob  # noqa: E402
 from structseq.errors import ConfigError  # noqa: E402
 from structseq.models.hf_checkpoint import special_ids  # noqa: E402
+from structseq.testing.hf_tiny import EXAMPLES as SENTENCES  # noqa: E402
+from structseq.testing.hf_tiny import convention_checkpoints, hf_setup, labels_loss, tiny_bart, tiny_mbart_lang  # noqa: E402
 
 EXAMPLES = [Example.from_text(src, tgt) for src, tgt in SENTENCES]
 FAMILIES = ["bart", "mbart_lang", "t5", "marian"]

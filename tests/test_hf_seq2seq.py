@@ -1,4 +1,4 @@
-"""arch hf-seq2seq and task hf-seq2seq on tiny random BART and T5 checkpoints built offline (tests/hf_tiny.py):
+"""arch hf-seq2seq and task hf-seq2seq on tiny random BART and T5 checkpoints built offline (structseq.testing.hf_tiny):
 the weights are the checkpoint's, teacher forcing = incremental decoding = beam scores, greedy = the backbone's
 own `generate`, fine-tuning learns, save / resume / export / reload, and every bad input is a clear error."""
 
@@ -11,7 +11,6 @@ import torch
 
 pytest.importorskip("transformers")
 
-from hf_tiny import tiny_bart, tiny_bert, tiny_t5  # noqa: E402
 from structseq import api  # noqa: E402
 from structseq.config import config_from_dict  # noqa: E402
 from structseq.data.example import Example  # noqa: E402
@@ -19,6 +18,7 @@ from structseq.decode.search import beam_search, sequence_log_prob  # noqa: E402
 from structseq.errors import ConfigError, StructseqError  # noqa: E402
 from structseq.models import build_model  # noqa: E402
 from structseq.tasks import get_task  # noqa: E402
+from structseq.testing.hf_tiny import tiny_bart, tiny_bert, tiny_t5  # noqa: E402
 
 EXAMPLES = [
     Example.from_text("dax lug", "RED BLUE"),

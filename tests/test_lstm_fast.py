@@ -6,11 +6,11 @@ import copy
 import pytest
 import torch
 
-from oracles.lstm_reference import LSTMSeq2SeqReference
 from structseq.config import config_from_dict
 from structseq.data.vocab import Vocab
 from structseq.models import build_model
 from structseq.nn.loss import label_smoothed_nll
+from structseq.testing.oracles.lstm_reference import LSTMSeq2SeqReference
 
 VOCAB = Vocab.build([list("abcdefgh")])
 TVOCAB = Vocab.build([list("abxyz")])

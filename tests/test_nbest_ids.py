@@ -49,11 +49,11 @@ def test_ids_score_as_the_search_scored_them_where_text_does_not_give_them_back(
     """On a random BART the n-best lists hold special tokens (<s>, <unk>, <mask>) that detokenising drops: the
     text's score (what `score --pairs` computes) differs there, the ids' score never does."""
     pytest.importorskip("transformers")
-    from hf_tiny import tiny_bart
     from structseq.config import config_from_dict
     from structseq.decode.batched import forced_scores, run, target_scores
     from structseq.models import build_model
     from structseq.tasks import get_task
+    from structseq.testing.hf_tiny import tiny_bart
 
     folder = tiny_bart(tmp_path / "bart", seed=4, init_std=0.3)
     cfg = config_from_dict({"task": "hf-seq2seq", "model": {"arch": "hf-seq2seq", "pretrained": str(folder)}})

@@ -1,6 +1,6 @@
-"""arch rdangle-pretrained (R-Dangle_shr on BART) on tiny random checkpoints built offline (tests/hf_tiny.py): its
+"""arch rdangle-pretrained (R-Dangle_shr on BART) on tiny random checkpoints built offline (structseq.testing.hf_tiny): its
 encoder and decoder weights are the checkpoint's, teacher forcing = incremental decoding at every interval, the
-batched training path = the per-step reference (tests/oracles/rdangle_pretrained_reference.py), beam scores =
+batched training path = the per-step reference (structseq/testing/oracles/rdangle_pretrained_reference.py), beam scores =
 teacher-forced scores, fine-tuning learns and resumes bit-exactly, export writes a folder load_run reads."""
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import torch
 
 pytest.importorskip("transformers")
 
-from hf_tiny import tiny_bart, tiny_mbart_lang, tiny_t5  # noqa: E402
-from oracles.rdangle_pretrained_reference import per_step_log_probs  # noqa: E402
 from structseq import api  # noqa: E402
 from structseq.config import config_from_dict  # noqa: E402
 from structseq.data.example import Example  # noqa: E402
@@ -21,6 +19,8 @@ from structseq.decode.search import beam_search, sequence_log_prob  # noqa: E402
 from structseq.errors import ConfigError  # noqa: E402
 from structseq.models import build_model  # noqa: E402
 from structseq.tasks import get_task  # noqa: E402
+from structseq.testing.hf_tiny import tiny_bart, tiny_mbart_lang, tiny_t5  # noqa: E402
+from structseq.testing.oracles.rdangle_pretrained_reference import per_step_log_probs  # noqa: E402
 
 EXAMPLES = [
     Example.from_text("dax lug", "RED BLUE"),

@@ -116,9 +116,9 @@ def test_huggingface_export_on_a_full_disk_is_one_line_leaves_nothing(tmp_path, 
     """An hf-seq2seq run's export (safetensors): on d15a89c a raw SafetensorError / RuntimeError, config.json
     left without weights and a retry refused as 'not an empty folder'; now one line, no OUT, and a retry works."""
     pytest.importorskip("transformers")
-    from hf_tiny import tiny_bart
     from structseq import api
     from structseq.config import config_from_dict
+    from structseq.testing.hf_tiny import tiny_bart
     from test_hf_seq2seq import train_config
 
     base = tiny_bart(tmp_path / "base", d_model=16)

@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("transformers")
 
 from cli_run import one_line_error, run_main  # noqa: E402
-from hf_tiny import tiny_bart  # noqa: E402
 from structseq import api  # noqa: E402
 from structseq.config import absolute_paths, config_from_dict  # noqa: E402
 from structseq.fields import path_keys  # noqa: E402
+from structseq.testing.hf_tiny import tiny_bart  # noqa: E402
 from structseq.train.checkpoint import load_checkpoint  # noqa: E402
 from test_hf_seq2seq import train_config  # noqa: E402
 
@@ -77,9 +77,9 @@ def _model(folder, arch="hf-seq2seq", **decode):
 def test_a_folder_without_tokenizer_files_is_refused(tmp_path):
     """A T5 folder without its tokenizer files: on d15a89c transformers built an empty tokenizer and every
     word read as <unk>; now a one-line ConfigError naming model.pretrained."""
-    from hf_tiny import tiny_t5
     from structseq.errors import ConfigError
     from structseq.models.hf_checkpoint import load_tokenizer
+    from structseq.testing.hf_tiny import tiny_t5
 
     folder = tiny_t5(tmp_path / "t5")
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
@@ -91,8 +91,8 @@ def test_a_folder_without_tokenizer_files_is_refused(tmp_path):
 def test_a_tokenizer_larger_than_the_embedding_table_is_refused(tmp_path):
     """More tokenizer pieces than `vocab_size`: on d15a89c an IndexError in the embedding at the first such
     piece; now a ConfigError naming both numbers."""
-    from hf_tiny import colors_words
     from structseq.errors import ConfigError
+    from structseq.testing.hf_tiny import colors_words
 
     words = colors_words()
     folder = tiny_bart(tmp_path / "bart", words, vocab_size=len(words))  # 5 specials more than embeddings

@@ -110,10 +110,10 @@ def test_predict_on_a_crafted_run_never_runs_its_base_folders_code(tmp_path, mon
     """A run whose checkpoint (valid checksum) names such a folder as its base, and `printf 'y\\ndax\\n' |
     structseq predict RUN`: on d15a89c the first line of the user's input answered transformers' prompt and
     the folder's code ran. Now nothing runs and the refusal is one line."""
-    from hf_tiny import tiny_bart
     from structseq import api
     from structseq.config import config_from_dict
     from structseq.models.hf_checkpoint import base_digest
+    from structseq.testing.hf_tiny import tiny_bart
     from structseq.train.checkpoint import load_checkpoint, save_checkpoint
     from test_hf_seq2seq import train_config
 

@@ -1,4 +1,4 @@
-"""The batched tree supertagger against plain-loop references (tests/oracles/supertag_reference.py) on
+"""The batched tree supertagger against plain-loop references (structseq/testing/oracles/supertag_reference.py) on
 TLGbank-style categories with unary modalities (`dia`, `box`: pseudo-binary with a blank right child): node
 feedback, state feedback, teacher-forced node log-probabilities, greedy and 1-best tree decoding; and
 validation accuracy that compares category strings, not vocabulary ids. Tiny random models, fixed seeds."""
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 
-from oracles import supertag_reference as ref
 from structseq.config import config_from_dict
 from structseq.data.categories import BLANK, is_unary, nodes, parse_category
 from structseq.data.example import Example
@@ -16,6 +15,7 @@ from structseq.models import build_model
 from structseq.models.supertagger import NodeFeedback, StateFeedback
 from structseq.tasks import get_task
 from structseq.tasks.supertag import Tagged
+from structseq.testing.oracles import supertag_reference as ref
 
 torch.set_num_threads(1)
 

@@ -348,7 +348,7 @@ def test_a_pretrained_backbone_searches_samples_and_scores_with_its_own_ids(tmp_
     """hf-seq2seq decodes with its tokenizer's ids (BART: <s> 0, <pad> 1, </s> 2), not structseq's: n-best
     lists, samples and `score` use them too."""
     pytest.importorskip("transformers")
-    from hf_tiny import tiny_bart
+    from structseq.testing.hf_tiny import tiny_bart
 
     base = tiny_bart(tmp_path / "bart", seed=1, init_std=0.3)
     cfg = config_from_dict(

@@ -10,7 +10,7 @@ feeding makes the decoder inherently sequential, so training loops over target p
 runs once.
 
 The decoder's parameters are an `nn.LSTM`'s (the state dict is the same as before), but the loop does not
-call it one step at a time (`tests/oracles/lstm_reference.py` keeps that formulation for tests; the kernels are in `nn/step_kernels.py`):
+call it one step at a time (`structseq/testing/oracles/lstm_reference.py` keeps that formulation for tests; the kernels are in `nn/step_kernels.py`):
 - the parts of layer 1's gates and of the combined vector that depend only on the target embedding
   are computed for all positions in one GEMM before the loop;
 - the attention keys W^T e_j are projected once per batch (`<e_j, W h_t> = <W^T e_j, h_t>`);

@@ -1,7 +1,7 @@
 """Tiny random Hugging Face checkpoints built offline (no download): word-level tokenizers over a word list (and
 transformers' own MBartTokenizer with language codes) and BART / mBART / T5 / Marian / BERT configs of width
-16-32, written with save_pretrained into a folder. Used by tests/test_hf_seq2seq.py, tests/test_hf_conventions.py,
-tests/test_rdangle_pretrained.py and benchmarks/bench_pretrained.py."""
+16-32, written with save_pretrained into a folder. Shared by the tests (HF models, conventions, R-Dangle on
+BART) and benchmarks/bench_pretrained.py, check_hf_conventions.py; transformers is imported inside each builder."""
 
 from __future__ import annotations
 
