@@ -25,10 +25,11 @@ def check_device(device: str) -> str:
 
 
 def all_formats() -> tuple[str, ...]:
-    """Every `--format` some registered task writes (for the option's help and the first check)."""
+    """Every `--format` some registered task writes (for the option's help and the first check), tasks taken by
+    name: the order does not depend on which task module was imported first."""
     from structseq.registry import TASKS
 
-    return tuple(dict.fromkeys(f for _, task in TASKS.items() for f in task.output_formats))
+    return tuple(dict.fromkeys(f for _, task in sorted(TASKS.items()) for f in task.output_formats))
 
 
 def task_formats(task) -> tuple[str, ...]:
