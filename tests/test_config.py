@@ -112,8 +112,10 @@ def test_task_section_shorthand_and_unknown_task():
         "tokenizer_path": None,
         "source_bos": False,
     }  # the seq2seq task's own keys
-    with pytest.raises(ConfigError, match="'task.type': unknown task 'nosuch'"):
+    with pytest.raises(ConfigError, match=r"'task.type': unknown task 'nosuch'.* \(plugin modules are loaded from "):
         config_from_dict({"task": "nosuch"})
+    with pytest.raises(ConfigError, match=r"'model.head.type': unknown head 'nosuch'.* \(plugin modules are loaded"):
+        config_from_dict({"model": {"arch": "transformer", "head": {"type": "nosuch"}}})  # a nested choice too
 
 
 def test_single_test_path_is_a_list():

@@ -196,21 +196,22 @@ def check_value(value: Any, meta: Mapping, key: str) -> None:
 Schemas = Callable[[str], Mapping[str, type]]
 
 
-def _chosen_schema(f: dataclasses.Field, value: Any, key: str, schemas: Schemas) -> type:
-    """The schema a `chosen` section's key names; unknown names list the choices (and `schemas.hint`, if any:
-    e.g. how plugins are loaded)."""
+def _chosen_schema(f: dataclasses.Field, value: Any, key: str, schemas: Schemas, hint: str) -> type:
+    """The schema a `chosen` section's key names; unknown names list the choices and `hint` (e.g. how plugins
+    are loaded)."""
     by, kind = f.metadata["choose"]
     table = schemas(kind)
     name = value.get(by, getattr(f.default_factory(), by)) if isinstance(value, dict) else None
     if not isinstance(name, str) or name not in table:
-        hint = getattr(schemas, "hint", "")
         raise ConfigError(f"'{key}.{by}': unknown {kind} '{name}'; choices: {', '.join(sorted(table))}{hint}")
     return table[name]
 
 
-def build_section(cls: type, values: dict | None, prefix: str, schemas: Schemas, lenient: bool = False) -> Any:
+def build_section(
+    cls: type, values: dict | None, prefix: str, schemas: Schemas, lenient: bool = False, hint: str = ""
+) -> Any:
     """`values` validated into dataclass `cls`: unknown keys (unless `lenient`), types and bounds are
-    ConfigErrors naming the dotted key `prefix + name`."""
+    ConfigErrors naming the dotted key `prefix + name`; `hint` ends the message of an unknown schema name."""
     values = {} if values is None else values
     if not isinstance(values, dict):
         raise ConfigError(f"'{prefix.rstrip('.')}' must be a mapping, got {values!r}")
@@ -227,9 +228,10 @@ def build_section(cls: type, values: dict | None, prefix: str, schemas: Schemas,
             if isinstance(value, str):  # `task: seq2seq` is `task: {type: seq2seq}`
                 value = {f.metadata["choose"][0]: value}
             value = {} if value is None else value
-            kwargs[f.name] = build_section(_chosen_schema(f, value, key, schemas), value, key + ".", schemas, lenient)
+            schema = _chosen_schema(f, value, key, schemas, hint)
+            kwargs[f.name] = build_section(schema, value, key + ".", schemas, lenient, hint)
         elif dataclasses.is_dataclass(hints[f.name]):
-            kwargs[f.name] = build_section(hints[f.name], values.get(f.name), key + ".", schemas, lenient)
+            kwargs[f.name] = build_section(hints[f.name], values.get(f.name), key + ".", schemas, lenient, hint)
         elif f.name in values:
             value = values[f.name]
             if typing.get_origin(hints[f.name]) is list and isinstance(value, str):

@@ -295,9 +295,6 @@ def schemas(kind: str) -> dict[str, type]:
     raise ConfigError(f"no registry of {kind!r} schemas")
 
 
-schemas.hint = PLUGIN_HINT
-
-
 def apply_overrides(d: dict, overrides: list[str]) -> dict:
     """`section.key=value` overrides applied to a config dict (short forms such as `task: supertag` expanded)."""
     return _apply(d, overrides, SHORT_FORMS)
@@ -315,7 +312,7 @@ def config_from_dict(d: dict, *, saved: bool = False) -> Config:
             raise ConfigError(f"unknown key '{k}'; valid sections: {', '.join(sections)}")
     if saved and isinstance(d.get("data"), dict) and "holdout_seed" not in d["data"]:
         d["data"] = {**d["data"], "holdout_seed": None}  # a run from before the data seed held out by train.seed
-    cfg = build_section(Config, d, "", schemas, lenient=saved)
+    cfg = build_section(Config, d, "", schemas, lenient=saved, hint=PLUGIN_HINT)
     check_config(cfg)
     return cfg
 

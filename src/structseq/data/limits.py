@@ -123,7 +123,7 @@ def check_tokens(
 
 def over_limit(example: Example, limit: LengthLimit) -> tuple[str, int, int, str] | None:
     """(side, its length, the maximum, the setting) of the first side of `example` over `limit`, or None."""
-    context = getattr(example, "context", None) or ()
+    context = example.context or ()
     for name, tokens, most, key in (
         ("source", example.source, limit.max_length, limit.length_key),
         ("target", example.target, limit.max_length, limit.length_key),
@@ -150,7 +150,7 @@ def check_input(example: Example, limits: dict, where: object, line: int) -> Non
     """A DataError naming `where:line` for a reserved token in an input's source or context, or either longer
     than `limits` (`length_limit`'s keywords)."""
     check_tokens(example.source, "source", where, line)
-    check_tokens(getattr(example, "context", None) or (), "context", where, line)
+    check_tokens(example.context or (), "context", where, line)
     limit = LengthLimit(**limits)
     over = over_limit(example, limit)
     if over is not None:
@@ -163,7 +163,7 @@ def check_input(example: Example, limits: dict, where: object, line: int) -> Non
 def admit(out: list[Example], example: Example, line: int, source_path: object, target_path: object = None) -> None:
     """Append `example` (read from `line`) to `out` after the checks above; a skipped example is counted."""
     target_path = source_path if target_path is None else target_path
-    context = getattr(example, "context", None) or ()
+    context = example.context or ()
     paths = {"source": source_path, "target": target_path, "context": source_path, FUSED: source_path}
     for name, tokens in (("source", example.source), ("target", example.target), ("context", context)):
         check_tokens(tokens, name, paths[name], line)
