@@ -10,7 +10,8 @@ size; both checkouts decode the same run and the outputs are checked to be equal
 Each measurement is a fresh subprocess that imports structseq from one checkout's `src/` (PYTHONPATH), builds a
 Trainer for a shipped config with one thread, runs `--warmup` updates, then times `--updates` updates. Old and new
 alternate A B A B ... for `--rounds` rounds per config; medians and the median of the per-round ratios are
-reported with the load average before and after. Both checkouts read configs and data from this checkout.
+reported with the load average before and after, in wall-clock tokens/s and in tokens per CPU second of
+the one thread (which other jobs on a shared machine move much less). Both checkouts read configs and data from this checkout.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ with tempfile.TemporaryDirectory() as out:
     t = Trainer(cfg, out, show_progress=False)
     for _ in range(int(sys.argv[2])):
         t._update()
-    tokens, start = 0, time.perf_counter()
+    tokens, start, cpu = 0, time.perf_counter(), time.process_time()
     for _ in range(int(sys.argv[3])):
         tokens += t._update()[1]
-    print(json.dumps({"target_tokens_per_s": tokens / (time.perf_counter() - start)}))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"target_tokens_per_s": tokens / wall, "target_tokens_per_cpu_s": tokens / cpu}))
 """
 
 
@@ -78,7 +80,7 @@ def measure_decode(src: Path, run_dir: str, split: str, sentences: int, beam: in
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(src: Path, config: str, warmup: int, updates: int) -> float:
+def measure(src: Path, config: str, warmup: int, updates: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
         [sys.executable, "-c", WORKER, str(ROOT / config), str(warmup), str(updates)],
@@ -88,7 +90,7 @@ def measure(src: Path, config: str, warmup: int, updates: int) -> float:
         check=True,
         cwd=ROOT,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])["target_tokens_per_s"]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -150,17 +152,27 @@ def main() -> None:
         for _ in range(args.rounds):
             old.append(measure(args.old / "src", config, args.warmup, args.updates))
             new.append(measure(args.new / "src", config, args.warmup, args.updates))
+        # wall-clock throughput, and per CPU second of the one thread: the second barely moves with the load of
+        # other jobs on a shared machine, the first does (each round's ratio then says more about the neighbours)
+        cpu_old, cpu_new = [r["target_tokens_per_cpu_s"] for r in old], [r["target_tokens_per_cpu_s"] for r in new]
+        old, new = [r["target_tokens_per_s"] for r in old], [r["target_tokens_per_s"] for r in new]
         ratios = [n / o for n, o in zip(new, old)]
+        cpu_ratios = [n / o for n, o in zip(cpu_new, cpu_old)]
         result["configs"][config] = {
             "old_tok_s": old,
             "new_tok_s": new,
             "old_median": statistics.median(old),
             "new_median": statistics.median(new),
             "ratio_median": statistics.median(ratios),
+            "old_tok_cpu_s": cpu_old,
+            "new_tok_cpu_s": cpu_new,
+            "cpu_ratio_median": statistics.median(cpu_ratios),
+            "cpu_ratios": cpu_ratios,
         }
         print(
             f"{config}: old {statistics.median(old):.0f} tok/s, new {statistics.median(new):.0f} tok/s, "
-            f"new/old {statistics.median(ratios):.3f} (rounds {[round(r, 3) for r in ratios]})",
+            f"new/old {statistics.median(ratios):.3f} (rounds {[round(r, 3) for r in ratios]}); per CPU second "
+            f"new/old {statistics.median(cpu_ratios):.3f} (rounds {[round(r, 3) for r in cpu_ratios]})",
             flush=True,
         )
     result["load_after"] = os.getloadavg()
