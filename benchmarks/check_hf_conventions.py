@@ -4,8 +4,9 @@
 
 On tiny random BART, mBART (transformers' MBartTokenizer with language codes), T5 and Marian checkpoints built
 offline (structseq.testing.hf_tiny), four Colors sentences: the per-token loss of each side, their difference and the
-number of target positions each scores. Run with `PYTHONPATH=OTHER/src` to measure another checkout (e.g. one
-before issue 44, which shifted mBART's labels BART-style). docs/pretrained.md quotes its numbers.
+number of target positions each scores. Run with `PYTHONPATH=OTHER/src` to measure another checkout that has
+`structseq.testing` (for one before it, e.g. before issue 44, which shifted mBART's labels BART-style, run this
+script as of 69534ea, when the checkpoints were built by tests/hf_tiny.py). docs/pretrained.md quotes its numbers.
 """
 
 from __future__ import annotations
