@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from structseq import api
+from structseq.config import config_from_dict
+from structseq.data.ab_grammar import splits
 from structseq.data.categories import from_nodes, print_category
 from structseq.data.example import Example
 from structseq.decode import run
@@ -21,8 +23,10 @@ from structseq.decode.strategies.tagging import TagStrategy
 from structseq.decode.tree import greedy_trees, kbest_trees
 from structseq.errors import ConfigError
 from structseq.registry import STRATEGIES, register_strategy
-from test_decode_strategies import OLD_RUN, SOURCES
+from test_decode_strategies import OLD_RUN
 from test_supertag import _tiny
+
+TREE_RUN = OLD_RUN.parent / "tree"
 
 
 @torch.no_grad()
@@ -145,13 +149,33 @@ def test_sampling_and_nbest_do_not_fit_a_tagger_and_a_tree_strategy_does_not_fit
         run(model, task, train[:2], task.cfg.decode, vocabs=vocabs, sampling=Sampling())
     with pytest.raises(ConfigError, match="'--nbest': a tagger's k-best lists are per word"):
         run(model, task, train[:2], task.cfg.decode, vocabs=vocabs, nbest=2)
-    seq = api.load_run(OLD_RUN).with_overrides(["decode.strategy=tree-beam"])
-    with pytest.raises(
-        ConfigError, match="'decode.strategy': 'tree-beam' searches tree models, but model .* decodes as sequence"
-    ):
-        seq.translate(SOURCES)
     with pytest.raises(ConfigError, match="'decode.strategy': model M offers no search interface"):
         choose(None, Settings(), None, "M")
+
+
+def test_a_strategy_that_does_not_fit_is_refused_where_a_run_loads_or_training_starts(tmp_path):
+    """Before any batch: `--set decode.strategy=...` on a run, a saved run's config, a training config."""
+    fits = "'decode.strategy': '{}' searches {} models, but model {} decodes as {}"
+    with pytest.raises(ConfigError, match=fits.format("tree-beam", "tree", ".*", "sequence")):
+        api.load_run(OLD_RUN).with_overrides(["decode.strategy=tree-beam"])
+    with pytest.raises(ConfigError, match=fits.format("beam", "sequence", "TreeSupertagger", "tree")):
+        api.load_run(TREE_RUN).with_overrides(["decode.strategy=beam"])
+    assert api.load_run(TREE_RUN).with_overrides(["decode.strategy=tree-beam"]).config.decode.strategy == "tree-beam"
+    data = splits(12, 2, seed=1)["train"]
+    (tmp_path / "train.txt").write_text(
+        "".join(" ".join(f"{w}|{c}" for w, c in zip(e.source, e.target)) + "\n" for e in data)
+    )
+    cfg = {
+        "task": "supertag",
+        "data": {"dataset": "files", "train": str(tmp_path / "train.txt"), "valid": str(tmp_path / "train.txt")},
+        "model": {"arch": "supertag-classifier", "d_model": 8, "encoder": {"hidden": 8, "word_dim": 8, "layers": 1}},
+        "optim": {"batch_size": 4, "max_tokens": None, "schedule": "constant"},
+        "train": {"max_steps": 2, "valid_every": 1, "threads": 1},
+        "decode": {"strategy": "tree-greedy"},
+    }
+    with pytest.raises(ConfigError, match=fits.format("tree-greedy", "tree", "SupertagClassifier", "tags")):
+        api.train(config_from_dict(cfg), tmp_path / "run", show_progress=False)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()  # refused before the run started
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from structseq.data.example import Example
 from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.decode.batched import Candidate
 from structseq.decode.search import Sampling
+from structseq.decode.strategies import check_fits
 from structseq.errors import ConfigError, StructseqError
 from structseq.evaluation import check_beam as _check_beam
 from structseq.evaluation import prediction_label  # noqa: F401  (its old home)
@@ -94,6 +95,7 @@ class Run(NamedVocabs):
         decode = apply_overrides({"decode": self.config.to_dict()["decode"]}, list(overrides))
         config_from_dict(decode)  # strictly: an unknown key is an error too (a saved config drops unknown keys)
         cfg = config_from_dict({**self.config.to_dict(), **decode}, saved=True)
+        check_fits(cfg.decode.strategy, self.model)
         task = get_task(cfg)
         task.load_state_dict(self.task.state_dict())
         return replace(self, config=cfg, task=task)
@@ -386,6 +388,7 @@ def load_run(
             f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: {e})"
         ) from None
     load_model_state(model, ckpt["model"], path)
+    check_fits(cfg.decode.strategy, model)
     model.to(resolve_device(device)).eval()
     return Run(run_dir, cfg, model, vocabs, checkpoint, task, (), (path,), asdict(cfg.decode))
 

@@ -34,6 +34,7 @@ from structseq.config import Config, config_from_dict
 from structseq.data.batching import Batch, make_batches
 from structseq.data.buckets import batch_shape, bucket_lengths, distinct_lengths
 from structseq.data.training import load_training_data
+from structseq.decode.strategies import check_fits
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import build_model
 from structseq.tasks import get_task
@@ -113,11 +114,11 @@ class Trainer:
         seed_everything(cfg.train.seed)
         self.model = build_model(cfg.model, self.data.vocabs, self.data.train).to(self.device)
         self.model.static_shapes = cfg.optim.static_shapes  # structseq.models.base.Model
+        check_fits(cfg.decode.strategy, self.model)  # validation decodes with it: refused before any update
         if init is not None:
             self._init_parameters(*init)
         # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
-        groups = self.model.param_groups()
-        self.optimizer = build_optimizer(cfg.optim, groups)
+        self.optimizer = build_optimizer(cfg.optim, self.model.param_groups())
         self.lr_at = lr_multiplier(cfg.optim, self.model.width, cfg.train.max_steps)
         self.progress = Progress()
         self._encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]

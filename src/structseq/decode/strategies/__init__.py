@@ -6,7 +6,8 @@ A strategy searches one model interface (`interface`), which a model declares as
 "sequence" (`encode` / `init_state` / `step`, `structseq.models.base.Autoregressive`), "tree" (a category
 tree per word, the protocol of `structseq.decode.tree`) or "tags" (per-word label scores, `model.kbest`).
 `decode.strategy` names one that searches the model's interface (else a one-line ConfigError naming the
-key); null picks the built-in default for the interface and the settings (`Strategy.default`).
+key, from `check_fits` when training starts or a run loads); null picks the built-in default for the
+interface and the settings (`Strategy.default`).
 
 A new strategy is one file (here, or a plugin module from $STRUCTSEQ_PLUGINS). A sequence strategy gets the
 model, its named inputs, each sentence's length limit and the model's special ids, and returns
@@ -131,6 +132,13 @@ def choose(name: str | None, settings: Settings, interface: str | None = "sequen
             f"strategies for it: {', '.join(fitting(interface)) or 'none'}"
         )
     return cls(settings)
+
+
+def check_fits(name: str | None, model) -> None:
+    """`choose`'s ConfigError when `decode.strategy` names a strategy that does not search `model`: checked
+    where a model is built for training and where a run's decode settings change, before any batch."""
+    if name is not None:
+        choose(name, Settings(), model.search_interface, type(model).__name__)
 
 
 def decode(
