@@ -61,15 +61,34 @@ def test_compose_scale_groups_stages_and_compares_cpu_with_the_in_memory_run(tmp
     table = report.render(["compose-scale", str(records)])
     # CPU 2+4+1+1 = 8 s in memory, 4+4+2+2+2 = 14 s sharded: 1.75x, 14e6 / 2000 sentences = 7000 µs each;
     # ingest and counts are the dictionary (3.0 s), the pool's ingest is reading (1.0 s)
-    assert "| 1e3 + 1e3 | in memory | 1 | - | 1.0 | 3.0 | 0.5 | 0.5 | 5.0 | 8.0 | 4000.0 | 1.00x | 200 |" in table
     assert (
-        "| 1e3 + 1e3 | sharded, local | 2 | 4 | 1.0 | 3.0 | 1.0 | 1.0 | 6.0 | 14.0 | 7000.0 | 1.75x | 90 / 30 | 1,510 "
-        "| 0.5 → 1.5 |" in table
+        "| 1e3 + 1e3 | in memory | 1 | - | 1 | 1.0 | 3.0 | 0.5 | 0.5 | 5.0 | 8.0 | 4000.0 | 1.00x | 200 | - |" in table
+    )
+    assert (
+        "| 1e3 + 1e3 | sharded, local | 2 | 4 | 1 | 1.0 | 3.0 | 1.0 | 1.0 | 6.0 | 14.0 | 7000.0 | 1.75x | 90 / 30 | - "
+        "| 1,510 | 0.5 → 1.5 |" in table
     )
     assert table.index("in memory") < table.index("sharded, local")  # the in-memory run first
     # 0.007 CPU s a sentence: 2e8 sentences on 2 workers = 194.44 h, 2e9 on 160 = 24.31 h, on 1600 = 2.43 h
     extra = report.render(["compose-scale", str(records), "--extrapolate"])
     assert "| 1e3 + 1e3, 2 worker(s) | sharded, local | 7000.0 | 194.44 h | 24.31 h | 2.43 h |" in extra
+
+
+def test_compose_scale_shows_the_median_of_repeated_runs_and_the_tree_peak(tmp_path):
+    """Three runs of one setting are one row: the run whose total stage time is the median (7 s of 5, 7, 20),
+    with its own CPU and tree peak, and the count 3."""
+    runs = [
+        _scale_record("sharded", 1, 4, {"degree": (total, total / 2, 10)}, peak_tree_pss_mib=peak)
+        for total, peak in ((20, 900), (5, 700), (7, 800))
+    ]
+    records = tmp_path / "scale.jsonl"
+    records.write_text("\n".join(json.dumps(r) for r in runs) + "\n", encoding="utf-8")
+    table = report.render(["compose-scale", str(records)])
+    assert (
+        "| 1e3 + 1e3 | sharded, local | 1 | 4 | 3 | 0.0 | 0.0 | 7.0 | 0.0 | 7.0 | 3.5 | 1750.0 | n/a | 10 | 800 |"
+        in table
+    )
+    assert table.count("sharded, local") == 1
 
 
 def test_ops_compares_counts_per_model_and_names_the_commands(tmp_path):
