@@ -149,6 +149,9 @@ def test_sampling_and_nbest_do_not_fit_a_tagger_and_a_tree_strategy_does_not_fit
         run(model, task, train[:2], task.cfg.decode, vocabs=vocabs, sampling=Sampling())
     with pytest.raises(ConfigError, match="'--nbest': a tagger's k-best lists are per word"):
         run(model, task, train[:2], task.cfg.decode, vocabs=vocabs, nbest=2)
+    tree = api.load_run(TREE_RUN)
+    with pytest.raises(ConfigError, match="n-best lists and sampling need a sequence model .* decodes as tree"):
+        tree.search(tree.parse_lines(["the dog sleeps"]))
     with pytest.raises(ConfigError, match="'decode.strategy': model M offers no search interface"):
         choose(None, Settings(), None, "M")
 

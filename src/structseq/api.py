@@ -129,10 +129,16 @@ class Run(NamedVocabs):
     ) -> list[list[Candidate]]:
         """The `nbest` best outputs of each example (beam search with a beam of at least `nbest`), or `nbest`
         samples with `sampling`, as `Candidate`s (tokens, log-probability, length-normalised score), best first;
-        autoregressive models only. Tokens are the task's output words (`_outputs`: subword pieces joined)."""
+        sequence models only (a tagger's k-best lists are per word: `decode_examples`). Tokens are the task's
+        output words (`_outputs`: subword pieces joined)."""
         from structseq.decode.batched import run
 
         _check_beam(beam)
+        if self.model.search_interface != "sequence":
+            raise ConfigError(
+                f"n-best lists and sampling need a sequence model (task {self.task.name}, model "
+                f"{type(self.model).__name__} decodes as {self.model.search_interface})"
+            )
         return run(
             self.model,
             self.task,
