@@ -224,6 +224,9 @@ def trained(tmp_path_factory):
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("arch", sorted(architectures()))
 def test_every_architecture_trains_and_its_loss_falls(arch, precision, device, tmp_path):
+    """12 updates at lr 1e-2 on one fixed batch (every update sees the same N_TRAIN examples): the last three
+    losses sum below 0.9 of the first three. Not checked over seeds (train.seed 1 only; bf16 runs only on CUDA):
+    the margin rests on fitting one batch, which any working update does, not on a measured spread."""
     if precision == "bf16" and not device.startswith("cuda"):
         pytest.skip("train.bf16 is bfloat16 autocast on CUDA (a ConfigError elsewhere)")
     run = train(arch, tmp_path, device, bf16=precision == "bf16")
@@ -539,7 +542,8 @@ def test_fast_path_losses_match_the_plain_fp32_path(path, device, tmp_path, reco
     """The first 500 updates (20 on a CPU) of the fast path against plain fp32 (TF32 off, not compiled), same
     batches and dropout masks (inductor draws eager's random numbers here: `fallback_random`): the first update
     within FIRST_STEP[path] relative, each 50-update window's mean loss within 3 standard errors of the plain
-    run's window plus that bound."""
+    run's window plus that bound. Not checked over seeds (train.seed 1; not yet run on a GPU): the margin rests on
+    that derivation (docs/gpu.md), not on a measured spread."""
     if path == "bf16" and not ON_CUDA:
         pytest.skip("bf16 autocast is CUDA-only")
     import torch._inductor.config as inductor
