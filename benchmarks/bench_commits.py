@@ -41,11 +41,14 @@ torch.set_num_threads(1)
 cfg = load_config(sys.argv[1], ["train.threads=1", "train.valid_every=0", "train.log_every=1000000"])
 with tempfile.TemporaryDirectory() as out:
     t = Trainer(cfg, out, show_progress=False)
+    # the old checkout this worker also runs in may predate Trainer.step: its private _update returned
+    # (loss, target tokens) too, so [1] reads both
+    step = getattr(t, "step", None) or t._update
     for _ in range(int(sys.argv[2])):
-        t._update()
+        step()
     tokens, start, cpu = 0, time.perf_counter(), time.process_time()
     for _ in range(int(sys.argv[3])):
-        tokens += t._update()[1]
+        tokens += step()[1]
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     print(json.dumps({"target_tokens_per_s": tokens / wall, "target_tokens_per_cpu_s": tokens / cpu}))
 """

@@ -40,11 +40,11 @@ if mode == "compile":
     t.ddp_model = torch.compile(t.model, dynamic=True)
 t0 = time.perf_counter()
 for _ in range(warmup):
-    t._update()
+    t.step()
 cold = time.perf_counter() - t0
 t0, n = time.perf_counter(), 0
 for _ in range(updates):
-    n += t._update()[1]
+    n += t.step().target_tokens
 dt = time.perf_counter() - t0
 shutil.rmtree(out, ignore_errors=True)
 print(json.dumps({"mode": mode, "cold_s": cold, "steady_s": dt, "tokens": n, "tokens_per_s": n / dt,

@@ -128,7 +128,7 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
     times, tokens = [], []
     for _ in range(updates):
         t = time.perf_counter()
-        _, ntok = trainer._update()
+        ntok = trainer.step().target_tokens
         times.append(time.perf_counter() - t)
         tokens.append(ntok)
     shutil.rmtree(out, ignore_errors=True)
@@ -170,7 +170,7 @@ def worker_agree(cfg_json: str, threads: int) -> dict:
 
     trainer, out = _trainer(cfg_json, threads)
     model = trainer.model.eval()
-    b = trainer._next_batch()
+    b = trainer.batches.next(trainer.progress, trainer.dist)
     real = b.tgt_out.ne(0)
     with torch.no_grad():
         ours = model(b)

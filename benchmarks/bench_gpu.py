@@ -284,11 +284,11 @@ def measure_train(trainer, precision: str, flops: tuple, gemm: dict, args) -> di
     trainer.cfg.train.bf16 = precision == "bf16"  # the loop reads it at every update (autocast)
     peak_memory(args.device, reset=True)
     for _ in range(args.warmup):
-        trainer._update()
+        trainer.step()
     _sync(args.device)
     n, tokens, t0 = 0, 0, time.perf_counter()
     while n < args.updates and (n < 2 or time.perf_counter() - t0 < args.max_update_s):
-        tokens += trainer._update()[1]
+        tokens += trainer.step().target_tokens
         n += 1
     _sync(args.device)
     dt = time.perf_counter() - t0
@@ -322,7 +322,7 @@ def launches_per_update(trainer, updates: int = 2) -> float:
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(updates):
-            trainer._update()
+            trainer.step()
         torch.cuda.synchronize()
     names = ("LaunchKernel", "GraphLaunch", "cuLaunch")
     return sum(any(n in e.name for n in names) for e in prof.events()) / updates

@@ -70,12 +70,12 @@ def worker_train(impl: str, config: str, warmup: int, updates: int, overrides: l
         t = _trainer(config, out, overrides)
         _use(t.model, impl)
         if impl == "fast-bf16":
-            t._autocast = lambda: torch.autocast(device_type="cpu", dtype=torch.bfloat16)
+            t.autocast = lambda: torch.autocast(device_type="cpu", dtype=torch.bfloat16)
         for _ in range(warmup):
-            t._update()
+            t.step()
         tokens, wall, cpu = 0, time.perf_counter(), time.process_time()
         for _ in range(updates):
-            tokens += t._update()[1]
+            tokens += t.step().target_tokens
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {
         "target_tokens": tokens,

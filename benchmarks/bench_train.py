@@ -83,14 +83,13 @@ def _count_flops(trainer) -> tuple[int, int, float]:
     implementation computes on; it scales every per-position FLOP, so MFU x share is MFU counted over non-padding
     tokens, exact for the linear layers and an upper bound for attention's quadratic terms). FlopCounterMode has
     no formula for `nn.LSTM`'s fused kernel, so an LSTM encoder's FLOPs are not counted: a lower bound there."""
+    from dataclasses import replace
+
     from torch.utils.flop_counter import FlopCounterMode
 
     from structseq.data.vocab import Vocab
 
-    p = trainer.progress
-    saved = (p.epoch, p.batch_in_epoch)
-    b = trainer._next_batch()
-    p.epoch, p.batch_in_epoch = saved
+    b = trainer.batches.next(replace(trainer.progress), trainer.dist)  # a copy: the run's position stays
     with FlopCounterMode(display=False) as counter:
         loss, _, _ = trainer.task.loss(trainer.model, b, 0.1)  # any task (seq2seq: label-smoothed NLL)
         loss.backward()
@@ -105,13 +104,13 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: s
     trainer = _trainer([cfg_json], threads, str(WORK / "bench-run"))
     if plan:  # train on a fixed list of batches (e.g. fairseq's own), in that order
         batches = json.loads(Path(plan).read_text())["batches"]
-        trainer._epoch_batches = lambda epoch: batches
+        trainer.batches.plan = batches
     base_rss = _rss_mb()
     flops, flops_tokens, non_pad = _count_flops(trainer)
     times, tokens = [], []
     for i in range(updates):
         t = time.perf_counter()
-        _, ntok = trainer._update()
+        ntok = trainer.step().target_tokens
         times.append(time.perf_counter() - t)
         tokens.append(ntok)
     m_t, m_tok = sum(times[warmup:]), sum(tokens[warmup:])

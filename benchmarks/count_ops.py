@@ -85,11 +85,11 @@ def worker(spec: dict) -> None:
         )
     t = Trainer(cfg, tempfile.mkdtemp(prefix="count-ops-"), data_root=spec["data_root"], show_progress=False)
     for _ in range(spec["warmup"]):
-        t._update()
+        t.step()
     counter, tokens = Count(), 0
     with counter:
         for _ in range(spec["updates"]):
-            tokens += t._update()[1]
+            tokens += t.step().target_tokens
     n = spec["updates"]
     ops = sum(counter.ops.values())
     print(

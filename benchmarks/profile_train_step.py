@@ -109,10 +109,10 @@ def main(argv=None) -> None:
         trainer = Trainer(config, out_dir, show_progress=False)
         torch.set_num_threads(args.threads)
         for _ in range(2):
-            trainer._update()
+            trainer.step()
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
             for _ in range(args.updates):
-                trainer._update()
+                trainer.step()
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
     averages = prof.key_averages()

@@ -103,7 +103,7 @@ def trainer(tmp_path, model, **optim):
 def test_padding_to_a_static_shape_changes_no_loss_or_gradient(tmp_path, name):
     t = trainer(tmp_path, MODELS[name])
     idx = [0, 3, 5]
-    batch = t.task.training_batch([t._encoded[i] for i in idx], idx, 1)
+    batch = t.task.training_batch([t.batches.examples[i] for i in idx], idx, 1)
     rows, length = batch["src"].shape[0] + 3, max(batch["src"].shape[1], batch["tgt_in"].shape[1]) + 4
     padded = t.task.pad_batch(batch, rows, length)
     assert padded["src"].shape == padded["tgt_in"].shape == (rows, length)
@@ -135,8 +135,8 @@ def test_training_with_static_shapes_sees_at_most_n_shapes_and_every_example(tmp
         return loss(model, batch, eps)
 
     t.task.loss = recording
-    epoch = len(t._epoch_batches(0))
+    epoch = len(t.batches.epoch(0))
     for _ in range(epoch):
-        t._update()
-    assert sorted(seen) == list(range(len(t._encoded)))
+        t.step()
+    assert sorted(seen) == list(range(len(t.batches.examples)))
     assert len(shapes) <= 3 and all(s[1] == d[1] for s, d in shapes)

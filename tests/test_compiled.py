@@ -26,7 +26,7 @@ def trainer(tmp_path, name, model, **train):
 
 
 def losses(t, n):
-    return torch.stack([torch.as_tensor(t._update()[0]) for _ in range(n)])
+    return torch.stack([torch.as_tensor(t.step().loss) for _ in range(n)])
 
 
 def compare(tmp_path, arch, backend, rtol):

@@ -167,10 +167,10 @@ def test_data_parallel_gradients_are_normalised_by_the_global_token_count(tmp_pa
     cfg = toy_config(toy_tsv(tmp_path))
     cfg = config_from_dict(apply_overrides(cfg.to_dict(), ["optim.clip_norm=0", "optim.accumulate=1"]))
     one = Trainer(cfg, tmp_path / "one", show_progress=False)
-    loss_one, n_one = one._update()
+    loss_one, n_one, _ = one.step()
     two = Trainer(cfg, tmp_path / "two", show_progress=False)
     two.dist = _TwinRanks()
-    loss_two, n_two = two._update()
+    loss_two, n_two, _ = two.step()
     assert n_two == 2 * n_one
     assert float(loss_two) == pytest.approx(float(loss_one), rel=1e-6)  # the loss may stay on the device
     for (name, p), q in zip(one.model.named_parameters(), two.model.parameters()):

@@ -374,9 +374,9 @@ def test_sentence_avg_divides_the_update_by_its_sentences_not_its_tokens(tmp_pat
         cfg.model.dropout, cfg.optim.label_smoothing, cfg.optim.clip_norm = 0.0, 0.0, 1e6
         cfg.optim.sentence_avg = avg
         t = Trainer(cfg, tmp_path / f"avg{avg}", show_progress=False)
-        first = t._epoch_batches(0)[: cfg.optim.accumulate]
-        _, ntok = t._update()
-        norms[avg] = float(t._grad_norm)
+        first = t.batches.epoch(0)[: cfg.optim.accumulate]
+        _, ntok, grad_norm = t.step()
+        norms[avg] = float(grad_norm)
     sentences = sum(len(b) for b in first)
     assert ntok > sentences
     assert norms[True] == pytest.approx(norms[False] * ntok / sentences, rel=1e-5)

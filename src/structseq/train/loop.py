@@ -27,12 +27,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from structseq.config import Config, config_from_dict
-from structseq.data.batching import Batch, make_batches
-from structseq.data.buckets import batch_shape, bucket_lengths, distinct_lengths
 from structseq.data.training import load_training_data
 from structseq.decode.strategies import check_fits
 from structseq.errors import ConfigError, StructseqError
@@ -40,6 +39,7 @@ from structseq.models.base import build_model
 from structseq.tasks import get_task
 from structseq.train import distributed, rundir
 from structseq.train.averaging import keep_step_checkpoint
+from structseq.train.batches import TrainingBatches
 from structseq.train.checkpoint import (
     RESUME_KEYS,
     RUN_KEYS,
@@ -73,9 +73,20 @@ from structseq.train.resume import (
 from structseq.train.rng import rng_state, seed_everything
 
 
+class StepResult(NamedTuple):
+    """What one update (`Trainer.step`) did. `loss`: its targets' mean NLL per target token, a 0-d tensor left
+    on the device (reading it syncs; a float under DDP, whose all-reduce synced anyway); `target_tokens`: the
+    update's predicted units over all ranks; `grad_norm`: the gradient norm before clipping (a tensor), 0.0
+    when `optim.clip_norm` is 0."""
+
+    loss: torch.Tensor | float
+    target_tokens: int
+    grad_norm: torch.Tensor | float = 0.0
+
+
 class Trainer:
     """One training run: the task, its data, the model and optimiser, built (or restored for `--resume`)
-    from a config; `run()` trains."""
+    from a config; `run()` trains, `step()` takes one update, `batches` (`TrainingBatches`) feeds them."""
 
     def __init__(
         self,
@@ -121,11 +132,8 @@ class Trainer:
         self.optimizer = build_optimizer(cfg.optim, self.model.param_groups())
         self.lr_at = lr_multiplier(cfg.optim, self.model.width, cfg.train.max_steps)
         self.progress = Progress()
-        self._encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]
-        self._lengths = [self.task.length(e) for e in self._encoded]
-        o = cfg.optim  # length buckets: a few padded shapes (optim.num_buckets, structseq.data.buckets)
-        self._buckets = o.num_buckets and bucket_lengths(distinct_lengths(self._encoded, self._lengths), o.num_buckets)
-        self._epoch_cache: tuple[int, list[list[int]]] | None = None
+        encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]
+        self.batches = TrainingBatches(cfg, self.task, encoded, self.device)
         if ckpt is not None:
             self._restore(ckpt)
         self.ddp_model = self.dist.wrap(self.model)
@@ -161,56 +169,6 @@ class Trainer:
     def _restore(self, ckpt: dict) -> None:
         """A resumed run's parameters, optimiser state, progress and RNG state."""
         self.progress = restore(self.model, self.optimizer, ckpt, self._last)
-
-    # ------------------------------------------------------------ data
-    def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        if self._epoch_cache is None or self._epoch_cache[0] != epoch:
-            o = self.cfg.optim
-            batches = make_batches(
-                self._lengths,
-                self._lengths,
-                max_tokens=o.max_tokens,
-                batch_size=o.batch_size,
-                shuffle=True,
-                seed=self.cfg.train.seed * 100003 + epoch,
-                group_by_length=o.group_by_length,
-                buckets=self._buckets,
-            )
-            self._epoch_cache = (epoch, batches)
-        return self._epoch_cache[1]
-
-    def _next_indices(self) -> list[int]:
-        p = self.progress
-        batches = self._epoch_batches(p.epoch)
-        if p.batch_in_epoch >= len(batches):
-            p.epoch, p.batch_in_epoch = p.epoch + 1, 0
-            batches = self._epoch_batches(p.epoch)
-        idx = batches[p.batch_in_epoch]
-        p.batch_in_epoch += 1
-        return idx
-
-    def _next_batch(self) -> Batch:
-        """This rank's shard of the next global batch, on the training device. A rank whose shard is empty
-        (a batch smaller than the world) computes on a stand-in example whose loss counts zero."""
-        index = self._next_indices()
-        idx = self.dist.shard(index)
-        batch = self.task.training_batch(
-            [self._encoded[i] for i in idx or index[:1]], idx or index[:1], self.progress.step + 1
-        )
-        if not idx:
-            batch.num_tokens = 0
-        if self.cfg.optim.static_shapes:
-            o = self.cfg.optim
-            shape = batch_shape(
-                index,
-                self._lengths,
-                self._buckets,
-                max_tokens=o.max_tokens,
-                batch_size=o.batch_size,
-                world_size=self.dist.world_size,
-            )
-            batch = self.task.pad_batch(batch, *shape)
-        return self.task.to_device(batch, self.device)
 
     # ------------------------------------------------------------ checkpoints
     def _snapshot(self) -> dict:
@@ -257,31 +215,37 @@ class Trainer:
     def validate(self) -> dict:
         self.model.eval()
         try:
-            with self._autocast():
+            with self.autocast():
                 return self.task.validate(self.model, self.data.valid, self.data.vocabs)
         finally:
             self.model.train()
 
     # ------------------------------------------------------------ the loop
-    def _autocast(self):
+    def autocast(self):
+        """The context every forward pass runs in: bf16 autocast with `train.bf16`, else none (a benchmark may
+        replace it, e.g. `benchmarks/bench_lstm.py`'s CPU bfloat16)."""
         if self.cfg.train.bf16:
             return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
         return nullcontext()
 
-    def _update(self) -> tuple[float, int]:
+    def step(self) -> StepResult:
+        """One update, the one `run()` takes next: `optim.accumulate` batches' gradients (`self.batches`),
+        clipped, one optimiser step at the schedule's learning rate; `progress.step` + 1. Public for the
+        benchmarks and tests that time or inspect single updates; `run()` adds logs, validation, checkpoints."""
         cfg = self.cfg
-        batches = [self._next_batch() for _ in range(cfg.optim.accumulate)]
+        batches = [self.batches.next(self.progress, self.dist) for _ in range(cfg.optim.accumulate)]
         ntok = self.dist.sum_int(sum(b.num_tokens for b in batches))  # the whole update's units, every rank
         # the loss is divided by the update's target tokens, or with optim.sentence_avg by its sentences
         units = self.dist.sum_int(sum(b.num_sentences for b in batches)) if cfg.optim.sentence_avg else ntok
         scale = self.dist.world_size / max(units, 1)  # DDP averages gradients over ranks: undo, then normalise
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), dtype=torch.float64, device=self.device)  # on the device: no sync per update
+        grad_norm = 0.0
         for i, b in enumerate(batches):
             if self._compiled:
                 new_step()
             sync = self.dist.no_sync(self.ddp_model) if i < len(batches) - 1 else nullcontext()
-            with sync, self._autocast():
+            with sync, self.autocast():
                 loss, nll, _ = self.task.loss(self.ddp_model, b, cfg.optim.label_smoothing)
                 if b.num_tokens == 0:  # an empty shard still joins the gradient all-reduce
                     loss = loss * 0.0
@@ -291,7 +255,7 @@ class Trainer:
                     (loss / units).backward()  # the exact arithmetic of one process
             total += nll.detach().double()
         if cfg.optim.clip_norm > 0:  # the norm before clipping, logged as grad_norm (a tensor: read when logged)
-            self._grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm)
         step = self.progress.step + 1
         lr = cfg.optim.lr * self.lr_at(step)
         for g in self.optimizer.param_groups:
@@ -302,8 +266,8 @@ class Trainer:
         torch.autograd.graph.increment_version([p for p in self.model.parameters() if p.requires_grad])
         self.progress.step = step
         if self.dist.world_size > 1:  # the all-reduce syncs anyway
-            return self.dist.sum_float(float(total)) / max(ntok, 1), ntok
-        return total / max(ntok, 1), ntok
+            return StepResult(self.dist.sum_float(float(total)) / max(ntok, 1), ntok, grad_norm)
+        return StepResult(total / max(ntok, 1), ntok, grad_norm)
 
     def request_stop(self) -> None:
         """Finish the current update, save the last checkpoint and return (what Ctrl-C does)."""
@@ -356,10 +320,10 @@ class Trainer:
         try:
             t_prev = time.perf_counter()
             while p.step < cfg.train.max_steps:
-                loss, ntok = self._update()
+                loss, ntok, grad_norm = self.step()
                 now = time.perf_counter()
                 p.train_seconds, t_prev = p.train_seconds + (now - t_prev), now
-                window.add(loss, ntok, getattr(self, "_grad_norm", 0.0))
+                window.add(loss, ntok, grad_norm)
                 watch.see(loss, p.step)
                 validate_now = cfg.train.valid_every and p.step % cfg.train.valid_every == 0
                 saving = validate_now or (cfg.train.save_every and p.step % cfg.train.save_every == 0)
