@@ -21,11 +21,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench_train import FAIRSEQ_OPTIM, TRANSFORMER, cfg
+from structseq.testing.bench import fairseq_transformer_config
 
 HERE = Path(__file__).resolve().parent
 #: the worker's config (JSON, given on its command line: the worker imports only the package)
-CONFIG = cfg("scan-simple", "test", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": 3500})
+CONFIG = json.dumps(fairseq_transformer_config(3500))
 
 WORKER = r"""
 import json, shutil, sys, tempfile, time, torch

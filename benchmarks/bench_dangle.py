@@ -121,9 +121,9 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
     _use_formulation(trainer.model, formulation)
     flops = None
     if formulation == "batched":  # FLOPs of one forward+backward of the first timed batch (not applied)
-        from bench_train import _count_flops
+        from structseq.testing.bench import count_flops
 
-        flops = _count_flops(trainer)[0]
+        flops = count_flops(trainer)[0]
     base = _rss_mb()
     times, tokens = [], []
     for _ in range(updates):
@@ -144,7 +144,7 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
         "parameters": trainer.model.num_parameters(),
     }
     if flops is not None:
-        from bench_train import worker_matmul
+        from structseq.testing.bench import matmul_gflops
 
         # every batch has the same number of sentences; FLOPs per target token from the counted batch
         out.update(
@@ -153,7 +153,7 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, formula
                 "target_tokens_first_batch": tokens[0],
                 "flops_per_target_token": flops / tokens[0],
                 "flops_per_s": flops / tokens[0] * m_tok / m_t,
-                "matmul_flops_per_s_same_process": worker_matmul(threads)["gflops_best"] * 1e9,
+                "matmul_flops_per_s_same_process": matmul_gflops(threads)["gflops_best"] * 1e9,
             }
         )
         out["mfu"] = out["flops_per_s"] / out["matmul_flops_per_s_same_process"]
@@ -189,20 +189,10 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
 
     from structseq.data.batching import collate
     from structseq.decode.search import beam_search
+    from structseq.testing.bench import NoEos  # </s> suppressed: every setting decodes exactly out_len tokens
 
     trainer, out = _trainer(cfg_json, threads)
     model = trainer.model.eval()
-
-    class NoEos(torch.nn.Module):  # </s> suppressed: every setting decodes exactly out_len tokens
-        def encode(self, inputs):
-            return model.encode(inputs)
-
-        def init_state(self, enc):
-            return model.init_state(enc)
-
-        def step(self, prev, state):
-            lp, state = model.step(prev, state)
-            return lp.index_fill(1, torch.tensor([2]), -1e4), state
 
     ex = trainer.data.train[:n_sent]
     t = time.perf_counter()
@@ -210,7 +200,7 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
         part = ex[i : i + 32]
         b = collate(part, range(len(part)), trainer.data.src_vocab, None)
         with torch.no_grad():
-            beam_search(NoEos(), b, beam, torch.full((len(part),), out_len), len_penalty=0.0)
+            beam_search(NoEos(model), b, beam, torch.full((len(part),), out_len), len_penalty=0.0)
     dt = time.perf_counter() - t
     shutil.rmtree(out, ignore_errors=True)
     return {"sentences": len(ex), "beam": beam, "output_tokens": out_len, "sentences_per_s": len(ex) / dt}

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-import fairseq_baseline as fb  # beside this file: Python puts a script's own folder first on its import path
+from structseq.testing import fairseq_baseline as fb
 
 HERE = Path(__file__).resolve().parent
 
@@ -137,19 +137,16 @@ def train_ours(args) -> Path:
     if (run_dir / "checkpoints" / "last.pt").exists():
         return run_dir
     log(f"structseq train {args.updates} updates -> {run_dir}")
-    from bench_train import FAIRSEQ_OPTIM, TRANSFORMER
+    from structseq.testing.bench import fairseq_transformer_config
 
-    cfg = {
-        "data": {"dataset": "scan-simple", "valid": "test"},
-        "model": TRANSFORMER,
-        "optim": {**FAIRSEQ_OPTIM, "lr": args.lr, "warmup": args.warmup, "max_tokens": args.max_tokens},
-        "train": {
-            "seed": args.seed,
-            "max_steps": args.updates,
-            "valid_every": 0,
-            "threads": args.threads,
-            "log_every": 50,
-        },
+    cfg = fairseq_transformer_config(args.max_tokens)
+    cfg["optim"].update(lr=args.lr, warmup=args.warmup)
+    cfg["train"] = {
+        "seed": args.seed,
+        "max_steps": args.updates,
+        "valid_every": 0,
+        "threads": args.threads,
+        "log_every": 50,
     }
     cfg_path = WORK / "structseq.json"
     cfg_path.write_text(json.dumps(cfg))

@@ -10,7 +10,7 @@ every file names the machine: device, torch and CUDA versions, load average, dat
 - `train.json`: per model and precision (fp32; bf16 autocast on CUDA): target tokens/s over timed updates (after
   warm-up ones, the device synchronised at both ends), host launches per update on CUDA (kernel and CUDA-graph
   launch calls, profiled over two more updates), peak memory (CUDA: allocated; CPU: the process's peak RSS),
-  FLOPs per target token counted by FlopCounterMode (benchmarks/bench_train.py's `_count_flops`; no formula for
+  FLOPs per target token counted by FlopCounterMode (`structseq.testing.bench.count_flops`; no formula for
   cuDNN's LSTM, so a lower bound there) and MFU against the bf16 and the fp32 GEMM.
 - `decode.json`: per model, greedy and beam-5 sentences/s through the task's own decoding on the validation
   examples (weights after the timed updates, so outputs are near the length cap: `output_tokens` says how long).
@@ -218,9 +218,9 @@ def load_spec(spec: Spec, overrides: list[str]):
     from structseq.config import apply_overrides, config_from_dict
 
     if spec.config == "bench_train":
-        import bench_train as bt
+        from structseq.testing.bench import fairseq_transformer_config
 
-        base = json.loads(bt.cfg("scan-simple", "test", bt.TRANSFORMER, {**bt.FAIRSEQ_OPTIM, "max_tokens": 4096}))
+        base = fairseq_transformer_config(4096)
     else:
         from structseq.yamlio import load_yaml
 
@@ -433,12 +433,12 @@ def main(argv=None) -> None:
 
 
 def run_spec(spec: Spec, args, work: Path, gemm: dict, precisions: list[str], sections: dict, say, over_budget) -> None:
-    from bench_train import _count_flops
+    from structseq.testing.bench import count_flops
 
     t = time.perf_counter()
     trainer, data = make_trainer(spec, args, work / spec.name.replace("/", "_"))
     setup_s = time.perf_counter() - t
-    flops = _count_flops(trainer)
+    flops = count_flops(trainer)
     common = {
         "model": spec.name,
         "config": spec.config,

@@ -88,8 +88,8 @@ def worker_train(impl: str, config: str, warmup: int, updates: int, overrides: l
 def worker_decode(impl: str, config: str, sentences: int, out_len: int, beam: int) -> dict:
     import torch
 
-    from bench_train import _NoEos  # </s> suppressed: every sentence decodes out_len tokens
     from structseq.decode.search import beam_search
+    from structseq.testing.bench import NoEos  # </s> suppressed: every sentence decodes out_len tokens
 
     with tempfile.TemporaryDirectory() as out:
         t = _trainer(config, out, [])
@@ -101,7 +101,7 @@ def worker_decode(impl: str, config: str, sentences: int, out_len: int, beam: in
             b = t.task.batch(ex, t.data.vocabs)
             with torch.no_grad():
                 beam_search(
-                    _NoEos(model), b, beam, torch.full((len(ex),), out_len), len_penalty=0.0 if beam == 1 else 1.0
+                    NoEos(model), b, beam, torch.full((len(ex),), out_len), len_penalty=0.0 if beam == 1 else 1.0
                 )
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from structseq.testing.bench import NoEos
+
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
 
@@ -117,30 +119,15 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-class FixedLength:
-    """A model whose </s> only wins when search forces it at the length limit, so that every variant decodes the
-    same number of steps (a random backbone would otherwise stop at different, arbitrary lengths)."""
+class FixedLength(NoEos):
+    """The model with its </s> winning only where search forces it at the length limit (`NoEos`), so that every
+    variant decodes the same number of steps (a random backbone would otherwise stop at different, arbitrary
+    lengths); what else the decoder reads (parameters, search_interface, sentence_state) is the model's."""
 
     autoregressive = True
 
-    def __init__(self, model, eos: int):
-        self.model, self.eos = model, eos
-        self.sentence_state = model.sentence_state
-
-    def parameters(self):
-        return self.model.parameters()
-
-    def encode(self, inputs):
-        return self.model.encode(inputs)
-
-    def init_state(self, enc):
-        return self.model.init_state(enc)
-
-    def step(self, prev, state):
-        log_probs, state = self.model.step(prev, state)
-        log_probs = log_probs.clone()
-        log_probs[:, self.eos] = -1e4
-        return log_probs, state
+    def __getattr__(self, name):
+        return getattr(self.model, name)
 
 
 def _train(task, model, batches, spec: dict, device) -> list[tuple[float, int]]:

@@ -30,6 +30,16 @@ import sys
 import time
 from pathlib import Path
 
+from structseq.testing.bench import (
+    FAIRSEQ_OPTIM,
+    FAIRSEQ_TRANSFORMER,
+    NoEos,
+    bench_config,
+    count_flops,
+    fairseq_transformer_config,
+    matmul_gflops,
+)
+
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
 
@@ -39,27 +49,6 @@ WORK = HERE / "work"
 
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def worker_matmul(threads: int, n: int = 2048, reps: int = 10) -> dict:
-    import torch
-
-    torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    for _ in range(2):
-        a @ b
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t)
-    best = min(times)
-    return {
-        "n": n,
-        "threads": threads,
-        "gflops_best": 2 * n**3 / best / 1e9,
-        "gflops_median": 2 * n**3 / statistics.median(times) / 1e9,
-    }
 
 
 def _trainer(overrides: list[str], threads: int, out: str):
@@ -76,29 +65,6 @@ def _trainer(overrides: list[str], threads: int, out: str):
     return Trainer(config_from_dict(cfg), out, show_progress=False)
 
 
-def _count_flops(trainer) -> tuple[int, int, float]:
-    """FLOPs of one forward+backward of the next batch (not applied to the parameters), its target tokens (MFU
-    scales the FLOPs per target token by the measured tokens/s, so a long or short counted batch does not skew
-    it), and the share of that batch's source and target-input positions that are not padding (what an unpadded
-    implementation computes on; it scales every per-position FLOP, so MFU x share is MFU counted over non-padding
-    tokens, exact for the linear layers and an upper bound for attention's quadratic terms). FlopCounterMode has
-    no formula for `nn.LSTM`'s fused kernel, so an LSTM encoder's FLOPs are not counted: a lower bound there."""
-    from dataclasses import replace
-
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from structseq.data.vocab import Vocab
-
-    b = trainer.batches.next(replace(trainer.progress), trainer.dist)  # a copy: the run's position stays
-    with FlopCounterMode(display=False) as counter:
-        loss, _, _ = trainer.task.loss(trainer.model, b, 0.1)  # any task (seq2seq: label-smoothed NLL)
-        loss.backward()
-    trainer.optimizer.zero_grad(set_to_none=True)
-    ids = [b[k] for k in ("src", "tgt_in") if k in b]
-    share = sum(int(t.ne(Vocab.pad).sum()) for t in ids) / sum(t.numel() for t in ids) if ids else 1.0
-    return int(counter.get_total_flops()), int(b.num_tokens), share
-
-
 def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: str | None = None) -> dict:
     """Time `updates` training updates (the first `warmup` excluded) of the configured model."""
     trainer = _trainer([cfg_json], threads, str(WORK / "bench-run"))
@@ -106,7 +72,7 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: s
         batches = json.loads(Path(plan).read_text())["batches"]
         trainer.batches.plan = batches
     base_rss = _rss_mb()
-    flops, flops_tokens, non_pad = _count_flops(trainer)
+    flops, flops_tokens, non_pad = count_flops(trainer)
     times, tokens = [], []
     for i in range(updates):
         t = time.perf_counter()
@@ -114,7 +80,7 @@ def worker_train(cfg_json: str, threads: int, updates: int, warmup: int, plan: s
         times.append(time.perf_counter() - t)
         tokens.append(ntok)
     m_t, m_tok = sum(times[warmup:]), sum(tokens[warmup:])
-    peak = worker_matmul(threads)["gflops_best"] * 1e9  # same process, same threads, right after training
+    peak = matmul_gflops(threads)["gflops_best"] * 1e9  # same process, same threads, right after training
     return {
         "updates": updates,
         "warmup": warmup,
@@ -154,7 +120,7 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
         with torch.no_grad():
             # suppress </s> so every sentence decodes exactly out_len tokens: comparable work per setting
             hyp = (greedy if beam == 1 else beam_search)(
-                _NoEos(model), b, *(() if beam == 1 else (beam,)), max_len=max_len[: len(b.index)]
+                NoEos(model), b, *(() if beam == 1 else (beam,)), max_len=max_len[: len(b.index)]
             )
     dt = time.perf_counter() - t
     return {
@@ -166,25 +132,6 @@ def worker_decode(cfg_json: str, threads: int, n_sent: int, beam: int, out_len: 
         "rss_before_mb": base,
         "example_len": len(hyp.tokens[0]),
     }
-
-
-class _NoEos:
-    """Wraps a model so </s> is never chosen before the length limit."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def encode(self, inputs):
-        return self.model.encode(inputs)
-
-    def init_state(self, enc):
-        return self.model.init_state(enc)
-
-    def step(self, prev, state):
-        lp, state = self.model.step(prev, state)
-        lp = lp.clone()
-        lp[:, 2] = -1e4
-        return lp, state
 
 
 # --------------------------------------------------------------------------- driver
@@ -203,60 +150,28 @@ def run_worker(kind: str, *args, threads: int = 2) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-TRANSFORMER = {
-    "arch": "transformer",
-    "d_model": 512,
-    "n_heads": 4,
-    "ffn_dim": 1024,
-    "encoder_layers": 6,
-    "decoder_layers": 6,
-    "dropout": 0.3,
-    "norm_first": False,
-    "positions": "sinusoidal",
-}
 LSTM = {"arch": "lstm", "embed_dim": 512, "hidden_dim": 512, "layers": 2, "dropout": 0.4}
-FAIRSEQ_OPTIM = {
-    "optimizer": "adamw",
-    "betas": [0.9, 0.98],
-    "eps": 1e-8,
-    "lr": 5e-4,
-    "schedule": "inverse_sqrt",
-    "warmup": 4000,
-    "weight_decay": 1e-4,
-    "label_smoothing": 0.1,
-    "clip_norm": 0.0,
-}
-
-
-def cfg(dataset: str, valid: str, model: dict, optim: dict, seed: int = 1) -> str:
-    # an explicit validation split keeps every training example (batch plans index the whole file)
-    return json.dumps(
-        {
-            "data": {"dataset": dataset, "valid": valid},
-            "model": model,
-            "optim": optim,
-            "train": {"seed": seed, "max_steps": 10**6, "valid_every": 0},
-        }
-    )
 
 
 def section_models(args) -> dict:
     out = {}
-    t_cfg = cfg("cogs", "dev", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": 4096})
-    l_cfg = cfg(
-        "cogs",
-        "dev",
-        LSTM,
-        {
-            "optimizer": "adam",
-            "betas": [0.9, 0.998],
-            "lr": 1.0,
-            "schedule": "noam",
-            "warmup": 4000,
-            "clip_norm": 5.0,
-            "max_tokens": None,
-            "batch_size": 128,
-        },
+    t_cfg = json.dumps(bench_config("cogs", "dev", FAIRSEQ_TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": 4096}))
+    l_cfg = json.dumps(
+        bench_config(
+            "cogs",
+            "dev",
+            LSTM,
+            {
+                "optimizer": "adam",
+                "betas": [0.9, 0.998],
+                "lr": 1.0,
+                "schedule": "noam",
+                "warmup": 4000,
+                "clip_norm": 5.0,
+                "max_tokens": None,
+                "batch_size": 128,
+            },
+        )
     )
     for name, c in (("transformer_6+6_d512", t_cfg), ("lstm_2x512", l_cfg)):
         tr = run_worker("train", c, args.threads, args.updates, args.warmup, None, threads=args.threads)
@@ -275,13 +190,13 @@ def section_models(args) -> dict:
 
 
 def section_fairseq(args) -> dict:
-    import fairseq_baseline as fb
+    from structseq.testing import fairseq_baseline as fb
 
     fb.ensure_venv()
     plan_path = WORK / f"fairseq_batches_mt{args.max_tokens}_seed1.json"
     if not plan_path.exists():
         plan_path.write_text(json.dumps(fb.fairseq_batches(args.max_tokens, 1)))
-    ours_cfg = cfg("scan-simple", "test", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": args.max_tokens})
+    ours_cfg = json.dumps(fairseq_transformer_config(args.max_tokens))
     runs = {"fairseq": [], "structseq": []}
     for r in range(args.repeats):
         f = fb.run_fairseq(args.updates, args.max_tokens, 1, args.threads, warmup=args.warmup)
@@ -327,7 +242,7 @@ def _tps(fairseq_result: dict) -> float:
 def main(argv=None) -> None:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--worker":
         kind, a = sys.argv[2], json.loads(sys.argv[3])
-        fn = {"matmul": worker_matmul, "train": worker_train, "decode": worker_decode}[kind]
+        fn = {"matmul": matmul_gflops, "train": worker_train, "decode": worker_decode}[kind]
         print(json.dumps(fn(*a)))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

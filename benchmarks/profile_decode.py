@@ -56,9 +56,9 @@ def main(argv=None) -> None:
     run = api.load_run(args.run, device="cpu")
     d = run.task.cfg.decode
     d.max_len_a, d.max_len_b, d.batch_size, d.len_penalty = 0.0, args.max_len, args.batch, 1.0
-    import fairseq_baseline as fb  # the data root and SCAN split names the decoding benchmark uses
+    from structseq.paths import data_root
 
-    with open(args.data or fb.data_root() / "scan/simple_split/tasks_test_simple.txt", encoding="utf-8") as f:
+    with open(args.data or data_root() / "scan/simple_split/tasks_test_simple.txt", encoding="utf-8") as f:
         sources = [line.split(" OUT: ")[0].removeprefix("IN: ").strip() for line in f][: args.sentences]
     examples = [Example.from_text(s) for s in sources]
     run.decode_examples(examples[:8], beam=args.beam)

@@ -91,8 +91,8 @@ def main(argv=None) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from bench_train import FAIRSEQ_OPTIM, TRANSFORMER, cfg
     from structseq.config import config_from_dict, load_config
+    from structseq.testing.bench import fairseq_transformer_config
     from structseq.train.loop import Trainer
 
     torch.set_num_threads(args.threads)
@@ -104,8 +104,7 @@ def main(argv=None) -> None:
                 args.config, [f"train.threads={args.threads}", "train.valid_every=0", "train.log_every=1000000"]
             )
         else:
-            c = json.loads(cfg("scan-simple", "test", TRANSFORMER, {**FAIRSEQ_OPTIM, "max_tokens": args.max_tokens}))
-            config = config_from_dict(c)
+            config = config_from_dict(fairseq_transformer_config(args.max_tokens))
         trainer = Trainer(config, out_dir, show_progress=False)
         torch.set_num_threads(args.threads)
         for _ in range(2):

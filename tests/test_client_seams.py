@@ -1,7 +1,8 @@
-"""Benchmarks and scripts are clients of the package, not a second codebase (issue 46): none edits `sys.path`
-and none imports a test module. What tests and benchmarks share (tiny Hugging Face checkpoints, the plain
-reference formulations) lives in `structseq.testing`; a benchmark may still import a file beside it, which
-needs no path edit (Python puts a script's own folder first on its import path).
+"""Benchmarks and scripts are clients of the package, not a second codebase (issue 46): none edits `sys.path`,
+none imports a test module, none imports another file of benchmarks/ or scripts/, and none reaches into an
+object's private members (`x._name`). What tests and benchmarks share (tiny Hugging Face checkpoints, the plain
+reference formulations, FLOP counting, the fairseq baseline) lives in `structseq.testing`; one training update
+is `Trainer.step()`.
 
 The checks read the text, code in strings included: the worker programs that benchmarks hand to
 `python -c` edited `sys.path` too."""
@@ -41,8 +42,7 @@ def problems(rel: str, text: str, names: set[str]) -> list[str]:
 
 def test_benchmarks_and_scripts_neither_edit_sys_path_nor_import_tests():
     names = test_modules()
-    files = [p for folder in CLIENTS for p in sorted((ROOT / folder).rglob("*.py"))]
-    files = [p for p in files if "work" not in p.relative_to(ROOT).parts]  # benchmarks/work: their outputs
+    files = client_files()
     assert len(files) > 20  # the walk finds them (a moved folder cannot make the check vacuous)
     found = [
         line
@@ -82,6 +82,103 @@ def test_the_check_would_catch_the_old_lines():
     }
 
 
+#: the benchmarks others imported before issue 46, and where what they shared went
+SHARED_BEFORE = {"bench_train": "structseq.testing.bench", "fairseq_baseline": "structseq.testing.fairseq_baseline"}
+#: private members a client may still use: (file, name) -> why
+PRIVATE_ALLOWED = {
+    ("benchmarks/bench_commits.py", "_update"): "its worker also runs in an old checkout (--old), whose Trainer "
+    "has no step() (as of d15a89c): it takes step when there is one, else _update",
+}
+PRIVATE = re.compile(r"(?<!self)\.(_(?!_)\w+)")  # x._name, not x.__dunder__ nor a client class's own self._name
+IMPORT_LINE = re.compile(r"^[ \t]*(?:from|import)[ \t]")
+
+
+def client_files() -> list[Path]:
+    files = [p for folder in CLIENTS for p in sorted((ROOT / folder).rglob("*.py"))]
+    return [p for p in files if "work" not in p.relative_to(ROOT).parts]  # benchmarks/work: their outputs
+
+
+def client_modules() -> set[str]:
+    """The names a file of benchmarks/ or scripts/ is imported by from a file beside it, and the former ones."""
+    return {p.stem for p in client_files()} | set(SHARED_BEFORE)
+
+
+def coupling(rel: str, text: str, modules: set[str]) -> list[str]:
+    """`rel:line: what` for each import of another client file and each use of a private member (`x._name`
+    outside import lines: `torch.utils._python_dispatch` is a module path) not in PRIVATE_ALLOWED."""
+    at = lambda start: f"{rel}:{text.count(chr(10), 0, start) + 1}"
+    found = []
+    for m in IMPORT.finditer(text):
+        name = m.group(1) or m.group(2)
+        if name in modules:
+            found.append(
+                f"{at(m.start())}: imports {name}" + (f" (now {SHARED_BEFORE[name]})" if name in SHARED_BEFORE else "")
+            )
+    start = 0
+    for line in text.splitlines(keepends=True):
+        if not IMPORT_LINE.match(line):
+            found += [
+                f"{at(start)}: uses private {m.group(1)}"
+                for m in PRIVATE.finditer(line)
+                if (rel, m.group(1)) not in PRIVATE_ALLOWED
+            ]
+        start += len(line)
+    return found
+
+
+def test_benchmarks_and_scripts_import_no_other_client_file_and_use_no_private_member():
+    files = client_files()
+    assert len(files) > 20 and (ROOT / "benchmarks/bench_train.py") in files  # the walk finds them
+    modules = client_modules()
+    found = [
+        line
+        for path in files
+        for line in coupling(path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8"), modules)
+    ]
+    assert not found, (
+        "share code through the package (structseq.testing for benchmark helpers, Trainer.step() for one "
+        "update) or keep it in the one file that uses it:\n" + "\n".join(found)
+    )
+    for rel, name in PRIVATE_ALLOWED:  # an exception that is no longer used goes
+        assert f".{name}" in (ROOT / rel).read_text(encoding="utf-8"), (rel, name)
+
+
+def test_the_coupling_check_would_catch_the_old_lines():
+    """The lines of benchmarks/ that imported each other or called the Trainer's private methods (as of
+    563c1d3), each caught with its line; the worker of bench_commits.py keeps its listed exception."""
+    old = {
+        "benchmarks/bench_compile.py": "from bench_train import FAIRSEQ_OPTIM, TRANSFORMER, cfg\n",
+        "benchmarks/bench_decode_fairseq.py": "import fairseq_baseline as fb  # beside this file\n",
+        "benchmarks/bench_gpu.py": "def f():\n    import bench_train as bt\n    tokens += trainer._update()[1]\n",
+        "benchmarks/bench_dangle.py": "    from bench_train import _count_flops\n    b = trainer._next_batch()\n",
+        "benchmarks/bench_lstm.py": '    t._autocast = lambda: torch.autocast(device_type="cpu")\n',
+        "benchmarks/bench_train.py": "    trainer._epoch_batches = lambda epoch: batches\n",
+        "benchmarks/count_ops.py": "from torch.utils._python_dispatch import TorchDispatchMode\n        self._seen = 0\n",
+        "benchmarks/bench_commits.py": 'WORKER = r"""\nstep = getattr(t, "step", None) or t._update\nt._next_batch()\n"""\n',
+    }
+    found = {rel: coupling(rel, text, client_modules()) for rel, text in old.items()}
+    assert found == {
+        "benchmarks/bench_compile.py": [
+            "benchmarks/bench_compile.py:1: imports bench_train (now structseq.testing.bench)"
+        ],
+        "benchmarks/bench_decode_fairseq.py": [
+            "benchmarks/bench_decode_fairseq.py:1: imports fairseq_baseline (now structseq.testing.fairseq_baseline)"
+        ],
+        "benchmarks/bench_gpu.py": [
+            "benchmarks/bench_gpu.py:2: imports bench_train (now structseq.testing.bench)",
+            "benchmarks/bench_gpu.py:3: uses private _update",
+        ],
+        "benchmarks/bench_dangle.py": [
+            "benchmarks/bench_dangle.py:1: imports bench_train (now structseq.testing.bench)",
+            "benchmarks/bench_dangle.py:2: uses private _next_batch",
+        ],
+        "benchmarks/bench_lstm.py": ["benchmarks/bench_lstm.py:1: uses private _autocast"],
+        "benchmarks/bench_train.py": ["benchmarks/bench_train.py:1: uses private _epoch_batches"],
+        "benchmarks/count_ops.py": [],
+        "benchmarks/bench_commits.py": ["benchmarks/bench_commits.py:3: uses private _next_batch"],
+    }
+
+
 def test_importing_structseq_loads_no_test_helper_and_no_transformers():
     """`structseq.testing` is for tests and benchmarks: the toolkit never loads it, and its Hugging Face
     builders import transformers only when called."""
@@ -89,7 +186,7 @@ def test_importing_structseq_loads_no_test_helper_and_no_transformers():
     import sys
 
     code = (
-        "import sys, structseq, structseq.testing.hf_tiny, structseq.testing.oracles;"
+        "import sys, structseq, structseq.testing.hf_tiny, structseq.testing.oracles, structseq.testing.bench;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('transformers', 'tokenizers')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
