@@ -344,8 +344,9 @@ def test_beam_search_reorders_every_cache(name):
 def test_each_variant_translates_unseen_combinations(arch, tmp_path, learned_seed, learned):
     """Word-by-word translation of 2-4 word sequences over 8 words: trained on 1,200 sequences, tested on
     200 others (novel combinations of known words), within 300 seeded updates. Test exact match over train
-    seeds 1-5 (`STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5 pytest -m learned`, one CPU): dangle 0.975-0.995,
-    rdangle-shr 0.915-0.965, rdangle-sep 0.835-0.985; each threshold sits well below its worst seed."""
+    seeds 1-5 (`STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5 pytest -m learned`, one thread, Intel Xeon, torch 2.13,
+    2026-11-27; b78fff1 gives the same 15 numbers): dangle 0.94-1.0, rdangle-shr 0.935-0.99, rdangle-sep
+    0.85-0.94; each threshold sits at least 0.09 (18 sentences) below its worst seed."""
     import itertools
     import random
 
@@ -389,4 +390,4 @@ def test_each_variant_translates_unseen_combinations(arch, tmp_path, learned_see
     Trainer(cfg, tmp_path / "run", show_progress=False).run()
     report = api.load_run(tmp_path / "run", "last").evaluate(test, write_predictions=False)
     em = learned(f"{arch}_exact_match", report["exact_match"]["score"])
-    assert em >= {"dangle": 0.9, "rdangle-shr": 0.8, "rdangle-sep": 0.7}[arch], em
+    assert em >= {"dangle": 0.85, "rdangle-shr": 0.8, "rdangle-sep": 0.7}[arch], em
