@@ -202,6 +202,22 @@ def test_bench_models_table_and_the_load_average(tmp_path):
     assert table.endswith("\n\nLoad average (1 min) before -> after: 0.2 -> 2.0.")
 
 
+def test_bench_commits_shows_cpu_second_ratios_where_recorded(tmp_path):
+    """A record with per-CPU-second ratios gets them in their own column; an older one without shows '-'."""
+    cfg = "configs/a.yaml"
+    old = {"load_before": [1, 0, 0], "load_after": [2, 0, 0],
+           "configs": {cfg: {"old_tok_s": [100, 200], "new_tok_s": [110, 180], "old_median": 150, "new_median": 145,
+                             "ratio_median": 1.0}}}  # fmt: skip
+    new = {**old, "configs": {cfg: {**old["configs"][cfg], "cpu_ratios": [1.02, 0.98], "cpu_ratio_median": 1.0}}}
+    table = report.render(
+        ["bench", "commits", f"before={_write(tmp_path / 'a.json', old)}", f"after={_write(tmp_path / 'b.json', new)}"]
+    )
+    assert "| before | `a.yaml` | 150 | 145 | 1.00 (1.10, 0.90) | - |" in table
+    assert "| after | `a.yaml` | 150 | 145 | 1.00 (1.10, 0.90) | 1.00 (1.02, 0.98) |" in table
+    only_old = report.render(["bench", "commits", f"before={_write(tmp_path / 'c.json', old)}"])
+    assert "per CPU s" not in only_old
+
+
 def test_every_kind_is_a_module_with_arguments_and_a_renderer():
     """The registry is the one list: each kind's module exists and has both hooks; `tables` is not a kind."""
     assert "tables" not in report.KINDS

@@ -297,21 +297,21 @@ def lstm(args: list[str]) -> str:
 
 
 def commits(args: list[str]) -> str:
+    """Wall-clock ratios, and per CPU second of the training thread where the records have it (steadier on a
+    shared machine)."""
     named, rows = read_labelled(args), []
+    cpu = any("cpu_ratios" in m for _, d in named for m in d["configs"].values())
     for label, d in named:
         for config, m in d["configs"].items():
             ratios = ", ".join(f"{n / o:.2f}" for o, n in zip(m["old_tok_s"], m["new_tok_s"]))
+            by_cpu = [f"{m['cpu_ratio_median']:.2f} ({', '.join(f'{r:.2f}' for r in m['cpu_ratios'])})"] if (
+                "cpu_ratios" in m) else ["-"]  # fmt: skip
             rows.append(
-                [
-                    label,
-                    f"`{config.removeprefix('configs/')}`",
-                    f"{m['old_median']:.0f}",
-                    f"{m['new_median']:.0f}",
-                    f"{m['ratio_median']:.2f} ({ratios})",
-                ]
-            )
+                [label, f"`{config.removeprefix('configs/')}`", f"{m['old_median']:.0f}", f"{m['new_median']:.0f}",
+                 f"{m['ratio_median']:.2f} ({ratios})"] + (by_cpu if cpu else [])
+            )  # fmt: skip
     header = ["measurement", "config", "old tok/s", "new tok/s", "new / old (rounds)"]
-    return "\n".join(table(header, rows)) + _loads(named)
+    return "\n".join(table(header + ["new / old per CPU s (rounds)"] * cpu, rows)) + _loads(named)
 
 
 def compile_(args: list[str]) -> str:
