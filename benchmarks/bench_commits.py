@@ -10,8 +10,9 @@ size; both checkouts decode the same run and the outputs are checked to be equal
 Each measurement is a fresh subprocess that imports structseq from one checkout's `src/` (PYTHONPATH), builds a
 Trainer for a shipped config with one thread, runs `--warmup` updates, then times `--updates` updates. Old and new
 alternate A B A B ... for `--rounds` rounds per config; medians and the median of the per-round ratios are
-reported with the load average before and after, in wall-clock tokens/s and in tokens per CPU second of
-the one thread (which other jobs on a shared machine move much less). Both checkouts read configs and data from this checkout.
+reported with the load average before and after, in wall-clock tokens/s and in tokens per CPU second of the
+worker process (`time.process_time`: torch runs one thread, so that is the training thread's time; other
+jobs on a shared machine move it much less than the wall clock). Both checkouts read configs and data from this checkout.
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ def main() -> None:
         for _ in range(args.rounds):
             old.append(measure(args.old / "src", config, args.warmup, args.updates))
             new.append(measure(args.new / "src", config, args.warmup, args.updates))
-        # wall-clock throughput, and per CPU second of the one thread: the second barely moves with the load of
+        # wall-clock throughput, and per CPU second of the worker process (one torch thread): the second barely moves with the load of
         # other jobs on a shared machine, the first does (each round's ratio then says more about the neighbours)
         cpu_old, cpu_new = [r["target_tokens_per_cpu_s"] for r in old], [r["target_tokens_per_cpu_s"] for r in new]
         old, new = [r["target_tokens_per_s"] for r in old], [r["target_tokens_per_s"] for r in new]

@@ -270,26 +270,33 @@ def measure_sharded_path(
     """`build_sharded` (stopping after the candidates), a fresh work folder; stage records from its report.
 
     With `keep` the output folder is `keep` itself and survives a failure, so running the same command again
-    resumes from the finished shards (a 10^8 run takes hours); it is removed once the record is taken."""
+    resumes from the finished shards (a 10^8 run takes hours); it is removed once the record is taken, and only
+    if this benchmark made it (its marker file). A resumed stage counts only the tasks it ran: each stage
+    records how many it took over (`resumed`), and the tables mark such a run."""
     import shutil
     import tempfile
 
     from structseq.compose import BuildConfig
     from structseq.compose.sharded import build_sharded
 
+    marker = Path(keep, ".bench-compose-keep") if keep else None
+    if marker and not Path(keep).exists():
+        Path(keep).mkdir(parents=True)
+        marker.touch()
     with tempfile.TemporaryDirectory(dir=WORK) as scratch:
         out = keep or scratch
         report = build_sharded(
             [train_file], pool_file, out, config=BuildConfig(**SCALE_CONFIG), shards=shards, engine=engine,
             workers=workers, memory_limit=memory,
         )  # fmt: skip
-        if keep:
+        if marker and marker.exists():
             shutil.rmtree(keep)
     info = report["sharded"]
     stages = {
-        k: {"seconds": v["seconds"], "cpu_seconds": v["cpu_seconds"], "peak_rss_mib": v["task_peak_rss_mib"]}
+        k: {"seconds": v["seconds"], "cpu_seconds": v["cpu_seconds"], "peak_rss_mib": v["task_peak_rss_mib"],
+            "resumed": v.get("resumed", 0)}
         for k, v in info["stages"].items()
-    }
+    }  # fmt: skip
     return {
         "stages": stages,
         "atoms_per_n": report["train"]["atoms_per_n"],
@@ -329,7 +336,11 @@ def run_scale(
                     str(n),
                     str(shards),
                     memory,
-                    *(["--keep-work", f"{keep_work}/{size}-{path}-{n}"] if keep_work and path != "memory" else []),
+                    *(
+                        ["--keep-work", f"{keep_work}/{size}-{pool_size}-{path}-{n}-{shards}"]
+                        if keep_work and path != "memory"
+                        else []
+                    ),
                 ]
                 before = _load()
                 clock = time.perf_counter()

@@ -89,6 +89,11 @@ def test_compose_scale_shows_the_median_of_repeated_runs_and_the_tree_peak(tmp_p
         in table
     )
     assert table.count("sharded, local") == 1
+    resumed = _scale_record("sharded", 2, 8, {"degree": (1, 1, 10)})
+    resumed["stages"]["degree"]["resumed"] = 3
+    records.write_text(json.dumps(resumed) + "\n", encoding="utf-8")
+    assert "sharded, local (resumed 3 tasks: partial times)" in report.render(["compose-scale", str(records)])
+    assert "sharded" not in report.render(["compose-scale", str(records), "--extrapolate"])  # not extrapolated
 
 
 def test_ops_compares_counts_per_model_and_names_the_commands(tmp_path):

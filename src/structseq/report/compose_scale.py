@@ -48,6 +48,7 @@ def summarise(record: dict) -> dict:
         "cpu": cpu,
         "peak": peak,
         "main": record.get("peak_rss_mib_main"),
+        "resumed": sum(v.get("resumed", 0) for v in record["stages"].values()),
     }
 
 
@@ -99,7 +100,7 @@ def table(records: list[dict]) -> str:
         peak = f"{s['peak']:.0f}" + (f" / {s['main']:.0f}" if s["main"] else "")
         cells = [
             f"{_size(r['sentences'])} + {_size(_pool(r))}",
-            _label(r),
+            _label(r) + (f" (resumed {s['resumed']} tasks: partial times)" if s["resumed"] else ""),
             str(r["workers"]),
             str(r["shards"] or "-"),
             str(count),
@@ -123,7 +124,7 @@ def extrapolate(records: list[dict]) -> str:
     in sentences and workers (labelled as an extrapolation where shown)."""
     largest: dict[tuple, dict] = {}
     for r in records:
-        if r["path"] != "memory":
+        if r["path"] != "memory" and not summarise(r)["resumed"]:  # a resumed run's seconds are partial
             key = (r["path"], r["workers"])
             if key not in largest or r["sentences"] > largest[key]["sentences"]:
                 largest[key] = r
