@@ -122,12 +122,29 @@ def _rss_mb() -> float:
 class FixedLength(NoEos):
     """The model with its </s> winning only where search forces it at the length limit (`NoEos`), so that every
     variant decodes the same number of steps (a random backbone would otherwise stop at different, arbitrary
-    lengths); what else the decoder reads (parameters, search_interface, sentence_state) is the model's."""
+    lengths); what else the decoding loop reads (parameters, search_interface, sentence_state, output_limit) is
+    the model's, forwarded by name: a catch-all `__getattr__` recursed without end where `model` was not set yet
+    (copy, pickle) and hid a misspelt name behind the model's."""
 
     autoregressive = True
 
-    def __getattr__(self, name):
-        return getattr(self.model, name)
+    def parameters(self):
+        return self.model.parameters()
+
+    @property
+    def search_interface(self) -> str | None:
+        return self.model.search_interface
+
+    @property
+    def sentence_state(self) -> frozenset[str]:
+        from structseq.models.base import sentence_state
+
+        return sentence_state(self.model)
+
+    def output_limit(self, inputs):
+        from structseq.models.base import output_limit
+
+        return output_limit(self.model, inputs)
 
 
 def _train(task, model, batches, spec: dict, device) -> list[tuple[float, int]]:

@@ -34,3 +34,33 @@ def test_the_pretrained_benchmark_smoke_run_writes_rows_and_ratios(tmp_path):
     assert backbone["train_time_vs_backbone"] == 1.0 and backbone["decode_speed_vs_backbone"] == 1.0
     assert all(r["parameters"] == backbone["parameters"] + 3 * d["settings"]["d_model"] for r in rdangle)
     assert d["settings"]["smoke"] and d["settings"]["data"] == "synthetic" and len(d["loadavg_before"]) == 3
+
+
+def test_fixed_length_forwards_what_decoding_reads_and_copies():
+    """`FixedLength` forwards the decoding loop's members by name: a catch-all `__getattr__` recursed without end
+    on copy (no `model` yet on the new object) and answered any name with the model's."""
+    import copy
+
+    spec = importlib.util.spec_from_file_location("bench_pretrained_fixed", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    class Model:
+        search_interface = "sequence"
+        sentence_state = frozenset({"src"})
+        width = 8
+
+        def parameters(self):
+            return iter(["p"])
+
+        def output_limit(self, inputs):
+            return len(inputs)
+
+    model = Model()
+    wrapped = bench.FixedLength(model, eos=2)
+    assert list(wrapped.parameters()) == ["p"] and wrapped.search_interface == "sequence"
+    assert wrapped.sentence_state == {"src"} and wrapped.output_limit([1, 2, 3]) == 3 and wrapped.autoregressive
+    twin = copy.copy(wrapped)
+    assert twin.model is model and twin.eos == 2
+    with pytest.raises(AttributeError):
+        wrapped.width  # noqa: B018 - not forwarded: the decoding loop does not read it

@@ -194,3 +194,19 @@ def test_importing_structseq_loads_no_test_helper_and_no_transformers():
     code = "import sys, structseq.cli, structseq.api; print(sorted(m for m in sys.modules if 'testing' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "structseq.testing" not in out, out
+
+
+def test_the_package_finds_its_checkout_in_one_place():
+    """`structseq.paths.REPO_ROOT` is the one rule for the repository root: a module that counts its own
+    `parents[N]` repeats it and goes wrong when files move (fairseq_venv's benchmarks/work, demo's configs)."""
+    from structseq.paths import REPO_ROOT
+    from structseq.testing import fairseq_venv
+
+    counted = re.compile(r"__file__\)?(?:\.resolve\(\))?\.parents\[")
+    found = [
+        p.relative_to(ROOT).as_posix()
+        for p in sorted((ROOT / "src" / "structseq").rglob("*.py"))
+        if counted.search(p.read_text(encoding="utf-8"))
+    ]
+    assert found == ["src/structseq/paths.py"]
+    assert fairseq_venv.WORK == REPO_ROOT / "benchmarks" / "work" and (REPO_ROOT / "pyproject.toml").is_file()

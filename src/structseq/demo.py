@@ -32,8 +32,9 @@ from rich.table import Table
 
 from structseq import api
 from structseq.outputs import atomic_write
+from structseq.paths import REPO_ROOT
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = REPO_ROOT / "configs"
 
 #: The Colors LSTMs at 128 units (the paper's 512 take minutes each on one core; same 560 updates).
 LSTM_SIZE = ["model.embed_dim=128", "model.hidden_dim=128"]

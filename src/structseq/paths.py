@@ -8,7 +8,9 @@ from pathlib import Path
 ENV_VAR = "STRUCTSEQ_DATA"
 #: Default, relative to the working directory (a checkout with `shared/` beside it).
 DEFAULT_DATA_ROOT = Path("../shared/data")
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+#: the checkout this package runs from (src/structseq/ -> the repository root): one place for code that finds
+#: files of the checkout (the benchmarks' caches, the default data root)
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def data_root(override: str | os.PathLike | None = None) -> Path:
@@ -20,4 +22,4 @@ def data_root(override: str | os.PathLike | None = None) -> Path:
         return Path(env)
     if DEFAULT_DATA_ROOT.is_dir():
         return DEFAULT_DATA_ROOT
-    return _REPO_ROOT.parent / "shared" / "data"
+    return REPO_ROOT.parent / "shared" / "data"

@@ -4,7 +4,7 @@
 in first, otherwise pip pulls a multi-GB CUDA build; --no-build-isolation lets fairseq's Cython extensions
 build against that torch and numpy.
 
-Standard library only: it runs with the main project's Python.
+Standard library and `structseq.paths` only: it runs with the main project's Python.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: the checkout's benchmarks/work (as `structseq.paths` finds the checkout): caches and the venv
-WORK = Path(__file__).resolve().parents[3] / "benchmarks" / "work"
+from structseq.paths import REPO_ROOT
+
+#: the checkout's benchmarks/work (`structseq.paths.REPO_ROOT`): caches and the venv
+WORK = REPO_ROOT / "benchmarks" / "work"
 VENV = Path(os.environ.get("FAIRSEQ_VENV", WORK / "fairseq-venv"))  # override: $FAIRSEQ_VENV
 VENV_BIN = VENV / "bin"
 
