@@ -223,16 +223,20 @@ def trained(tmp_path_factory):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("arch", sorted(architectures()))
-def test_every_architecture_trains_and_its_loss_falls(arch, precision, device, tmp_path):
+@pytest.mark.learned
+def test_every_architecture_trains_and_its_loss_falls(arch, precision, device, tmp_path, learned_seed, learned):
     """12 updates at lr 1e-2 on one fixed batch (every update sees the same N_TRAIN examples): the last three
-    losses sum below 0.9 of the first three. Not checked over seeds (train.seed 1 only; bf16 runs only on CUDA):
-    the margin rests on fitting one batch, which any working update does, not on a measured spread."""
+    losses sum below 0.9 of the first three. In fp32 on the CPU over train.seed 1-5 (`STRUCTSEQ_TEST_DEVICE=cpu
+    STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5 pytest -m gpu -k loss_falls`, one thread, Intel Xeon, 2026-11-27) the
+    ratio was 0.28-0.71 over the 10 architectures (worst: the random BARTs, hf-seq2seq and rdangle-pretrained,
+    0.70-0.71 at every seed); on CUDA, bf16 above all, it is not yet checked over seeds (seed 1 passed on an H200)."""
     if precision == "bf16" and not device.startswith("cuda"):
         pytest.skip("train.bf16 is bfloat16 autocast on CUDA (a ConfigError elsewhere)")
-    run = train(arch, tmp_path, device, bf16=precision == "bf16")
+    run = train(arch, tmp_path, device, bf16=precision == "bf16", seed=learned_seed)
     curve = losses(run)
     assert len(curve) == 12 and all(math.isfinite(x) for x in curve), curve
-    assert sum(curve[-3:]) < 0.9 * sum(curve[:3]), curve
+    ratio = learned(f"{arch}_{precision}_loss_ratio", sum(curve[-3:]) / sum(curve[:3]))
+    assert ratio < 0.9, curve
 
 
 # ---------------------------------------------------------------- numerics
