@@ -5,11 +5,13 @@ the task's own loop before (`_reference`: that code, kept here as the plain refe
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from structseq import api
 from structseq.config import config_from_dict
@@ -157,7 +159,8 @@ def test_sampling_and_nbest_do_not_fit_a_tagger_and_a_tree_strategy_does_not_fit
 
 
 def test_a_strategy_that_does_not_fit_is_refused_where_a_run_loads_or_training_starts(tmp_path):
-    """Before any batch: `--set decode.strategy=...` on a run, a saved run's config, a training config."""
+    """Before any batch: `--set decode.strategy=...` on a run, a training config (a saved run's is null with a
+    warning: tests/test_old_runs.py)."""
     fits = "'decode.strategy': '{}' searches {} models, but model {} decodes as {}"
     with pytest.raises(ConfigError, match=fits.format("tree-beam", "tree", ".*", "sequence")):
         api.load_run(OLD_RUN).with_overrides(["decode.strategy=tree-beam"])
@@ -179,6 +182,9 @@ def test_a_strategy_that_does_not_fit_is_refused_where_a_run_loads_or_training_s
     with pytest.raises(ConfigError, match=fits.format("tree-greedy", "tree", "SupertagClassifier", "tags")):
         api.train(config_from_dict(cfg), tmp_path / "run", show_progress=False)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()  # refused before the run started
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))  # a config file: the error names it
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(tmp_path / 'cfg.yaml'))}: 'decode.strategy': 'tree-"):
+        api.train(tmp_path / "cfg.yaml", tmp_path / "run2", show_progress=False)
 
 
 @pytest.fixture

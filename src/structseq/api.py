@@ -25,7 +25,7 @@ from structseq.data.example import Example
 from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.decode.batched import Candidate
 from structseq.decode.search import Sampling
-from structseq.decode.strategies import check_fits
+from structseq.decode.strategies import check_fits, saved_strategy
 from structseq.errors import ConfigError, StructseqError
 from structseq.evaluation import check_beam as _check_beam
 from structseq.evaluation import prediction_label  # noqa: F401  (its old home)
@@ -52,7 +52,10 @@ def train(
         cfg = config_from_dict(apply_overrides(config.to_dict(), list(overrides) + seeds))
     else:
         cfg = load_config(config, list(overrides) + seeds)
-    return loop.train(absolute_paths(cfg), out_dir, data_root=data_root, show_progress=show_progress)
+    source = None if isinstance(config, Config) else config
+    return loop.train(
+        absolute_paths(cfg), out_dir, data_root=data_root, show_progress=show_progress, config_file=source
+    )
 
 
 def resume(run_dir: str | Path, *, overrides: list[str] = (), data_root=None, show_progress: bool = True) -> dict:
@@ -95,7 +98,8 @@ class Run(NamedVocabs):
         decode = apply_overrides({"decode": self.config.to_dict()["decode"]}, list(overrides))
         config_from_dict(decode)  # strictly: an unknown key is an error too (a saved config drops unknown keys)
         cfg = config_from_dict({**self.config.to_dict(), **decode}, saved=True)
-        check_fits(cfg.decode.strategy, self.model)
+        given = [f"--set {o}" for o in overrides if str(o).split("=", 1)[0].strip() == "decode.strategy"]
+        check_fits(cfg.decode.strategy, self.model, given[-1] if given else "")
         task = get_task(cfg)
         task.load_state_dict(self.task.state_dict())
         return replace(self, config=cfg, task=task)
@@ -394,7 +398,7 @@ def load_run(
             f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: {e})"
         ) from None
     load_model_state(model, ckpt["model"], path)
-    check_fits(cfg.decode.strategy, model)
+    cfg.decode.strategy = saved_strategy(cfg.decode.strategy, model, path)  # the task's config too
     model.to(resolve_device(device)).eval()
     return Run(run_dir, cfg, model, vocabs, checkpoint, task, (), (path,), asdict(cfg.decode))
 

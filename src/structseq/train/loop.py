@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,7 +34,7 @@ import torch
 
 from structseq.config import Config, config_from_dict
 from structseq.data.training import load_training_data
-from structseq.decode.strategies import check_fits
+from structseq.decode.strategies import check_fits, saved_strategy
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import build_model
 from structseq.tasks import get_task
@@ -98,9 +99,11 @@ class Trainer:
         show_progress: bool = True,
         on_update: Callable[[int], None] | None = None,
         config_changes: Mapping[str, tuple] | None = None,
+        config_file: str | Path | None = None,
     ):
         """`config_changes` (`{key: (old, new)}`, see `structseq.train.resume.resume_changes`): what a resumed
-        run changed in its config, recorded in the run's config history when the run starts."""
+        run changed in its config, recorded in the run's config history when the run starts; `config_file`:
+        the file `cfg` was read from, which an error about one of its values names."""
         self.cfg, self.out = cfg, Path(out_dir)
         self.show_progress, self.on_update = show_progress, on_update
         self.resume, self.config_changes = resume, dict(config_changes or {})
@@ -125,7 +128,12 @@ class Trainer:
         seed_everything(cfg.train.seed)
         self.model = build_model(cfg.model, self.data.vocabs, self.data.train).to(self.device)
         self.model.static_shapes = cfg.optim.static_shapes  # structseq.models.base.Model
-        check_fits(cfg.decode.strategy, self.model)  # validation decodes with it: refused before any update
+        if resume:  # the saved config: a strategy older versions ignored decodes as the default, as it did then
+            strategy = saved_strategy(cfg.decode.strategy, self.model, self._last)
+            if strategy != cfg.decode.strategy:  # the checkpoints keep the run's config as it was given
+                self.task.cfg = replace(cfg, decode=replace(cfg.decode, strategy=strategy))
+        else:  # validation decodes with it: refused before any update
+            check_fits(cfg.decode.strategy, self.model, str(config_file or ""))
         if init is not None:
             self._init_parameters(*init)
         # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
