@@ -84,12 +84,15 @@ def worker(spec: dict) -> None:
             RDangleSeq2Seq, "AUTO_CHUNK_STEPS_ACCELERATOR", RDangleSeq2Seq.AUTO_CHUNK_STEPS
         )
     t = Trainer(cfg, tempfile.mkdtemp(prefix="count-ops-"), data_root=spec["data_root"], show_progress=False)
+    # `--src` may be a checkout that predates Trainer.step (d15a89c): its private _update returned (loss, target
+    # tokens) too, so [1] reads both (as bench_commits.py's worker)
+    step = getattr(t, "step", None) or t._update
     for _ in range(spec["warmup"]):
-        t.step()
+        step()
     counter, tokens = Count(), 0
     with counter:
         for _ in range(spec["updates"]):
-            tokens += t.step().target_tokens
+            tokens += step()[1]
     n = spec["updates"]
     ops = sum(counter.ops.values())
     print(
