@@ -282,3 +282,79 @@ def test_mean_and_sd_are_formatted_in_one_place():
     assert format_mean_sd([0.5, 0.7]) == "0.600 ± 0.141" and format_mean_sd([0.5], 1) == "0.5"
     assert format_mean_and_sd(0.6, 0.1414, 2, pm=r"$\pm$") == r"0.60 $\pm$ 0.14"
     assert format_mean_and_sd(0.6, None) == "0.600"
+
+
+#: a command per kind (and per table of `bench`, `ops`, `gpu`) on records that it reads from files: JSONL (JSON
+#: lines), JSON (one document), DIR (a folder of JSON documents); `lists` and `cter` read no records file
+RECORD_COMMANDS = [
+    ("results", "JSONL"),
+    ("context", "JSONL"),
+    ("context", "--attention JSON"),
+    ("compose-scale", "JSONL"),
+    ("supertag", "DIR"),
+    ("gpu", "train DIR"),
+    ("gpu", "decode DIR"),
+    ("gpu", "reproduce DIR"),
+    ("gpu", "ab --a DIR --b DIR"),
+    ("ops", "ops a=JSON"),
+    ("ops", "buckets JSON"),
+    *(("bench", f"{k} a=JSON") for k in ("fairseq-train", "dangle-formulations", "search", "commits")),
+    *(
+        ("bench", f"{k} JSON")
+        for k in ("models", "lexicon", "dangle-intervals", "dangle-flops", "decode-fairseq", "lstm", "profile")
+        + ("compile", "context")
+    ),
+]
+
+
+def _record_files(folder, text: str):
+    """JSONL, JSON and DIR (a supertag evaluation and the gpu sections) holding `text`."""
+    folder.mkdir()
+    (folder / "d").mkdir()
+    sections = ("gemm", "train", "decode", "progress", "device")
+    for name in ("r.jsonl", "r.json", "d/tree-s1-beam1.json", *(f"d/{s}.json" for s in sections)):
+        (folder / name).write_text(text + "\n", encoding="utf-8")
+    return {"JSONL": folder / "r.jsonl", "JSON": folder / "r.json", "DIR": folder / "d"}
+
+
+@pytest.mark.parametrize("kind,words", RECORD_COMMANDS, ids=[f"{k} {w}" for k, w in RECORD_COMMANDS])
+def test_a_record_without_the_keys_or_not_an_object_is_one_line_naming_the_file(
+    kind, words, tmp_path, monkeypatch, capsys
+):
+    """A record `{}` (`{"learners": [{}]}` for bench lexicon, whose sections are optional) and a record `[1]`:
+    one line `error: FILE[:LINE]: ...`, exit 2, where a KeyError or TypeError's traceback came before."""
+    empty = '{"learners": [{}]}' if words.startswith("lexicon") else "{}"
+    for text, what in ((empty, "has no key"), ("[1]", "expected a JSON object, got an array")):
+        files = _record_files(tmp_path / what.split()[0], text)
+        argv, shown = [], []
+        for w in words.split():
+            label, sep, name = w.rpartition("=")
+            argv.append(f"{label}{sep}{files[name]}" if name in files else w)
+            shown += [files[name]] if name in files else []
+        code, err = run_main(monkeypatch, capsys, "report", kind, *argv)
+        one_line_error(code, err, str(shown[0]), what)
+        if shown[0].suffix == ".jsonl":
+            assert f"{shown[0]}:1: " in err  # and the line
+
+
+def test_record_commands_cover_every_kind_and_table():
+    from structseq.report import bench
+
+    assert {k for k, _ in RECORD_COMMANDS} == set(report.KINDS) - {"lists", "cter"}
+    assert {w.split()[0] for k, w in RECORD_COMMANDS if k == "bench"} == set(bench.KINDS)
+
+
+def test_a_record_of_another_shape_is_one_line_naming_the_kind_and_its_files(tmp_path, monkeypatch, capsys):
+    """A value of the wrong type (`metrics` a list) trips the renderer with a TypeError: `structseq report` and
+    a document's block say so in one line naming the kind and the input file (and the block's line)."""
+    from structseq.report import tables
+
+    rec = {"config": "c.yaml", "overrides": [], "split": "test", "seed": 1, "metrics": [0.5]}
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    code, err = run_main(monkeypatch, capsys, "report", "context", records)
+    one_line_error(code, err, f"structseq report context: {records}: a record is not of the shape", "TypeError")
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- generated: structseq report context r.jsonl -->\nx\n<!-- /generated -->\n", encoding="utf-8")
+    with pytest.raises(StructseqError, match=r"doc.md:1: .* failed: structseq report context: r.jsonl: a record"):
+        tables.update(doc, check=True, root=tmp_path)

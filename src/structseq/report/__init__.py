@@ -7,7 +7,9 @@ Design: one module per kind of record (`results`, `supertag`, `cter`, `gpu`, `op
 `lists`, `bench`), each with `add_arguments(parser)` and `render(args) -> str` (Markdown without a final newline;
 nothing printed, nothing written except a `--plot`/`--out` file the caller names, through `structseq.outputs`).
 `KINDS` (kinds.py) is the only list of them: a new table is a new file here and one line in `KINDS`. Records are read
-as UTF-8 by `records.py` (errors name file and line); mean ± sd cells are `metrics.significance.format_mean_sd`.
+as UTF-8 by `records.py` (errors name file and line; each object a `Record`, whose missing key is such an error
+too; a record of another shape is one line naming the kind and its files, `kinds.run`); mean ± sd cells are
+`metrics.significance.format_mean_sd`.
 A package rather than one module: the kinds together are ~1,500 lines, three times the 450-line rule, and a
 reader looking for one table opens one file. `tables.py` renders the blocks in this process (no interpreter
 per block), so the suite's check is cheap.
@@ -15,7 +17,9 @@ per block), so the suite's check is cheap.
 
 from __future__ import annotations
 
-from .kinds import KINDS, RAW, Parser, add_kinds, render
+import sys
+
+from .kinds import KINDS, RAW, Parser, add_kinds, render, run
 
 __all__ = ["KINDS", "main", "parser", "render"]
 
@@ -32,10 +36,11 @@ def parser(prog: str = "structseq report") -> Parser:
 
 
 def main(argv: list[str] | None = None, prog: str = "structseq report") -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser(prog).parse_args(argv)
     if args.kind == "tables":
         from . import tables
 
         return tables.run(args)
-    print(args.render(args))
+    print(run(args, argv))
     return 0

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from pathlib import Path
 
-from structseq.errors import StructseqError
+from structseq.errors import StructseqError, describe
 
 #: kind -> (module in this package, one line of help)
 KINDS = {
@@ -20,6 +21,12 @@ KINDS = {
     "lists": ("lists", "the README's lists of tasks, model families, datasets, metrics, extension points"),
 }
 RAW = argparse.RawDescriptionHelpFormatter
+#: the `dest`s of the options through which a kind writes a file (`--plot`, `--out`): a kind's only outputs,
+#: which `structseq report tables` keeps under the repository root and leaves out with --check
+OUTPUTS = ("plot", "out")
+#: what a renderer raises on a record of another shape than it reads (a number where it indexes, a list too
+#: short): a missing key is already a DataError (`records.Record`)
+SHAPE_ERRORS = (KeyError, TypeError, IndexError, ValueError)
 
 
 class Parser(argparse.ArgumentParser):
@@ -38,9 +45,39 @@ def add_kinds(sub) -> None:
         q.set_defaults(render=mod.render)
 
 
-def render(argv: list[str], prog: str = "structseq report") -> str:
-    """The Markdown of `structseq report KIND ARGS...` (`argv` without `structseq report`)."""
+def parse(argv: list[str], prog: str = "structseq report") -> argparse.Namespace:
+    """The arguments of `structseq report KIND ARGS...` (`argv` without `structseq report`)."""
     p = Parser(prog=prog)
     add_kinds(p.add_subparsers(dest="kind", required=True, metavar="KIND"))
-    args = p.parse_args(argv)
-    return args.render(args)
+    return p.parse_args(argv)
+
+
+def inputs(args: argparse.Namespace, argv: list[str]) -> list[str]:
+    """The files and folders `argv` names as a kind's inputs (FILE of `LABEL=FILE`; not its outputs)."""
+    written = {str(getattr(args, dest)) for dest in OUTPUTS if getattr(args, dest, None) is not None}
+    found: list[str] = []
+    for word in argv[1:]:
+        path = word if Path(word).exists() else word.partition("=")[2]
+        if not word.startswith("-") and path and path not in written and path not in found and Path(path).exists():
+            found.append(path)
+    return found
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> str:
+    """`args.render(args)`; a record the renderer cannot read (`SHAPE_ERRORS`) is a one-line StructseqError
+    naming the kind and its input files rather than a traceback (`argv`: the words `args` were parsed from)."""
+    try:
+        return args.render(args)
+    except SHAPE_ERRORS as e:
+        if describe(e) is not None:  # text that is not UTF-8, JSON that does not parse: already one line
+            raise
+        files = ", ".join(inputs(args, argv)) or "(no input file)"
+        problem = " ".join(f"{type(e).__name__}: {e}".splitlines())
+        raise StructseqError(
+            f"structseq report {args.kind}: {files}: a record is not of the shape this table reads ({problem})"
+        ) from e
+
+
+def render(argv: list[str], prog: str = "structseq report") -> str:
+    """The Markdown of `structseq report KIND ARGS...` (`argv` without `structseq report`)."""
+    return run(parse(argv, prog), argv)

@@ -1,37 +1,64 @@
 """Reading the records the tables are rendered from: JSON files, JSON lines and `LABEL=FILE` pairs, as UTF-8
-(`structseq.textio`), a problem named by file (and line) as a one-line `DataError`."""
+(`structseq.textio`), a problem named by file (and line) as a one-line `DataError`. Every JSON object read is a
+`Record`, so that a renderer's `r["key"]` on a record without it names the file, line and key too."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from structseq.errors import DataError, StructseqError
 from structseq.textio import iter_lines, read_text
 
 
-def read_json(path: str | Path) -> Any:
-    """One JSON document."""
+class Record(dict):
+    """A JSON object of a records file that knows where it was read (`path`, and `line` in a JSON-lines file):
+    a key it lacks is a one-line DataError naming both and the key, not a KeyError's traceback. `.get` and `in`
+    work as on a dict."""
+
+    __slots__ = ("path", "line")
+
+    def __init__(self, pairs=(), path: object = None, line: int | None = None):
+        super().__init__(pairs)
+        self.path, self.line = path, line
+
+    def __missing__(self, key):
+        raise DataError(f"a record has no key {key!r}", self.path, self.line)
+
+
+#: how a JSON value is named in an error (what `json.loads` returns -> JSON's own word)
+_JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def _parse(text: str, path: str | Path, line: int | None) -> Record:
+    """The JSON object in `text`, its objects (nested ones too) `Record`s of `path` (and `line`)."""
+    value = json.loads(text, object_hook=lambda pairs: Record(pairs, path, line))
+    if not isinstance(value, Record):
+        raise DataError(f"expected a JSON object, got {_JSON_TYPES.get(type(value), 'null')}", path, line)
+    return value
+
+
+def read_json(path: str | Path) -> Record:
+    """One JSON document, an object."""
     try:
-        return json.loads(read_text(path))
+        return _parse(read_text(path), path, None)
     except ValueError as e:
         raise DataError(f"not valid JSON ({e})", path) from None
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    """The records of a JSON-lines file (blank lines skipped)."""
+def read_jsonl(path: str | Path) -> list[Record]:
+    """The records of a JSON-lines file (blank lines skipped), each a JSON object."""
     out = []
     for number, line in iter_lines(path):
         if line.strip():
             try:
-                out.append(json.loads(line))
+                out.append(_parse(line, path, number))
             except ValueError as e:
                 raise DataError(f"not a JSON record ({e})", path, number) from None
     return out
 
 
-def read_jsonl_files(paths) -> list[dict]:
+def read_jsonl_files(paths) -> list[Record]:
     """The records of several JSON-lines files, in order."""
     return [r for path in paths for r in read_jsonl(path)]
 
@@ -44,7 +71,7 @@ def labelled(spec: str) -> tuple[str, str]:
     return label, path
 
 
-def read_labelled(specs) -> list[tuple[str, dict]]:
+def read_labelled(specs) -> list[tuple[str, Record]]:
     """[(LABEL, the JSON of FILE)] of `LABEL=FILE` arguments."""
     return [(label, read_json(path)) for label, path in map(labelled, specs)]
 
