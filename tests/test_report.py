@@ -5,6 +5,7 @@ bench (search) and context (through `tables.update`)."""
 
 import importlib
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -177,21 +178,34 @@ def test_cter_table_from_the_validation_numbers(monkeypatch):
     assert "On those 1,234 outputs our CTER gives instance 10.00% / aggregate 20.00%" in table
 
 
-def test_lists_show_a_registered_metric_with_its_scale_and_direction():
-    from structseq.registry import METRICS, register_metric
+def test_lists_show_a_builtin_metric_with_its_scale_and_direction_and_leave_out_the_rest(tmp_path, monkeypatch):
+    """A metric registered by a module of the package is listed (its first doc paragraph, scale, direction); one
+    registered elsewhere (a plugin, this test) is not. The lists leave the process's environment as it was:
+    they used to delete $STRUCTSEQ_PLUGINS, in the caller's process since the tables render in-process."""
+    from structseq.registry import METRICS, discover, register_metric
 
-    @register_metric("w46_report_rate", scale="percent", higher_is_better=False)
     def _rate(inputs):
         """A rate for this test.
 
         Not in the table: only the first paragraph is."""
 
+    _rate.__module__ = "structseq.metrics.w46_report"  # as a built-in module would define it
+    register_metric("w46_report_rate", scale="percent", higher_is_better=False)(_rate)
+    register_metric("w46_plugin_rate")(lambda inputs: None)  # defined here, in a test module: a plugin's place
+    discover()  # loaded now: the variable set below is not read again
+    monkeypatch.setenv("STRUCTSEQ_PLUGINS", "w46_not_imported")
     try:
         rows = report.render(["lists", "metrics"]).splitlines()
+        doc = tmp_path / "doc.md"
+        doc.write_text("<!-- generated: structseq report lists metrics -->\nx\n<!-- /generated -->\n")
+        assert report.main(["tables", "--check", "--root", str(tmp_path), "doc.md"]) == 1  # x is stale
     finally:
         METRICS.remove("w46_report_rate")
+        METRICS.remove("w46_plugin_rate")
     assert "| `w46_report_rate` | percent | no | A rate for this test. |" in rows
     assert rows[:2] == ["| metric | scale | higher is better | what it measures |", "|---|---|---|---|"]
+    assert not any("w46_plugin_rate" in row for row in rows) and "| `exact_match` |" in "\n".join(rows)
+    assert os.environ["STRUCTSEQ_PLUGINS"] == "w46_not_imported"
 
 
 def test_bench_models_table_and_the_load_average(tmp_path):

@@ -1,5 +1,7 @@
 """The lists of README.md generated from the registries, so that they cannot drift from the code: every task,
-model family, dataset and metric a plain install knows (plugins from $STRUCTSEQ_PLUGINS are left out).
+model family, dataset and metric a plain install knows. Only entries defined under `structseq.` are listed:
+plugins from $STRUCTSEQ_PLUGINS (and a test's throw-away registration) load as usual and are left out, without
+touching the environment of the process (the tables render in the caller's process).
 
     structseq report lists tasks | archs | datasets | metrics | extensions
 
@@ -9,20 +11,42 @@ model family, dataset and metric a plain install knows (plugins from $STRUCTSEQ_
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
-import os
 
 
 def _first_line(text: str | None) -> str:
     return " ".join((text or "").strip().split("\n\n")[0].split())
 
 
+def _itself(entry):
+    return entry
+
+
+def _build(entry):
+    """A model family's or a head's builder: the function its module registers."""
+    return entry.build
+
+
+def builtin(registry, defined_by=_itself) -> dict:
+    """The entries of `registry` whose code (`defined_by(entry)`: the class or function that the entry registers,
+    a `functools.partial`'s function) is a module of this package, in the order they were registered."""
+    out = {}
+    for name, entry in registry.items():
+        code = defined_by(entry)
+        while isinstance(code, functools.partial):
+            code = code.func
+        if code.__module__.startswith("structseq."):
+            out[name] = entry
+    return out
+
+
 def tasks() -> list[str]:
     from structseq.registry import ARCHS, TASKS
 
     rows = ["| task | what it is | model families |", "|---|---|---|"]
-    for name, cls in sorted(TASKS.items()):
-        archs = ", ".join(f"`{a}`" for a, entry in ARCHS.items() if name in entry.tasks)
+    for name, cls in sorted(builtin(TASKS).items()):
+        archs = ", ".join(f"`{a}`" for a, entry in builtin(ARCHS, _build).items() if name in entry.tasks)
         doc = _first_line(inspect.getdoc(inspect.getmodule(cls)))
         rows.append(f"| `{name}` | {doc} | {archs} |")
     return rows
@@ -32,16 +56,16 @@ def archs() -> list[str]:
     from structseq.registry import ARCHS
 
     rows = ["| model family (`model.arch`) | tasks | module |", "|---|---|---|"]
-    for name, arch in sorted(ARCHS.items()):
+    for name, arch in sorted(builtin(ARCHS, _build).items()):
         rows.append(f"| `{name}` | {', '.join(arch.tasks)} | `{arch.build.__module__}` |")
     return rows
 
 
 def datasets() -> list[str]:
-    from structseq.data.registry import datasets as table
+    from structseq.data.dataset import DATASETS
 
     rows = ["| dataset | splits | source | what it is |", "|---|---|---|---|"]
-    for name, ds in sorted(table().items()):
+    for name, ds in sorted(builtin(DATASETS, lambda ds: ds.loader).items()):
         rows.append(f"| `{name}` | {', '.join(ds.splits)} | {ds.source} | {ds.description} |")
     return rows
 
@@ -50,7 +74,7 @@ def metrics() -> list[str]:
     from structseq.registry import METRICS
 
     rows = ["| metric | scale | higher is better | what it measures |", "|---|---|---|---|"]
-    for name, m in sorted(METRICS.items()):
+    for name, m in sorted(builtin(METRICS, lambda m: m.compute).items()):
         rows.append(f"| `{name}` | {m.scale} | {'yes' if m.higher_is_better else 'no'} | {_first_line(m.doc)} |")
     return rows
 
@@ -59,8 +83,15 @@ def extensions() -> list[str]:
     from structseq.registry import HEADS, LEARNERS, OPTIMIZERS, SCHEDULES, STRATEGIES
 
     rows = ["| extension point | config key | registered |", "|---|---|---|"]
-    for registry in (HEADS, LEARNERS, STRATEGIES, OPTIMIZERS, SCHEDULES):
-        rows.append(f"| {registry.kind} | `{registry.key}` | {', '.join(f'`{n}`' for n in sorted(registry))} |")
+    for registry, defined_by in (
+        (HEADS, _build),
+        (LEARNERS, _itself),
+        (STRATEGIES, _itself),
+        (OPTIMIZERS, _itself),
+        (SCHEDULES, _itself),
+    ):
+        names = ", ".join(f"`{n}`" for n in sorted(builtin(registry, defined_by)))
+        rows.append(f"| {registry.kind} | `{registry.key}` | {names} |")
     return rows
 
 
@@ -72,5 +103,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def render(a: argparse.Namespace) -> str:
-    os.environ.pop("STRUCTSEQ_PLUGINS", None)  # the built-in names only (when the registries are not loaded yet)
     return "\n".join(LISTS[a.list]())

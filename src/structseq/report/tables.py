@@ -115,7 +115,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    os.environ.pop("STRUCTSEQ_PLUGINS", None)  # the documents list the built-in names (`lists`): no plugin loads
     root = args.root.resolve()
     stale = [s for d in args.documents for s in update(root / d, args.check, root)]
     for s in stale:
