@@ -263,7 +263,9 @@ def test_the_cli_prints_what_render_returns_and_errors_are_one_line(tmp_path, mo
     assert r.exit_code == 0 and r.output == report.render(["context", str(records)]) + "\n"
 
 
-def test_a_plot_is_written_atomically_and_leaves_the_table_unchanged(tmp_path):
+def _curve_records(tmp_path) -> list[str]:
+    """A final record and a learning-curve point of one run: `structseq report results` arguments that plot."""
+
     def rec(seed, em, **extra):
         return {
             "config": "configs/scan-jump/lstm-256.yaml",
@@ -281,8 +283,12 @@ def test_a_plot_is_written_atomically_and_leaves_the_table_unchanged(tmp_path):
     final, curve = tmp_path / "r.jsonl", tmp_path / "c.jsonl"
     final.write_text(json.dumps(rec(1, 0.5)) + "\n", encoding="utf-8")
     curve.write_text(json.dumps(rec(1, 0.25, step=50)) + "\n", encoding="utf-8")
+    return ["results", str(final), "--curve", str(curve), "--curve-only"]
+
+
+def test_a_plot_is_written_atomically_and_leaves_the_table_unchanged(tmp_path):
     png = tmp_path / "docs" / "curve.png"
-    args = ["results", str(final), "--curve", str(curve), "--curve-only"]
+    args = _curve_records(tmp_path)
     with_plot = report.render([*args, "--plot", str(png)])
     assert (
         with_plot == report.render(args)
@@ -290,6 +296,20 @@ def test_a_plot_is_written_atomically_and_leaves_the_table_unchanged(tmp_path):
     )
     assert png.read_bytes().startswith(b"\x89PNG")
     assert [p.name for p in png.parent.iterdir()] == ["curve.png"]  # no temporary file, no manifest in docs/
+
+
+def test_the_cli_names_the_plot_it_wrote_on_stderr_and_a_bare_name_gets_png(tmp_path, capsys):
+    """As results_table.py did: `plot: FILE` once the figure is written (on stderr: stdout is the table), and a
+    `--plot` name without a suffix is a PNG named with `.png` added, as matplotlib's savefig(name) wrote it."""
+    args = _curve_records(tmp_path)
+    table = report.render(args)
+    capsys.readouterr()
+    assert report.main([*args, "--plot", str(tmp_path / "docs" / "curve")]) == 0
+    out, err = capsys.readouterr()
+    png = tmp_path / "docs" / "curve.png"
+    assert out == table + "\n" and err == f"plot: {png}\n"
+    assert png.read_bytes().startswith(b"\x89PNG") and not (tmp_path / "docs" / "curve").exists()
+    assert report.main(args) == 0 and capsys.readouterr().err == ""  # no figure, no line
 
 
 def test_mean_and_sd_are_formatted_in_one_place():

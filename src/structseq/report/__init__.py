@@ -5,7 +5,8 @@
 
 Design: one module per kind of record (`results`, `supertag`, `cter`, `gpu`, `ops`, `compose-scale`, `context`,
 `lists`, `bench`), each with `add_arguments(parser)` and `render(args) -> str` (Markdown without a final newline;
-nothing printed, nothing written except a `--plot`/`--out` file the caller names, through `structseq.outputs`).
+nothing written except a `--plot`/`--out` file the caller names, through `structseq.outputs`; nothing printed
+but `plot: FILE` on stderr for a figure written).
 `KINDS` (kinds.py) is the only list of them: a new table is a new file here and one line in `KINDS`. Records are read
 as UTF-8 by `records.py` (errors name file and line; each object a `Record`, whose missing key is such an error
 too; a record of another shape is one line naming the kind and its files, `kinds.run`); mean ± sd cells are

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from structseq.errors import DataError, StructseqError
@@ -76,16 +77,23 @@ def read_labelled(specs) -> list[tuple[str, Record]]:
     return [(label, read_json(path)) for label, path in map(labelled, specs)]
 
 
-def save_figure(fig, path: str | Path) -> None:
+def save_figure(fig, path: str | Path) -> Path:
     """A matplotlib figure (120 dpi, the format of the suffix) written atomically over `path`, the file the
-    caller named (`--plot`): no manifest beside it, as the figures live in the documents' folders."""
+    caller named (`--plot`): no manifest beside it, as the figures live in the documents' folders. A name
+    without a suffix gets `.png`, as `fig.savefig(name)` gave it before the write was atomic. `plot: FILE` on
+    stderr names the file written (stdout carries the table), as the table scripts printed it. Returns it."""
     from structseq.outputs import atomic_open
 
-    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    path = Path(path)
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
+    fmt = path.suffix.lstrip(".").lower()
     if fmt not in fig.canvas.get_supported_filetypes():
         raise StructseqError(f"{path}: cannot draw a .{fmt} file")
     with atomic_open(path, "wb") as f:
         fig.savefig(f, format=fmt, dpi=120)
+    print(f"plot: {path}", file=sys.stderr, flush=True)
+    return path
 
 
 def table(header: list[str], rows: list[list], align: str = "---") -> list[str]:
