@@ -69,3 +69,22 @@ def test_no_task_or_cli_module_runs_a_search_of_its_own():
         text = path.read_text(encoding="utf-8")
         found += [f"{rel}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}" for m in call.finditer(text)]
     assert not found, "\n".join(found)
+
+
+def test_a_plugin_task_with_the_documented_two_argument_decode_inputs_decodes_through_the_loop():
+    """`decode_inputs(examples, vocabs)`, as a plugin task written to docs/extending.md implements it: the loop
+    calls `decode_batch`, whose default passes no index, so it decodes as the task it extends."""
+    from structseq.decode import run as decode_run
+    from structseq.tasks.seq2seq import Seq2SeqTask
+
+    class TwoArguments(Seq2SeqTask):
+        def decode_inputs(self, examples, vocabs):
+            return super().decode_inputs(examples, vocabs)
+
+    loaded = api.load_run(OLD_RUN)
+    examples = loaded.parse_lines(SOURCES)
+    plugin = TwoArguments(loaded.config)
+    args = (examples, loaded.config.decode)
+    got = decode_run(loaded.model, plugin, *args, vocabs=loaded.vocabs)
+    assert got == decode_run(loaded.model, loaded.task, *args, vocabs=loaded.vocabs)
+    assert len(got) == len(SOURCES) and all(c[0].tokens for c in got)

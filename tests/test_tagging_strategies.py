@@ -209,3 +209,18 @@ def test_a_plugin_tree_strategy_named_in_the_config_decodes_the_task(worst_first
     task.cfg.decode.strategy = "tree-worst-first"
     worst = task.predict(model, train[:5], vocabs, beam=3)
     assert [[kb[::-1] for kb in p.kbest] for p in best] == [p.kbest for p in worst]
+
+
+@pytest.mark.parametrize("arch", ["supertag-tree", "supertag-classifier"])
+def test_a_taggers_progress_is_labelled_tag_and_a_sequence_models_decode(arch, monkeypatch, capsys):
+    """What `structseq predict` shows on stderr (a line per batch here; a bar on a terminal): "tag" for a
+    supertagger, as before it decoded through `decode.run`, "decode" for a sequence model."""
+    from structseq import progress
+
+    monkeypatch.setattr(progress, "LINE_EVERY", 0.0)
+    task, vocabs, model, train = _tiny(arch)
+    task.predict(model, train[:10], vocabs, show_progress=True)
+    assert capsys.readouterr().err.startswith("tag: 8/10 sentences")
+    seq = api.load_run(OLD_RUN)
+    seq.decode_examples(seq.parse_lines(["dax lug"]), show_progress=True)
+    assert capsys.readouterr().err.startswith("decode: 1/1 sentences")

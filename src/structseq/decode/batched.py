@@ -49,9 +49,9 @@ def run(
     interface's default: greedy at beam 1, beam search, or sampling when `sampling` is given; a tree's or a
     tagger's k-best search: `strategies.choose`). A sequence model's outputs are its `nbest` best
     `Candidate`s, best first (`Strategy.outputs`); a tagger's, each word's k best tags (`tagging.Tagging`).
-    Batches of `decode_cfg.batch_size` sentences sorted by source length, inputs from `task.decode_inputs`
-    (given each example's index, for errors naming it); one generator seeded with `sampling.seed` for the
-    whole call."""
+    Batches of `decode_cfg.batch_size` sentences sorted by source length, inputs from `task.decode_batch`
+    (`decode_inputs`, or given each example's index, for errors naming it), progress labelled
+    `task.progress_label`; one generator seeded with `sampling.seed` for the whole call."""
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise ConfigError(f"'--nbest' must be an integer >= 1, got {nbest!r}")
     d = decode_cfg
@@ -64,8 +64,9 @@ def run(
     name = "sampling" if sampling is not None else d.strategy
     strategy = choose(name, settings, model.search_interface, type(model).__name__)
     out: list[Any] = [None] * len(examples)
-    for chunk in length_sorted_batches(examples, d.batch_size, "sample" if sampling else "decode", show_progress):
-        inputs = task.to_device(task.decode_inputs([examples[i] for i in chunk], vocabs, chunk), device)
+    label = "sample" if sampling else task.progress_label
+    for chunk in length_sorted_batches(examples, d.batch_size, label, show_progress):
+        inputs = task.to_device(task.decode_batch([examples[i] for i in chunk], vocabs, chunk), device)
         for i, outputs in zip(chunk, strategy.outputs(model, inputs, task, vocabs, d)):
             out[i] = outputs
     return out

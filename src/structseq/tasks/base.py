@@ -44,6 +44,8 @@ class Task(abc.ABC):
     #: implements `format_outputs`
     output_formats: ClassVar[tuple[str, ...]] = SEQUENCE_FORMATS
     own_formats: ClassVar[bool] = False
+    #: the label of decoding's progress bar and lines on stderr (`structseq.decode.run`; "sample" when sampling)
+    progress_label: ClassVar[str] = "decode"
 
     def __init__(self, cfg):
         self.cfg = cfg  # the whole Config
@@ -117,10 +119,14 @@ class Task(abc.ABC):
         """One prediction per example (decoding settings from the config's `decode` section)."""
 
     # ------------------------------------------------------------------ what generic decoding needs
-    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
-        """The named model inputs that search (`structseq.decode.run`) decodes from, without targets; `index`:
-        the examples' positions in the caller's list, which an error about one names (as `batch`'s)."""
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
+        """The named model inputs that search (`structseq.decode.run`) and scoring decode from, without targets."""
         raise ConfigError(f"the {self.name} task has no decoding (n-best lists, sampling, scoring)")
+
+    def decode_batch(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int]) -> Batch:
+        """What `structseq.decode.run` searches for the examples at positions `index` of its list: `decode_inputs`
+        (whose two-argument form plugin tasks implement), unless the task's errors name an example by `index`."""
+        return self.decode_inputs(examples, vocabs)
 
     def special_ids(self) -> dict:
         """The search's special ids (`eos`, `bos`, `pad`, and `eos_at_limit`) where they are not `Vocab`'s

@@ -180,7 +180,7 @@ class ContextSeq2SeqTask(Seq2SeqTask):
     def reversed_pairs(self) -> bool:
         return self.options.reverse
 
-    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         prepared = [self.prepare(e) for e in examples]
         return Batch(
             {

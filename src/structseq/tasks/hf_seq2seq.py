@@ -186,7 +186,7 @@ class HFSeq2SeqTask(Seq2SeqTask):
         return loss, nll, batch.num_tokens
 
     # ------------------------------------------------------------------ prediction
-    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         return Batch({"src": pad_sequences([self._pieces(e.source_text) for e in examples], self.ids.pad)})
 
     def special_ids(self) -> dict:

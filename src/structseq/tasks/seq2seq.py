@@ -228,7 +228,7 @@ class Seq2SeqTask(Task):
         return out
 
     # ------------------------------------------------------------------ prediction
-    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         """The model inputs of a batch to decode (no target needed)."""
         return Batch({"src": pad_sequences([self.source_ids(vocabs["src"], self.prepare(e).source) for e in examples])})
 

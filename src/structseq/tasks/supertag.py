@@ -102,6 +102,7 @@ class SupertagTask(Task):
         "oracle_accuracy",
     )
     output_formats = FORMATS  # `structseq predict --format` (structseq.tasks.supertag_formats)
+    progress_label = "tag"  # what `structseq predict` showed before the tagger decoded through decode.run
     own_formats = True
 
     def __init__(self, cfg):
@@ -254,8 +255,12 @@ class SupertagTask(Task):
         return out
 
     # ------------------------------------------------------------------ prediction
-    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int] | None = None) -> Batch:
-        """The batch of the sentences alone (no categories); an error names a sentence by `index` (1-based)."""
+    def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
+        """The batch of the sentences alone (no categories)."""
+        return self.decode_batch(examples, vocabs, range(len(examples)))
+
+    def decode_batch(self, examples: Sequence[Example], vocabs: Vocabs, index: Sequence[int]) -> Batch:
+        """`decode_inputs`, whose errors name a sentence by `index` (1-based)."""
         return self.batch([Example(e.source) for e in examples], vocabs, index)
 
     def output_tag(self, hyp, vocabs: Vocabs) -> str | None:
