@@ -6,6 +6,7 @@ bench (search) and context (through `tables.update`)."""
 import importlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -310,6 +311,38 @@ def test_the_cli_names_the_plot_it_wrote_on_stderr_and_a_bare_name_gets_png(tmp_
     assert out == table + "\n" and err == f"plot: {png}\n"
     assert png.read_bytes().startswith(b"\x89PNG") and not (tmp_path / "docs" / "curve").exists()
     assert report.main(args) == 0 and capsys.readouterr().err == ""  # no figure, no line
+
+
+def test_a_documents_command_writes_its_plot_only_under_the_root(tmp_path, capsys):
+    """What a document says does not choose where a file goes: `structseq report tables` refuses a block whose
+    `--plot` (however abbreviated) is outside `--root`, naming the block's line, with or without --check, and
+    writes nothing; under the root the plot is written. A user's own `structseq report --plot` goes anywhere."""
+    from structseq.report import tables
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    args = [Path(a).name if a.endswith(".jsonl") else a for a in _curve_records(root)]
+    outside = tmp_path / "outside" / "x.png"
+    doc = root / "doc.md"
+    plots = (f"--plot {outside}", "--plot ../outside/x.png", f"--plot={outside}")
+    commands = [
+        *(f"structseq report {' '.join(args)} {plot}" for plot in (*plots, "--plo ../outside/x.png")),
+        "structseq report supertag . --out ../outside/numbers.json",  # a kind's other output
+        *(f"python scripts/w46_none.py {plot}" for plot in plots),  # refused before the script would run
+    ]
+    for command in commands:
+        doc.write_text(f"text\n<!-- generated: {command} -->\nx\n<!-- /generated -->\n", encoding="utf-8")
+        for check in (True, False):
+            with pytest.raises(StructseqError, match="doc.md:2: .*writes only under the repository root"):
+                tables.update(doc, check=check, root=root)
+    assert not outside.parent.exists()
+    command = f"structseq report {' '.join(args)} --plot docs/x.png"
+    doc.write_text(f"<!-- generated: {command} -->\n<!-- /generated -->\n", encoding="utf-8")
+    capsys.readouterr()
+    assert tables.update(doc, check=False, root=root) == [f"doc.md:1 {command}"]
+    assert "plot: docs/x.png" in capsys.readouterr().err
+    assert (root / "docs" / "x.png").read_bytes().startswith(b"\x89PNG")
+    assert report.main([*_curve_records(root), "--plot", str(outside)]) == 0 and outside.is_file()
 
 
 def test_mean_and_sd_are_formatted_in_one_place():

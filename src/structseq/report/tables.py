@@ -12,8 +12,10 @@ A generated block names the command that writes it:
 A command is `structseq report KIND ...` (rendered in this process, see `structseq.report.KINDS`) or, for the
 tables that live with their experiment, `python scripts/NAME.py ...` / `python scripts/analysis/NAME.py ...`
 (run with this Python; its `plot: FILE` lines dropped). Paths in commands are relative to the repository root
-(`--root`, default: the current folder). `--check` leaves `--plot` out, so it writes nothing. The test suite runs
-`--check`, so a table cannot silently drift from the records it claims to come from.
+(`--root`, default: the current folder). `--check` leaves `--plot` (and `--out`) out, so it writes nothing. A
+command's `--plot` (`--out`) must name a file under the root: what a document says does not choose where a
+file goes elsewhere (refused naming the block's line). The test suite runs `--check`, so a table cannot
+silently drift from the records it claims to come from.
 """
 
 from __future__ import annotations
@@ -60,18 +62,42 @@ def _cwd(folder: Path):
 
 
 def _without_plot(args: list[str]) -> list[str]:
-    return [a for i, a in enumerate(args) if a != "--plot" and (i == 0 or args[i - 1] != "--plot")]
+    return [
+        a
+        for i, a in enumerate(args)
+        if a != "--plot" and not a.startswith("--plot=") and (i == 0 or args[i - 1] != "--plot")
+    ]
+
+
+def _under_root(option: str, value: object, root: Path) -> None:
+    """A document's command writes only under the repository root: a file it names (`--plot`) elsewhere is
+    refused (a user's own `structseq report ... --plot` goes anywhere: what a document says does not)."""
+    root = root.resolve()
+    if not (root / str(value)).resolve().is_relative_to(root):
+        raise StructseqError(f"a generated block writes only under the repository root {root}, not `{option} {value}`")
+
+
+def _report(words: list[str], root: Path, plots: bool) -> str:
+    """`structseq report KIND ...` rendered here, its outputs (`kinds.OUTPUTS`: --plot, --out, however
+    abbreviated) kept under `root`, and left out when `plots` is False."""
+    from .kinds import OUTPUTS, parse, run
+
+    args = parse(words)
+    for dest in OUTPUTS:
+        if getattr(args, dest, None) is not None:
+            _under_root(f"--{dest}", getattr(args, dest), root)
+            if not plots:
+                setattr(args, dest, None)
+    return run(args, words)
 
 
 def render(command: str, where: str, root: Path, plots: bool = True) -> str:
     """The block text `command` writes now, ending in one newline."""
     words = shlex.split(command)
     if words[:2] == ["structseq", "report"] and words[2:3] != ["tables"]:
-        from .kinds import render as render_table
-
         with _cwd(root):
             try:
-                text = render_table(words[2:] if plots else _without_plot(words[2:]))
+                text = _report(words[2:], root, plots)
             except StructseqError as e:
                 raise StructseqError(f"{where}: `{command}` failed: {e}") from None
         return text.strip("\n") + "\n"
@@ -80,6 +106,13 @@ def render(command: str, where: str, root: Path, plots: bool = True) -> str:
             f"{where}: a generated block's command must be `structseq report KIND ...` or "
             f"`python scripts/NAME.py ...`, got {command!r}"
         )
+    for i, word in enumerate(words):
+        option, sep, value = word.partition("=")
+        if option == "--plot" and (sep or i + 1 < len(words)):
+            try:
+                _under_root(option, value if sep else words[i + 1], root)
+            except StructseqError as e:
+                raise StructseqError(f"{where}: `{command}` failed: {e}") from None
     args = words[2:] if plots else _without_plot(words[2:])
     done = subprocess.run([sys.executable, str(root / words[1]), *args], cwd=root, capture_output=True, text=True)
     if done.returncode:
