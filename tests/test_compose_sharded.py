@@ -79,6 +79,10 @@ def _assert_same(in_memory, out: Path, report: dict) -> None:
     np.testing.assert_array_equal(np.concatenate([p["degree"] for p in parts]), degrees.degree)
     np.testing.assert_array_equal(np.concatenate([p["cover_size"] for p in parts]), degrees.cover_size)
     np.testing.assert_array_equal(np.concatenate([p["n_oov"] for p in parts]), degrees.n_oov)
+    # the training side's bulky intermediates are gone once read (tens of GB at 10^8), their records stay
+    for pattern in ("train/local-*", "train/words-*", "train/encoded-*.npz", "levels/cand-*.npz", "levels/counts-*"):
+        assert not list(work.glob(pattern)), pattern
+    assert list(work.glob("train/encoded-*.json")) and list(work.glob("levels/atoms-*.npy"))
 
 
 @pytest.mark.parametrize("shards, engine, workers", [(1, "inline", 1), (2, "local", 2), (8, "inline", 1)])

@@ -140,6 +140,7 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
         "vocabulary", stages.merge_words, [(w, len(pieces), config.min_count, opts["memory_limit"], opts["threads"])]
     )
     runner.run("train encode", stages.encode_train, [(w, s) for s in range(len(pieces))])
+    _drop(work, "train/local-*.npz", "train/words-*.parquet")  # read by no later task (their records stay)
     atoms_per_n = {1: vocab[0]["vocabulary"]}
     n = 2
     while config.max_n is None or n <= config.max_n:
@@ -160,6 +161,7 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
         for path in [*work.glob(f"levels/counts-{n}-*.parquet"), *work.glob(f"levels/cand-{n - 1}-*.npz")]:
             path.unlink()
         n += 1
+    _drop(work, "levels/cand-*.npz", "levels/counts-*.parquet", "train/encoded-*.npz")  # the atoms are what stays
     skipped = [line for r in records for line in r["skipped"]]
     train_report = {
         "sentences": sum(r["sentences"] for r in records),
@@ -168,6 +170,14 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
     }
     read = {"train_files": len(train), "train_shards": len(pieces), "train_tokens": sum(r["tokens"] for r in records)}
     return max(atoms_per_n), train_report, read, skipped
+
+
+def _drop(work: Path, *patterns: str) -> None:
+    """Delete a finished stage's bulky outputs once no later task reads them: at 10^8 sentences the word ids
+    and candidate positions are tens of GB. A task's record (its JSON) stays, so a resumed build skips it."""
+    for pattern in patterns:
+        for path in work.glob(pattern):
+            path.unlink()
 
 
 def score_and_rank(runner: _Runner, work: Path, pool: Path, config: BuildConfig, shards: int, levels: int, **opts):
