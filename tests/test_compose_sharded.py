@@ -134,6 +134,26 @@ def test_killed_stage_resumes_from_finished_shards(in_memory, tmp_path):
     _assert_same(in_memory, tmp_path, report)
 
 
+def test_a_shards_candidates_are_deleted_as_its_next_level_task_ends(in_memory, tmp_path):
+    """Killed in the middle of level 3's counts: the shards whose level-3 task ended have no level-2 candidates
+    left (only that task read them), the others still do, and the resumed build gives the same files."""
+    script = KILL.format(tests=str(Path(__file__).parent), out=str(tmp_path)).replace(
+        "real = stages.degree_shard", "real = stages.count_level"
+    ).replace("def dying(work, shard, *args):\n    if shard == 3:", "def dying(work, shard, n, *args):\n    if shard == 3 and n == 3:").replace(
+        "return real(work, shard, *args)", "return real(work, shard, n, *args)"
+    ).replace("stages.degree_shard = dying", "stages.count_level = dying")  # fmt: skip
+    killed = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    work = next(tmp_path.glob("work/build-*"))
+    finished = sorted(int(p.stem.split("-")[2]) for p in work.glob("levels/cand-3-*.json"))
+    assert finished == [0, 1, 2]
+    left = sorted(int(p.stem.split("-")[2]) for p in work.glob("levels/cand-2-*.npz"))
+    shards = len(list(work.glob("levels/cand-2-*.json")))
+    assert left == list(range(3, shards))
+    assert not list(work.glob("train/local-*")) and not list(work.glob("train/words-*"))
+    _assert_same(in_memory, tmp_path, _sharded(tmp_path, 8, workers=1))
+
+
 MEMORY = """
 import json, sys
 from pathlib import Path

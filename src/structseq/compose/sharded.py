@@ -93,7 +93,9 @@ class _Runner:
         self.engine, self.progress, self.log = engine, progress, log
         self.stages: dict[str, dict] = {}
 
-    def run(self, stage: str, fn, tasks: list[tuple], resources: dict | None = None) -> list[dict]:
+    def run(self, stage: str, fn, tasks: list[tuple], resources: dict | None = None, done=None) -> list[dict]:
+        """`done(args)`, when given, runs once a task's record exists (resumed ones too): it may delete what only
+        that task read, so a stage's inputs and outputs are not on disk in full at once."""
         clock = time.perf_counter()
         records: list[dict | None] = [None] * len(tasks)
         resumed = 0
@@ -103,6 +105,8 @@ class _Runner:
             record = stages.done(fn.marker(*args))
             if record is not None:
                 records[i], resumed = record, resumed + 1
+                if done:
+                    done(args)
             else:
                 todo.append(i)
         advance = self.progress(stage, len(tasks)) if self.progress else None
@@ -112,6 +116,8 @@ class _Runner:
                     advance(records[i])
         for j, record in self.engine.map(fn, [tasks[i] for i in todo], resources):
             records[todo[j]] = record
+            if done:
+                done(tasks[todo[j]])
             if advance is not None:
                 advance(record)
         seconds = time.perf_counter() - clock
@@ -139,14 +145,17 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
     vocab = runner.run(
         "vocabulary", stages.merge_words, [(w, len(pieces), config.min_count, opts["memory_limit"], opts["threads"])]
     )
-    runner.run("train encode", stages.encode_train, [(w, s) for s in range(len(pieces))])
-    _drop(work, "train/local-*.npz", "train/words-*.parquet")  # read by no later task (their records stay)
+    # a shard's local ids and words are read by its own encoding only (the vocabulary merge is done); its
+    # level n-1 candidates by its own level n count only: deleted as each task ends, the records stay
+    runner.run("train encode", stages.encode_train, [(w, s) for s in range(len(pieces))],
+               done=lambda args: _drop(work, f"train/local-{args[1]}.npz", f"train/words-{args[1]}.parquet"))  # fmt: skip
     atoms_per_n = {1: vocab[0]["vocabulary"]}
     n = 2
     while config.max_n is None or n <= config.max_n:
         counted = runner.run(
-            f"count n={n}", stages.count_level, [(w, s, n, config.atom_threshold) for s in range(len(pieces))]
-        )
+            f"count n={n}", stages.count_level, [(w, s, n, config.atom_threshold) for s in range(len(pieces))],
+            done=lambda args: _drop(work, f"levels/cand-{args[2] - 1}-{args[1]}.npz"),
+        )  # fmt: skip
         if not sum(r["candidates"] for r in counted):
             break
         merged = runner.run(
@@ -173,8 +182,8 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
 
 
 def _drop(work: Path, *patterns: str) -> None:
-    """Delete a finished stage's bulky outputs once no later task reads them: at 10^8 sentences the word ids
-    and candidate positions are tens of GB. A task's record (its JSON) stays, so a resumed build skips it."""
+    """Delete bulky intermediate files once no later task reads them: at 10^8 sentences the word ids and each
+    level's candidate positions are tens of GB. A task's record (its JSON) stays, so a resumed build skips it."""
     for pattern in patterns:
         for path in work.glob(pattern):
             path.unlink()
