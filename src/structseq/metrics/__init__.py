@@ -1,5 +1,5 @@
 """Evaluation metrics. Each returns a `Score` whose signature names its settings (sacrebleu style);
-CTER scores CoGnition's compound translations.
+`chrf` is sacrebleu's chrF2; CTER scores CoGnition's compound translations.
 
 The metrics a report can hold are registered functions (`structseq.registry.register_metric`) of one
 `MetricInputs`; a task names the ones it reports (`Task.metrics`) and a dataset adds its own
@@ -7,6 +7,7 @@ The metrics a report can hold are registered functions (`structseq.registry.regi
 
 from .base import MetricInputs, Score, stated_scale, with_scale
 from .bleu import bleu, cognition_bleu, nltk_corpus_bleu, pool_references, pooled_bleu
+from .chrf import chrf
 from .cter import (
     CTER,
     Judgement,
@@ -23,6 +24,7 @@ __all__ = [
     "MetricInputs",
     "Score",
     "bleu",
+    "chrf",
     "cognition_bleu",
     "compute_all",
     "compute_metric",
