@@ -4,13 +4,18 @@ An engine only maps a module-level stage function over a list of argument tuples
 result as it finishes; it keeps no state between stages, so any engine runs the same stage functions. The local
 pool is `concurrent.futures.ProcessPoolExecutor` on the `forkserver` start method (children forked from a
 clean server process: safe next to the DuckDB and Arrow threads of the parent, and quick to start); each task
-measures its own peak memory (`run_task`).
+measures its own peak memory (`run_task`). A worker dies with the coordinating process, however that ends (kill -9,
+SIGTERM, a crash): the workers are the forkserver's children, not the coordinator's, so each watches the
+coordinator's pid (`_die_with`), and once they are gone the forkserver and the resource tracker exit by themselves.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import select
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -62,6 +67,35 @@ def _single_thread() -> None:
         os.environ.setdefault(name, "1")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch(parent: int) -> None:
+    """Block until process `parent` ends (a pidfd on Linux 5.3+, else a poll twice a second), then end this one."""
+    try:
+        fd = os.pidfd_open(parent)
+    except (AttributeError, OSError):  # no pidfd (old kernel, not Linux), or the parent is already gone
+        while _alive(parent):
+            time.sleep(0.5)
+    else:
+        select.select([fd], [], [])
+    os._exit(1)  # from this thread: ends the worker at once, whatever task it runs
+
+
+def _worker_start(parent: int) -> None:
+    """Initializer of a local pool worker: single-threaded numerics, and a daemon thread that ends the worker
+    when the coordinator `parent` ends (no orphan keeps computing, or holds the forkserver and tracker alive)."""
+    _single_thread()
+    threading.Thread(target=_watch, args=(parent,), name="structseq-parent-watch", daemon=True).start()
+
+
 class InlineEngine:
     """Every task in this process, in order (`--engine inline`: debugging, tests; no process to start)."""
 
@@ -93,7 +127,9 @@ class LocalEngine:
         if not tasks:
             return
         if self._pool is None:  # one pool for the whole build: workers start once
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=self._context, initializer=_single_thread)
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=self._context, initializer=_worker_start, initargs=(os.getpid(),)
+            )
         pending = {self._pool.submit(run_task, fn, args): i for i, args in enumerate(tasks)}
         try:
             while pending:
