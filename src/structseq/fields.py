@@ -94,6 +94,26 @@ def chosen(factory: Callable[[], Any], by: str, kind: str, help: str):
     return field(default_factory=factory, metadata={"help": help, "choose": (by, kind)})
 
 
+def entries(kind: str, help: str):
+    """A mapping of names from the `kind` registry to each one's settings (its schema, as `chosen` finds it), e.g.
+    `decode.processors: {top_k: {k: 5}}`: each name validated (an unknown one lists the choices), each entry's
+    keys under `KEY.NAME.` (null or {}: its defaults); built as {name: schema instance}."""
+    return field(default_factory=dict, metadata={"help": help, "entries": kind})
+
+
+def _build_entries(value: Any, kind: str, key: str, schemas: Schemas, lenient: bool, hint: str) -> dict:
+    value = {} if value is None else value
+    if not isinstance(value, dict):
+        raise ConfigError(f"'{key}' must be a mapping of {kind} names to their settings, got {value!r}")
+    table = schemas(kind)
+    out = {}
+    for name, settings in value.items():
+        if name not in table:
+            raise ConfigError(f"'{key}.{name}': unknown {kind} '{name}'; choices: {', '.join(sorted(table))}{hint}")
+        out[name] = build_section(table[name], settings, f"{key}.{name}.", schemas, lenient, hint)
+    return out
+
+
 def _is_float(text: str) -> bool:
     try:
         float(text)
@@ -230,6 +250,9 @@ def build_section(
             value = {} if value is None else value
             schema = _chosen_schema(f, value, key, schemas, hint)
             kwargs[f.name] = build_section(schema, value, key + ".", schemas, lenient, hint)
+        elif "entries" in f.metadata:
+            value = values.get(f.name)
+            kwargs[f.name] = _build_entries(value, f.metadata["entries"], key, schemas, lenient, hint)
         elif dataclasses.is_dataclass(hints[f.name]):
             kwargs[f.name] = build_section(hints[f.name], values.get(f.name), key + ".", schemas, lenient, hint)
         elif f.name in values:
@@ -271,12 +294,12 @@ def apply_overrides(d: dict, overrides: list[str], short: Mapping[str, str] = {}
 
 
 def walk_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field, Any]]:
-    """(dotted key, field, type hint) of every plain field of `cls` and its nested sections (not `chosen`
-    ones): what `structseq config` lists and the bounds test walks."""
+    """(dotted key, field, type hint) of every plain field of `cls` and its nested sections (not `chosen` or
+    `entries` ones): what `structseq config` lists and the bounds test walks."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
-        if "choose" in f.metadata:
+        if "choose" in f.metadata or "entries" in f.metadata:
             continue
         if dataclasses.is_dataclass(hints[f.name]):
             out += walk_fields(hints[f.name], f"{prefix}{f.name}.")

@@ -38,6 +38,7 @@ BUILTIN = (
     "structseq.data",
     "structseq.train.optim",
     "structseq.decode.strategies",
+    "structseq.decode.processors",
 )
 PLUGINS_ENV = "STRUCTSEQ_PLUGINS"
 #: the end of an unknown-name error: where names come from besides the built-in packages
@@ -178,6 +179,37 @@ SCHEDULES: Registry[Callable[..., Any]] = Registry("schedule", "optim.schedule")
 STRATEGIES: Registry[type] = Registry("decoding strategy", "decode.strategy")
 
 
+@dataclass(frozen=True)
+class Processor:
+    """A per-step logits processor: its settings (`options`, a dataclass of `structseq.fields.option`s, the
+    section `decode.processors.NAME`), its builder `(options, space) -> LogitsProcessor` (`space`: the model's
+    `structseq.decode.processors.OutputSpace`) and its `rank`: where it applies among the configured ones (the
+    order of transformers' `generate`, so the same settings give the same outputs)."""
+
+    name: str
+    options: type
+    build: Callable[..., Any]
+    rank: int
+    doc: str = field(default="", compare=False)
+
+
+PROCESSORS: Registry[Processor] = Registry("logits processor", "decode.processors")
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """A language every output must belong to (`decode.grammar`): lark grammar text (`start` its start rule)
+    over the output words, which `structseq.decode.processors.grammar` turns into a per-step constraint."""
+
+    name: str
+    text: str
+    start: str = "start"
+    doc: str = field(default="", compare=False)
+
+
+GRAMMARS: Registry[Grammar] = Registry("grammar", "decode.grammar")
+
+
 def register_arch(
     name: str,
     *,
@@ -239,6 +271,23 @@ def register_metric(name: str, *, scale: str = "fraction", higher_is_better: boo
 def register_strategy(name: str):
     """Class decorator of a `structseq.decode.strategies.Strategy`: `decode.strategy: NAME` picks it."""
     return _named_class(STRATEGIES, name)
+
+
+def register_processor(name: str, *, options: type, rank: int):
+    """Decorator of a processor builder `(options, space) -> LogitsProcessor`: `decode.processors.NAME: {...its
+    options}` adds it to every search (`structseq.decode.processors`)."""
+
+    def deco(build):
+        PROCESSORS.add(name, Processor(name, options, build, rank, (build.__doc__ or "").strip()))
+        return build
+
+    return deco
+
+
+def register_grammar(name: str, text: str, *, start: str = "start", doc: str = "") -> Grammar:
+    """Register lark grammar `text` (the output words as its terminals' input, separated by spaces) as
+    `decode.grammar: NAME`."""
+    return GRAMMARS.add(name, Grammar(name, text, start, doc))
 
 
 def register_learner(name: str):

@@ -59,6 +59,13 @@ def schema_rows(cls: type, prefix: str = "") -> list[dict]:
         }
         for key, f, hint in walk_fields(cls, prefix)
     ]
+    for f in dataclasses.fields(cls):  # a mapping of registered names to their settings: each one's keys
+        if "entries" in f.metadata:
+            kind = f.metadata["entries"]
+            help = f"{f.metadata.get('help', '')} (a mapping of {kind} names to their settings, listed below)"
+            rows.append({"key": f"{prefix}{f.name}", "type": "mapping", "default": {}, "bounds": "", "help": help})
+            for name, schema in sorted(schemas(f.metadata["entries"]).items()):
+                rows += schema_rows(schema, f"{prefix}{f.name}.{name}.")
     for f in dataclasses.fields(cls):  # a section whose schema its own key picks: listed by that name
         if "choose" in f.metadata:
             by, kind = f.metadata["choose"]

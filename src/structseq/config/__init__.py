@@ -19,8 +19,8 @@ from typing import Any
 
 from structseq.errors import ConfigError, DataError
 from structseq.fields import apply_overrides as _apply
-from structseq.fields import build_section, chosen, option, path_keys
-from structseq.registry import ARCHS, HEADS, OPTIMIZERS, PLUGIN_HINT, SCHEDULES, STRATEGIES, TASKS
+from structseq.fields import build_section, chosen, entries, option, path_keys
+from structseq.registry import ARCHS, HEADS, OPTIMIZERS, PLUGIN_HINT, PROCESSORS, SCHEDULES, STRATEGIES, TASKS
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
 
@@ -251,6 +251,11 @@ class DecodeConfig:
         choices=lambda: tuple(STRATEGIES.names()),
     )
     batch_size: int = option(128, "sentences decoded together", ge=1)
+    processors: dict = entries(
+        "processor",
+        "per-step logits processors and their settings, e.g. {no_repeat_ngram: {size: 3}, top_k: {k: 5}}, applied "
+        "to every search in transformers' order (`structseq.decode.processors`; docs/decoding.md)",
+    )
 
 
 @dataclass
@@ -292,6 +297,8 @@ def schemas(kind: str) -> dict[str, type]:
         return {name: a.config for name, a in ARCHS.items()}
     if kind == "head":
         return {name: h.config for name, h in HEADS.items()}
+    if kind == "processor":
+        return {name: p.options for name, p in PROCESSORS.items()}
     raise ConfigError(f"no registry of {kind!r} schemas")
 
 

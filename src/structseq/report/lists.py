@@ -80,13 +80,14 @@ def metrics() -> list[str]:
 
 
 def extensions() -> list[str]:
-    from structseq.registry import HEADS, LEARNERS, OPTIMIZERS, SCHEDULES, STRATEGIES
+    from structseq.registry import HEADS, LEARNERS, OPTIMIZERS, PROCESSORS, SCHEDULES, STRATEGIES
 
     rows = ["| extension point | config key | registered |", "|---|---|---|"]
     for registry, defined_by in (
         (HEADS, _build),
         (LEARNERS, _itself),
         (STRATEGIES, _itself),
+        (PROCESSORS, _build),
         (OPTIMIZERS, _itself),
         (SCHEDULES, _itself),
     ):
