@@ -64,6 +64,11 @@ def describe(report: dict) -> str:
             if len(a["outputs"]) > 1 or len(b["outputs"]) > 1
             else "once"
         )
+    elif t.get("pairs") is None and t.get("unpaired"):
+        how = (
+            "not on the examples: the two sides' seeds do not pair up (other seeds or another number of them), "
+            f"so every run is tested, {t['unpaired']}"
+        )
     else:
         how = "on each seed pair (" + ", ".join(f"A {_name(x)} vs B {_name(y)}" for x, y in t["pairs"]) + ")"
     return (
@@ -108,7 +113,7 @@ def header(report: dict) -> list[str]:
         f"{b} mean ± sd",
         f"{b} {level}% CI",
         f"{a} − {b}",
-        f"p ({TEST_NAMES[report['test']['name']]})",
+        f"p ({'Welch t over runs' if report['test'].get('unpaired') else TEST_NAMES[report['test']['name']]})",
         "verdict",
     ]
 

@@ -5,8 +5,10 @@ prediction files, read from the predictions TSV that `structseq evaluate` writes
 Per metric: mean ± sd and a t confidence interval over each side's seeds (`metrics.significance.seed_summary`),
 and a paired test between the sides on the same examples: exact match, token accuracy and supertag accuracy
 by resampling examples (paired bootstrap, or approximate randomisation), BLEU through sacrebleu's own paired
-test. With several seeds a side, the test runs on each seed pair (`pairing: seeds`; by seed number when both
-sides have the same seeds, else in seed order) or once on the per-example pool (`pairing: pooled`: the
+test. With several seeds a side, the test runs on each seed pair (`pairing: seeds`) when the seeds pair up (the
+same seeds on both sides, or one output a side); otherwise every run is tested once, unpaired, on the runs'
+scores (`metrics.significance.runs_test`: Welch's t-test), so no seed is left out of the test that the mean
+holds; or the test runs once on the per-example pool (`pairing: pooled`: the
 per-example statistics averaged over seeds; for BLEU the output most seeds agree on). The report says which.
 Rendering (Markdown, LaTeX, JSON) is in `structseq.compare_render`.
 """
@@ -100,10 +102,16 @@ def report_scores(outputs: list[Output], computed: set[str]) -> dict[str, list[t
     }
 
 
-def _pairs(a: list[Output], b: list[Output]) -> list[tuple[Output, Output]]:
-    """Seed pairs: each side is sorted by seed, so equal seed lists pair by seed number; otherwise in order, as
-    many pairs as the smaller side has seeds."""
-    return list(zip(a, b))
+def _pairs(a: list[Output], b: list[Output]) -> list[tuple[Output, Output]] | None:
+    """Seed pairs, when the outputs pair up: one output a side, or the same seeds on both sides (each side is
+    sorted by seed, so they pair by seed number). None otherwise (other seeds, other counts, no seeds stated):
+    then every run is tested, unpaired (`sig.runs_test`), never only as many pairs as the smaller side has."""
+    if len(a) == len(b) == 1:
+        return [(a[0], b[0])]
+    seeds = [o.seed for o in a]
+    if None not in seeds and seeds == [o.seed for o in b]:
+        return list(zip(a, b))
+    return None
 
 
 def _majority(outputs: list[Output]) -> list[str]:
@@ -129,10 +137,16 @@ def _test(metric: str, a: list[Output], b: list[Output], opts: dict) -> dict:
     return sig.paired_test(sa, sb, opts["test"], opts["resamples"], opts["seed"])
 
 
-def _paired(metric: str, a: list[Output], b: list[Output], opts: dict) -> list[dict]:
+def _paired(metric: str, a: list[Output], b: list[Output], opts: dict, scores: tuple[list, list]) -> list[dict]:
+    """The test(s) of one metric: pooled, per seed pair, or (seeds that do not pair up) one unpaired test of
+    every run's score `scores` (A's, B's)."""
+    every = {"a": [o.ident for o in a], "b": [o.ident for o in b]}
     if opts["pairing"] == "pooled":
-        return [{"a": [o.ident for o in a], "b": [o.ident for o in b], **_test(metric, a, b, opts)}]
-    return [{"a": x.ident, "b": y.ident, **_test(metric, [x], [y], opts)} for x, y in _pairs(a, b)]
+        return [{**every, **_test(metric, a, b, opts)}]
+    pairs = _pairs(a, b)
+    if pairs is None:
+        return [{**every, **sig.runs_test(*scores)}]
+    return [{"a": x.ident, "b": y.ident, **_test(metric, [x], [y], opts)} for x, y in pairs]
 
 
 def _registered(name: str, o: Output, tokenize: str) -> dict:
@@ -196,10 +210,12 @@ def _metric_rows(a: list[Output], b: list[Output], opts: dict, level: float, ext
     for m in KIND_METRICS[a[0].kind]:
         xs, ys = ([scores[o.path][m]["score"] for o in side] for side in (a, b))
         boots = [[_bootstrap(m, o, opts) for o in side] for side in (a, b)]
-        rows.append(_row(m, scores[a[0].path][m]["signature"], xs, ys, level, _paired(m, a, b, opts), boots))
+        paired = _paired(m, a, b, opts, (xs, ys))
+        rows.append(_row(m, scores[a[0].path][m]["signature"], xs, ys, level, paired, boots))
     for m in extra:
         xs, ys = ([_registered(m, o, tokenize) for o in side] for side in (a, b))
-        paired = _paired(m, a, b, opts) if m in sig.RATIO_METRICS else None
+        values = ([x["score"] for x in xs], [y["score"] for y in ys])
+        paired = _paired(m, a, b, opts, values) if m in sig.RATIO_METRICS else None
         note = None if paired else "--metric, computed from the predictions; no paired test"
         rows.append(
             _row(m, xs[0]["signature"], [x["score"] for x in xs], [y["score"] for y in ys], level, paired, note=note)
@@ -241,7 +257,9 @@ def compare(
     tokenize = bleu_tokenizer(a + b, bleu_tokenize)
     opts = {"test": test, "resamples": resamples, "seed": seed, "pairing": pairing, "tokenize": tokenize}
     metrics = _metric_rows(a, b, opts, level, extra_metrics)
-    pairs = [[x.ident, y.ident] for x, y in _pairs(a, b)] if pairing == "seeds" else None
+    seed_pairs = _pairs(a, b) if pairing == "seeds" else None
+    pairs = None if seed_pairs is None else [[x.ident, y.ident] for x, y in seed_pairs]
+    unpaired = pairing == "seeds" and seed_pairs is None
     return {
         "split": split,
         "n_examples": len(a[0].references),
@@ -267,6 +285,7 @@ def compare(
             "seed": seed,
             "pairing": pairing,
             "pairs": pairs,
+            "unpaired": sig.RUNS_TEST_METHOD if unpaired else None,
             "level": level,
             "bleu": f"sacrebleu PairedTest ({'bs' if test == 'bootstrap' else 'ar'})",
             "bleu_tokenize": tokenize,

@@ -129,6 +129,40 @@ def seed_summary(xs: Sequence[float], level: float = 0.95) -> dict:
     return {"n": len(xs), "mean": mean, "sd": sd, "ci": list(ci) if ci else None, "level": level, "values": list(xs)}
 
 
+# ---------------------------------------------------------------- unpaired, over runs
+#: how `runs_test` decides, as the compare report states it
+RUNS_TEST_METHOD = (
+    "unpaired, over the runs' scores: Welch's t-test (t = (mean A - mean B) / sqrt(sd_A^2/n_A + sd_B^2/n_B), "
+    "Welch-Satterthwaite degrees of freedom); with one run on a side, that run against the other side's runs, "
+    "whose sd it is assumed to share (t = (x - mean) / (sd * sqrt(1 + 1/n)), n - 1 degrees of freedom)"
+)
+
+
+def runs_test(xs: Sequence[float], ys: Sequence[float]) -> dict:
+    """The two-sided unpaired test of two sides' per-run scores (`RUNS_TEST_METHOD`): {test, delta (mean(xs) -
+    mean(ys)), t, df, p_value, n_a, n_b}. Needs at least three runs in all; sides whose runs all score alike
+    give p = 1 when the means are equal and p = 0 otherwise (no spread to weigh the difference against)."""
+    (ma, sa), (mb, sb) = mean_sd(xs), mean_sd(ys)
+    na, nb = len(xs), len(ys)
+    if na + nb < 3:
+        raise ValueError("an unpaired test over runs needs at least three runs in all")
+    delta = ma - mb
+    if sa is not None and sb is not None:
+        va, vb = sa * sa / na, sb * sb / nb
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va * va / (na - 1) + vb * vb / (nb - 1)) if se > 0 else float(na + nb - 2)
+        name = "welch"
+    else:
+        sd, n = (sa, na) if sa is not None else (sb, nb)
+        se, df, name = sd * math.sqrt(1.0 + 1.0 / n), float(n - 1), "one-run"
+    if se == 0:
+        p, t = (1.0, 0.0) if delta == 0 else (0.0, math.copysign(math.inf, delta))
+    else:
+        t = delta / se
+        p = min(1.0, 2.0 * (1.0 - t_cdf(abs(t), df)))
+    return {"test": name, "delta": delta, "t": t, "df": df, "p_value": p, "n_a": na, "n_b": nb}
+
+
 # ---------------------------------------------------------------- paired tests on ratio metrics
 def ratio_stats(metric: str, hypotheses: Sequence, references: Sequence) -> np.ndarray:
     """Per-example (numerator, denominator), shape (n, 2), whose column sums' ratio is `metric` (see
