@@ -129,7 +129,8 @@ def expand(spec: str) -> list[Path]:
 
 def predictions_path(run_dir: Path, split: str, request: dict | None = None) -> Path:
     """Where `structseq evaluate RUN --split SPLIT` with the `request`ed settings (`checkpoint`, `beam`,
-    `limit`; none: the run's own) writes its predictions (`structseq.evaluation`)."""
+    `limit`; none: the run's own) writes its predictions (`structseq.evaluation`): the requested checkpoint
+    resolved as loading resolves it, so both name an evaluation alike."""
     from structseq.config import config_from_dict
     from structseq.data.registry import dataset_split
     from structseq.evaluation import evaluation_suffix, prediction_label
@@ -144,8 +145,11 @@ def predictions_path(run_dir: Path, split: str, request: dict | None = None) -> 
         own = cfg.train.eval_checkpoint
     decode = {k: v for k, v in asdict(cfg.decode).items() if k != "batch_size"}
     defaults = {"checkpoint": own, "decode": decode, "bleu_tokenize": cfg.data.bleu_tokenize}
+    # the checkpoint as loading resolves it (best falls back to last), so the name is the one evaluate gives; a
+    # checkpoint the run lacks is said first (how to make an average), never "no predictions"
+    asked = resolve_checkpoint(run_dir, request["checkpoint"])[0] if request.get("checkpoint") else own
     wanted = {
-        "checkpoint": request.get("checkpoint") or own,
+        "checkpoint": asked,
         "decode": {**decode, **({"beam": request["beam"]} if request.get("beam") else {})},
         "limit": request.get("limit"),
     }
@@ -217,12 +221,29 @@ def check_settings(outputs: list[Output], name: str, allow_mixed: bool) -> list[
 
     keys = set.intersection(*(set((o.settings or {}).get("decode") or {}) for o in outputs))
     lines = [f"{o.label}: {describe(o.settings)}" for o in outputs]
-    if len({_comparable(o.settings, keys) for o in outputs}) > 1 and not allow_mixed:
+    values = [_comparable(o.settings, keys) for o in outputs]
+    if len(set(values)) > 1 and not allow_mixed:
+        part = next(i for i in range(len(values[0])) if len({v[i] for v in values}) > 1)
+        what = ("checkpoint", "decode settings", "limit", "sampling")[part]
+        if part == 1:  # only the decode settings that differ
+            differ = {k for k in keys if len({dict(v[1]).get(k) for v in values}) > 1}
+            values = [(v[0], tuple(kv for kv in v[1] if kv[0] in differ), *v[2:]) for v in values]
+        seen = {}  # each differing value once, with the first file that has it
+        for o, v in zip(outputs, values):
+            seen.setdefault(_shown(v[part], part), o.path)
         raise StructseqError(
-            f"system {name} mixes evaluations made with different settings; evaluate every run alike (compare "
-            "--checkpoint/--beam/--limit choose which), or pass --allow-mixed:\n  " + "\n  ".join(lines)
+            f"system {name} mixes evaluations made with different settings ({what}: "
+            + ", ".join(f"{v} in {p}" for v, p in seen.items())
+            + "); evaluate every run alike (compare --checkpoint/--beam/--limit choose which), or pass --allow-mixed"
         )
     return lines
+
+
+def _shown(value, part: int) -> str:
+    """One part of `_comparable` as a person reads it: `beam 2, len_penalty 1.0` for decode settings."""
+    if part == 1:
+        return ", ".join(f"{k} {v}" for k, v in value)
+    return "none" if value is None else str(value)
 
 
 def check_same_examples(outputs: list[Output]) -> None:

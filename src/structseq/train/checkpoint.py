@@ -148,7 +148,15 @@ def resolve_checkpoint(run_dir: str | Path, name: str = "best") -> tuple[str, Pa
     if not path.exists() and name == "best":
         name, path = "last", run_dir / "checkpoints" / "last.pt"
     if not path.exists():
-        raise StructseqError(f"no checkpoint in {run_dir} (looked for {path}); is this a training run directory?")
+        there = sorted(p.stem for p in (run_dir / "checkpoints").glob("*.pt")) if run_dir.is_dir() else []
+        if not there:
+            raise StructseqError(f"no checkpoint in {run_dir} (looked for {path}); is this a training run directory?")
+        n = name[len("avg-last") :] if name.startswith("avg-last") and name[len("avg-last") :].isdigit() else "N"
+        what = "was never averaged so" if name.startswith("avg") else "has no such checkpoint"
+        raise StructseqError(
+            f"{run_dir}: {what} ({path} is missing; its checkpoints: {', '.join(there)}); "
+            f"`structseq average {run_dir} --last {n}` averages its last {n} step checkpoints into avg-last{n}"
+        )
     return name, path
 
 
