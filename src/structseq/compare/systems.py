@@ -208,7 +208,7 @@ def _comparable(settings: dict | None, decode_keys) -> tuple:
     decode = s.get("decode") or {}
     return (
         s.get("checkpoint"),
-        tuple((k, decode.get(k)) for k in sorted(decode_keys)),
+        tuple((k, json.dumps(decode.get(k), sort_keys=True)) for k in sorted(decode_keys)),  # values may be dicts
         s.get("limit"),
         json.dumps(s.get("sampling"), sort_keys=True),
     )
@@ -226,7 +226,7 @@ def check_settings(outputs: list[Output], name: str, allow_mixed: bool) -> list[
         part = next(i for i in range(len(values[0])) if len({v[i] for v in values}) > 1)
         what = ("checkpoint", "decode settings", "limit", "sampling")[part]
         if part == 1:  # only the decode settings that differ
-            differ = {k for k in keys if len({dict(v[1]).get(k) for v in values}) > 1}
+            differ = {k for k in keys if len({dict(v[1])[k] for v in values}) > 1}
             values = [(v[0], tuple(kv for kv in v[1] if kv[0] in differ), *v[2:]) for v in values]
         seen = {}  # each differing value once, with the first file that has it
         for o, v in zip(outputs, values):
