@@ -12,24 +12,31 @@ A generated block names the command that writes it:
 A command is `structseq report KIND ...` (rendered in this process, see `structseq.report.KINDS`) or, for the
 tables that live with their experiment, `python scripts/NAME.py ...` / `python scripts/analysis/NAME.py ...`
 (run with this Python; its `plot: FILE` lines dropped). Paths in commands are relative to the repository root
-(`--root`, default: the current folder). `--check` leaves `--plot` (and `--out`) out, so it writes nothing. A
-command's `--plot` (`--out`) must name a file under the root: what a document says does not choose where a
-file goes elsewhere (refused naming the block's line). The test suite runs `--check`, so a table cannot
-silently drift from the records it claims to come from.
+(`--root`, default: the current folder). What a document says never chooses where a file goes outside the root:
+a kind's outputs (`kinds.OUTPUTS`: `--plot`, `--out`, however abbreviated) must name a file under it, and a
+script runs with all its writes confined (`confine`: under the root and a temporary folder removed after the
+block, whatever option names the file; no process started), refused naming the block's line otherwise.
+`--check` writes nothing at all: it leaves `--plot` (and `--out`) out, and a script's writes are confined to its
+temporary folder, so a block that would write anything else is an error. The test suite runs `--check`, so a
+table cannot silently drift from the records it claims to come from.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 from structseq.errors import StructseqError
+
+from .confine import REFUSED
 
 HELP = "rerun every generated block of the documents (--check: only say which are stale)"
 DOCUMENTS = (
@@ -91,6 +98,17 @@ def _report(words: list[str], root: Path, plots: bool) -> str:
     return run(args, words)
 
 
+def _confined(script: Path, args: list[str], root: Path, check: bool) -> subprocess.CompletedProcess:
+    """Run a block's script with this Python, its writes confined (`confine`: whatever its arguments name) to the
+    root and a temporary folder, or under --check to the temporary folder alone; the folder is removed after."""
+    with tempfile.TemporaryDirectory(prefix="structseq-block-") as tmp:
+        where = "its temporary folder under --check" if check else f"under the repository root {root}"
+        confined = json.dumps({"folders": [tmp] if check else [str(root), tmp], "where": where})
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": tmp, "MPLCONFIGDIR": tmp}
+        command = [sys.executable, "-m", "structseq.report.confine", confined, str(script), *args]
+        return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+
+
 def render(command: str, where: str, root: Path, plots: bool = True) -> str:
     """The block text `command` writes now, ending in one newline."""
     words = shlex.split(command)
@@ -114,7 +132,9 @@ def render(command: str, where: str, root: Path, plots: bool = True) -> str:
             except StructseqError as e:
                 raise StructseqError(f"{where}: `{command}` failed: {e}") from None
     args = words[2:] if plots else _without_plot(words[2:])
-    done = subprocess.run([sys.executable, str(root / words[1]), *args], cwd=root, capture_output=True, text=True)
+    done = _confined(root / words[1], args, root, check=not plots)
+    if done.returncode == REFUSED:
+        raise StructseqError(f"{where}: `{command}` refused: {done.stderr.strip().splitlines()[-1]}")
     if done.returncode:
         raise StructseqError(f"{where}: `{command}` failed:\n{done.stderr.strip()}")
     lines = [line for line in done.stdout.splitlines() if not line.startswith("plot: ")]
