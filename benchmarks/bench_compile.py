@@ -35,6 +35,7 @@ mode, threads, warmup, updates = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(threads)
 out = tempfile.mkdtemp(prefix="bench-compile-")
 c = json.loads(sys.argv[1])
+c.setdefault("train", {})["threads"] = threads  # pinned: the Trainer's own count would read the machine
 t = Trainer(config_from_dict(c), out, show_progress=False)
 if mode == "compile":
     t.ddp_model = torch.compile(t.model, dynamic=True)

@@ -100,7 +100,9 @@ def _trainer(cfg_json: str, threads: int):
     torch.set_num_threads(threads)
     out = WORK / f"bench-dangle-run-{os.getpid()}"
     shutil.rmtree(out, ignore_errors=True)
-    return Trainer(config_from_dict(json.loads(cfg_json)), out, show_progress=False), out
+    cfg = json.loads(cfg_json)
+    cfg.setdefault("train", {})["threads"] = threads  # pinned: the Trainer's own count would read the machine
+    return Trainer(config_from_dict(cfg), out, show_progress=False), out
 
 
 def _use_formulation(model, formulation: str) -> None:

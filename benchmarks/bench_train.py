@@ -61,6 +61,7 @@ def _trainer(overrides: list[str], threads: int, out: str):
 
     torch.set_num_threads(threads)
     cfg = json.loads(overrides[0])
+    cfg.setdefault("train", {})["threads"] = threads  # pinned: the Trainer's own count would read the machine
     shutil.rmtree(out, ignore_errors=True)
     return Trainer(config_from_dict(cfg), out, show_progress=False)
 

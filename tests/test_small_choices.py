@@ -32,7 +32,9 @@ def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkey
     import torch
     import yaml
 
+    from structseq.train import device
     from structseq.train.device import set_threads
+    from test_threads import FakeProc
     from test_train import toy_config, toy_tsv
 
     class Terminal(io.StringIO):
@@ -44,7 +46,9 @@ def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkey
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump(toy_config(data, max_steps=2, valid_every=0).to_dict()))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    monkeypatch.setattr(os, "getloadavg", lambda: (7.8, 7.0, 6.0))
+    monkeypatch.setattr(device, "read_proc", FakeProc(busy=[1.0, 0.9]))  # both CPUs busy now
+    monkeypatch.setattr(device, "TORCH_DEFAULT_THREADS", 2)
+    monkeypatch.setattr(device, "SAMPLE_S", 0.0)
     try:
         torch.set_num_threads(2)
         quiet = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "quiet"), "-q"])
@@ -52,9 +56,7 @@ def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkey
         r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "run")])
         assert r.exit_code == 0 and "busy" not in r.output, r.output  # stderr is not a terminal: no hint
         assert torch.get_num_threads() == 1
-        hint = (
-            "structseq: this machine is busy (load 7.8 on 2 CPUs): using 1 torch thread (set train.threads to choose)\n"
-        )
+        hint = "structseq: this machine is busy (1.9 of 2 CPUs in use): using 1 torch thread (set train.threads to choose)\n"
         for loud, said in ((True, hint), (False, "")):  # on a terminal: the hint, unless the command is quiet
             torch.set_num_threads(2)
             with monkeypatch.context() as m:
@@ -69,7 +71,7 @@ def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkey
             app, ["evaluate", str(tmp_path / "run"), "--split", str(data), "-q", "--threads", "2", "--limit", "3"]
         )
         assert r.exit_code == 0 and "busy" not in r.output and torch.get_num_threads() == 2
-        monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.2, 0.2))  # idle: torch's own default stands
+        monkeypatch.setattr(device, "read_proc", FakeProc(busy=[0.1, 0.0]))  # idle: torch's own default stands
         r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "idle"), "-q"])
         assert r.exit_code == 0 and "busy" not in r.output and torch.get_num_threads() == 2
     finally:

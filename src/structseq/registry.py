@@ -119,13 +119,20 @@ class Registry(Generic[T]):
 # ---------------------------------------------------------------- the kinds
 
 
+#: an architecture's capability: its training step compiles into a few whole graphs, one per batch shape, with
+#: no graph break, so `train.compile: auto` compiles it on CUDA (`structseq.train.compiled`); the LSTM declares
+#: it not (it breaks its graph at packing and cuDNN's LSTM: 41 breaks, slower than eager)
+COMPILES = "compiles"
+
+
 @dataclass(frozen=True)
 class Arch:
     """A model family: its `model` schema, its builder `(config, vocabs, train_examples) -> Model`, the
     tasks whose batches it reads, whether it hands attention weights to an output head (copy and lexical
     heads need them), and its capabilities, which generic code asks for instead of testing names: "trees"
     (the supertagger decodes category trees), "huggingface-export" (`structseq export` writes a Hugging Face
-    folder)."""
+    folder), `COMPILES` (its training step compiles into whole graphs, one per batch shape: `train.compile:
+    auto` compiles only these)."""
 
     name: str
     config: type

@@ -193,11 +193,17 @@ class TrainConfig:
     )
     bf16: bool = option(False, "bfloat16 autocast on GPUs that support it (parameters and optimiser stay float32)")
     tf32: bool = option(True, "TF32 tensor cores for float32 matmuls and convolutions on CUDA (no effect on a CPU)")
-    compile: str = option(
+    compile: str | bool = option(
         "auto",
         "torch.compile the training step (forward and backward; CUDA: mode reduce-overhead, CUDA graphs per batch "
-        "shape): on | off | auto (on for CUDA with optim.static_shapes, else off)",
-        choices=("auto", "on", "off"),
+        "shape): on (true) | off (false) | auto (on for CUDA with optim.static_shapes and optim.accumulate 1, for "
+        "architectures that declare it pays: Transformer, Dangle, R-Dangle; else off)",
+        choices=("auto", "on", "off", "true", "false"),
+    )
+    pin_memory: bool = option(
+        True,
+        "on CUDA, build each training batch in page-locked host memory, so that its copy to the GPU does not make "
+        "the host wait (false: ordinary memory; no effect on a CPU)",
     )
     compile_backend: str = option(
         "inductor",
@@ -229,6 +235,10 @@ class TrainConfig:
         "vocabularies and task state; optimiser and schedule start afresh (two-phase "
         "training)",
     )
+
+    def __post_init__(self):
+        """`compile`: YAML reads on / off / true / false as booleans; the setting is kept as on | off | auto."""
+        self.compile = {True: "on", False: "off", "true": "on", "false": "off"}.get(self.compile, self.compile)
 
 
 @dataclass

@@ -57,7 +57,7 @@ from structseq.models.transformer import (
     layer_args,
 )
 from structseq.nn.layers import EncoderLayer, TokenEmbedding
-from structseq.registry import register_arch
+from structseq.registry import COMPILES, register_arch
 
 Heads = list[dict[str, tuple[Tensor, Tensor]]]  # per decoder layer: {"source": projected (k, v)}, (R, H, S, dh)
 
@@ -384,9 +384,9 @@ class RDangleSepConfig(DangleConfig):
     )
 
 
-@register_arch("dangle", config=DangleConfig, attention=True)
-@register_arch("rdangle-shr", config=DangleConfig, attention=True)
-@register_arch("rdangle-sep", config=RDangleSepConfig, attention=True)
+@register_arch("dangle", config=DangleConfig, attention=True, capabilities=(COMPILES,))
+@register_arch("rdangle-shr", config=DangleConfig, attention=True, capabilities=(COMPILES,))
+@register_arch("rdangle-sep", config=RDangleSepConfig, attention=True, capabilities=(COMPILES,))
 def build_dangle(cfg: DangleConfig, vocabs: Vocabs, train_examples: Sequence | None = None) -> RDangleSeq2Seq:
     """dangle / rdangle-shr / rdangle-sep. Dangle is rdangle-shr with interval 1 (same modules, same weights)."""
     src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]

@@ -77,4 +77,6 @@ class TrainingBatches:
                 world_size=dist.world_size,
             )
             batch = self.task.pad_batch(batch, *shape)
+        if self.cfg.train.pin_memory and self.device.type == "cuda":
+            batch = batch.pinned()  # the copy below does not make the host wait (train.pin_memory)
         return self.task.to_device(batch, self.device)

@@ -6,8 +6,8 @@ milliseconds of small kernels. Two levers, each a switch:
 - `train.tf32` (default on): float32 matmuls and convolutions on CUDA use TF32 tensor cores (10-bit mantissa
   products, float32 sums: relative error near 3e-4 per product, see docs/gpu.md for the tolerance it gives the
   losses). No effect on a CPU.
-- `train.compile` (`auto`: on for CUDA when `optim.static_shapes` gives the few fixed batch shapes it needs, off
-  otherwise; `on`, `off`): the model (forward and, through AOTAutograd, its backward) compiled by
+- `train.compile` (`auto`: on for CUDA when `optim.static_shapes` gives the few fixed batch shapes it needs, the
+  architecture declares the `compiles` capability and `optim.accumulate` is 1, off otherwise; `on`, `off`): the model (forward and, through AOTAutograd, its backward) compiled by
   `torch.compile`, on CUDA in mode `reduce-overhead` (inductor's fused kernels, replayed as CUDA graphs: one
   graph per batch shape, so without static shapes every new shape recompiles). The optimiser step stays the
   fused Adam (`fused=True`: a few launches for all parameters). `train.compile_backend` picks the backend:
@@ -20,6 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from structseq.registry import ARCHS, COMPILES
+
 
 def set_tf32(device: torch.device, enabled: bool) -> None:
     """TF32 for float32 matmuls (cuBLAS) and convolutions (cuDNN) on a CUDA device; nothing on others."""
@@ -28,11 +30,21 @@ def set_tf32(device: torch.device, enabled: bool) -> None:
         torch.backends.cudnn.allow_tf32 = enabled
 
 
-def compile_wanted(setting: str, device: torch.device, static_shapes: bool) -> bool:
-    """Whether `train.compile` (on | off | auto) compiles here: auto compiles on CUDA with static shapes."""
+def compile_wanted(
+    setting: str, device: torch.device, static_shapes: bool, *, arch_compiles: bool = True, accumulate: int = 1
+) -> bool:
+    """Whether `train.compile` (on | off | auto) compiles here. auto compiles only where it pays: on CUDA, with
+    `optim.static_shapes` (a few batch shapes), for an architecture declaring `COMPILES` (`arch_compiles`), and
+    with `optim.accumulate` 1 (CUDA graphs replayed for several batches before one backward fail: pytorch#169545).
+    on / off: as said."""
     if setting == "auto":
-        return device.type == "cuda" and static_shapes
+        return device.type == "cuda" and static_shapes and arch_compiles and accumulate == 1
     return setting == "on"
+
+
+def declares_compiles(arch: str) -> bool:
+    """Whether the registered architecture `arch` declares `COMPILES` at its registration."""
+    return COMPILES in ARCHS.get(arch).capabilities
 
 
 def compile_model(model: nn.Module, device: torch.device, backend: str = "inductor") -> nn.Module:

@@ -47,7 +47,7 @@ from structseq.train.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from structseq.train.compiled import compile_model, compile_wanted, new_step, set_tf32
+from structseq.train.compiled import compile_model, compile_wanted, declares_compiles, new_step, set_tf32
 from structseq.train.device import resolve_device, set_threads
 from structseq.train.loggers import check_loggers, close_quietly_on_error, install_stop_handlers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
@@ -145,7 +145,13 @@ class Trainer:
         if ckpt is not None:
             self._restore(ckpt)
         self.ddp_model = self.dist.wrap(self.model)
-        self._compiled = compile_wanted(cfg.train.compile, self.device, cfg.optim.static_shapes)
+        self._compiled = compile_wanted(
+            cfg.train.compile,
+            self.device,
+            cfg.optim.static_shapes,
+            arch_compiles=declares_compiles(cfg.model.arch),
+            accumulate=cfg.optim.accumulate,
+        )
         if self._compiled:  # structseq.train.compiled: the step captured per batch shape
             self.ddp_model = compile_model(self.ddp_model, self.device, cfg.train.compile_backend)
 
