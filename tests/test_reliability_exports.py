@@ -88,11 +88,17 @@ def test_export_on_a_full_disk_is_one_line_leaves_nothing_and_a_retry_works(toy_
     code, err = run_main(monkeypatch, capsys, "export", toy_run, "-o", out)
     assert code == 0, err
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
+        "README.md",  # a Transformer's folder holds its transformers model too (test_export_transformers)
         "best.pt",
+        "config.json",
         "config.yaml",
+        "generation_config.json",
+        "model.safetensors",
         "src.txt",
         "structseq-export.json",
         "tgt.txt",
+        "vocab-src.json",
+        "vocab-tgt.json",
     ]
     mask = os.umask(0)
     os.umask(mask)

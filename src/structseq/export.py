@@ -3,6 +3,13 @@
 - `hf-seq2seq` runs: a Hugging Face folder (the fine-tuned weights in safetensors, the config, the generation
   config and the tokenizer), which `AutoModelForSeq2SeqLM.from_pretrained(DIR)` and
   `AutoTokenizer.from_pretrained(DIR)` load with the log-probabilities structseq computes;
+- a from-scratch Transformer whose layers `MarianMTModel` holds (the arch declares the capability
+  `marian-layout`; post-norm, sinusoidal positions, a softmax head: `structseq.export_marian` says why Marian):
+  the structseq folder below plus the transformers files (config.json, generation_config.json,
+  model.safetensors, vocab-src.json / vocab-tgt.json and a README), so both `structseq.api.load_run(DIR)`
+  and `AutoModelForSeq2SeqLM.from_pretrained(DIR)` read it; `--format transformers` refuses, in one line
+  naming why, a model Marian cannot hold (relative positions, pre-norm, a copy or lexical head, an arch
+  without that layout: Dangle, the LSTM); `--format structseq` leaves the transformers files out;
 - every other arch: a structseq folder that `structseq.api.load_run(DIR)` reads (and `structseq evaluate` /
   `predict`): `config.yaml`, `checkpoints/{best|last}.pt` holding only what loading needs (weights,
   vocabularies, config, task state, progress: no optimiser or RNG state, so it cannot be resumed) and each
@@ -65,9 +72,19 @@ def _checkpoint_name(run_dir: Path, checkpoint: str | None) -> tuple[str, Path]:
     return resolve_checkpoint(run_dir, checkpoint)
 
 
-def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None = None) -> dict:
+#: `--format`: auto (a structseq folder, with the transformers files where a stock class holds the model),
+#: structseq (only the structseq folder), transformers (the transformers files required: refused otherwise)
+FORMATS = ("auto", "structseq", "transformers")
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None = None, fmt: str = "auto") -> dict:
     """Export checkpoint `checkpoint` (default: the run's `train.eval_checkpoint`) of `run_dir` to the new folder
-    `out_dir`; returns what `structseq-export.json` records (`format`: `huggingface` or `structseq`)."""
+    `out_dir`; returns what `structseq-export.json` records (`format`: `huggingface` or `structseq`; for a
+    structseq folder `transformers`: the stock class that loads it too, or None and `not_transformers`: why)."""
+    from structseq.export_marian import CAPABILITY, marian_blockers
+
+    if fmt not in FORMATS:
+        raise StructseqError(f"--format: unknown {fmt!r}; choices: {', '.join(FORMATS)}")
     run_dir = Path(run_dir)
     check_directory(run_dir)
     name, path = _checkpoint_name(run_dir, checkpoint)
@@ -79,6 +96,19 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None 
         record.update(base=model["pretrained"], base_sha256=(ckpt.get("task") or {}).get("base_sha256"))
     for vocab in ckpt["vocab"]:
         plain_name(vocab, f"{path}: a vocabulary name")
+    capabilities = ARCHS.get(arch).capabilities if arch in ARCHS else frozenset()
+    marian = None
+    if "huggingface-export" not in capabilities and fmt != "structseq":
+        from structseq.config import config_from_dict
+
+        why = (
+            marian_blockers(config_from_dict(dict(ckpt["config"]), saved=True).model)
+            if CAPABILITY in capabilities
+            else [f"arch {arch} declares no layout a stock transformers class holds (capability {CAPABILITY})"]
+        )
+        if why and fmt == "transformers":
+            raise StructseqError(f"{run_dir}: --format transformers: no transformers class holds it: {'; '.join(why)}")
+        marian, record["not_transformers"] = not why, why or None
     out = _out_folder(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
@@ -88,6 +118,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None 
         else:
             _export_structseq(ckpt, name, tmp)
             record["format"] = "structseq"
+            record["transformers"] = _export_marian(run_dir, name, tmp, record) if marian else None
         atomic_write(tmp / "structseq-export.json", json.dumps(record, indent=1) + "\n")
         os.chmod(tmp, 0o777 & ~_umask())  # as mkdir would create it (mkdtemp's are private)
         os.replace(tmp, out)  # onto an absent or empty folder
@@ -106,6 +137,14 @@ def _export_huggingface(run_dir: Path, name: str, out: Path) -> None:
     run = load_run(run_dir, name, device="cpu")
     run.model.save_pretrained(out)
     run.task.tokenizer.save_pretrained(str(out))
+
+
+def _export_marian(run_dir: Path, name: str, out: Path, record: dict) -> dict:
+    """The transformers files beside the structseq ones (`structseq.export_marian`)."""
+    from structseq.api import load_run
+    from structseq.export_marian import write_marian
+
+    return write_marian(load_run(run_dir, name, device="cpu"), out, record)
 
 
 def _export_structseq(ckpt: dict, name: str, out: Path) -> None:

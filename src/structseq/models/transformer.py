@@ -242,7 +242,7 @@ def decoder_and_head(
     return decoder, head
 
 
-@register_arch("transformer", config=TransformerConfig, attention=True, capabilities=(COMPILES,))
+@register_arch("transformer", config=TransformerConfig, attention=True, capabilities=(COMPILES, "marian-layout"))
 def build_transformer(
     cfg: TransformerConfig, vocabs: Vocabs, train_examples: Sequence | None = None
 ) -> TransformerSeq2Seq:
