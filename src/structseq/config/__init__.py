@@ -20,7 +20,7 @@ from typing import Any
 from structseq.errors import ConfigError, DataError
 from structseq.fields import apply_overrides as _apply
 from structseq.fields import build_section, chosen, entries, option, path_keys
-from structseq.registry import ARCHS, HEADS, OPTIMIZERS, PLUGIN_HINT, PROCESSORS, SCHEDULES, STRATEGIES, TASKS
+from structseq.registry import ARCHS, GRAMMARS, HEADS, OPTIMIZERS, PLUGIN_HINT, PROCESSORS, SCHEDULES, STRATEGIES, TASKS
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
 
@@ -265,6 +265,12 @@ class DecodeConfig:
         "processor",
         "per-step logits processors and their settings, e.g. {no_repeat_ngram: {size: 3}, top_k: {k: 5}}, applied "
         "to every search in transformers' order (`structseq.decode.processors`; docs/decoding.md)",
+    )
+    grammar: str | None = option(
+        None,
+        "a registered grammar every output must belong to (cogs, scan, a plugin's): each step allows only the "
+        "tokens that keep the prefix viable, </s> only after a whole sentence (docs/decoding.md); null: none",
+        choices=lambda: tuple(GRAMMARS.names()),
     )
 
 

@@ -137,6 +137,19 @@ class Task(abc.ABC):
         """Output ids (without </s>) as the task's output words (what metrics and `predict` read)."""
         return vocabs["tgt"].decode(ids)
 
+    def output_space(self, vocabs: Vocabs):
+        """What per-step processors know of the outputs (`structseq.decode.processors.OutputSpace`): each output
+        id's token, the special ids, and how ids become words where a token is not a word (`detokenize`)."""
+        from structseq.decode.processors import OutputSpace
+
+        ids = {"eos": Vocab.eos, "bos": Vocab.bos, "pad": Vocab.pad, **self.special_ids()}
+        words = None if self.outputs_are_words() else (lambda out: self.output_words(out, vocabs))
+        return OutputSpace(list(vocabs["tgt"].itos), ids["eos"], ids["bos"], ids["pad"], words)
+
+    def outputs_are_words(self) -> bool:
+        """Whether each output token is one output word (no subword units): what a grammar over words needs."""
+        return True
+
     def output_tag(self, hyp: Any, vocabs: Vocabs) -> str | None:
         """One word's output from a tagger's search (`structseq.decode.strategies.tagging`: a label id, or a
         tree's {position: symbol id}) as the task's tag; None where it is not a well-formed one."""

@@ -201,6 +201,16 @@ class HFSeq2SeqTask(Seq2SeqTask):
     def output_pieces(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
         return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
 
+    def outputs_are_words(self) -> bool:
+        return False
+
+    def output_space(self, vocabs: Vocabs):
+        """The tokenizer's pieces (every id it knows), the checkpoint's special ids, words by `detokenize`."""
+        from structseq.decode.processors import OutputSpace
+
+        pieces = list(self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer)))))
+        return OutputSpace(pieces, self.ids.eos, self.ids.pad, self.ids.pad, self.detokenize)
+
     def detokenize(self, ids: Sequence[int]) -> list[str]:
         """Output ids as the text's whitespace tokens (special tokens skipped)."""
         return self.tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False).split()

@@ -142,6 +142,9 @@ class Seq2SeqTask(Task):
     def output_words(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
         return self.finish(vocabs["tgt"].decode(ids))
 
+    def outputs_are_words(self) -> bool:
+        return self.subword is None
+
     def finish(self, tokens: Sequence[str]) -> list[str]:
         """Model output tokens -> words (subwords undone)."""
         return list(self.subword.decode(tokens)) if self.subword is not None else list(tokens)

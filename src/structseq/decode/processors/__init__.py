@@ -32,55 +32,14 @@ A new processor is one file here (or a plugin module):
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 
-from torch import Tensor
-
-from structseq.data.vocab import Vocab
+from structseq.decode.processors.base import LogitsProcessor, OutputSpace, ProcessorList
+from structseq.decode.processors.grammar import GRAMMAR_RANK, grammar_constraint
 from structseq.errors import ConfigError
 from structseq.registry import PROCESSORS
 
-
-class LogitsProcessor(abc.ABC):
-    """One per-step rule: `__call__(input_ids (rows, t + 1), scores (rows, V)) -> scores (rows, V)` (the
-    module's docstring). transformers' own processors are called the same way and may be listed beside these."""
-
-    @abc.abstractmethod
-    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor: ...
-
-
-class ProcessorList(list):
-    """Processors applied in order; empty (falsy): the search skips them."""
-
-    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
-        for processor in self:
-            scores = processor(input_ids, scores)
-        return scores
-
-
-@dataclass(frozen=True)
-class OutputSpace:
-    """What a processor may know of the model's outputs: each id's token as the model emits it (`tokens`), the
-    special ids, and `detokenize` (ids without specials -> the output's words) where outputs are subwords (a
-    pretrained tokenizer's pieces, a task's subword segmentation); None: each token is a word."""
-
-    tokens: Sequence[str]
-    eos: int = Vocab.eos
-    bos: int = Vocab.bos
-    pad: int = Vocab.pad
-    detokenize: Callable[[Sequence[int]], list[str]] | None = None
-
-    def id_of(self, token: str, key: str) -> int:
-        """The id of output token `token`, or a ConfigError naming `key` (the setting that gave it)."""
-        index = getattr(self, "_index", None)
-        if index is None:
-            index = {t: i for i, t in enumerate(self.tokens)}
-            object.__setattr__(self, "_index", index)
-        if token not in index:
-            raise ConfigError(f"'{key}': {token!r} is not an output token of the model")
-        return index[token]
+__all__ = ["LogitsProcessor", "OutputSpace", "ProcessorList", "build_processors"]
 
 
 def _options(name: str, options):
@@ -99,9 +58,12 @@ def build_processors(decode_cfg, space: OutputSpace, extra: Iterable[LogitsProce
     if not isinstance(decode_cfg.processors or {}, dict):
         raise ConfigError(f"'decode.processors' must be a mapping, got {decode_cfg.processors!r}")
     chosen = [(PROCESSORS.get(name), _options(name, o)) for name, o in (decode_cfg.processors or {}).items()]
+    grammar = getattr(decode_cfg, "grammar", None)
+    if grammar is not None:
+        chosen.append((None, grammar))
     out = ProcessorList()
-    for entry, options in sorted(chosen, key=lambda e: e[0].rank):
-        built = entry.build(options, space)
+    for entry, options in sorted(chosen, key=lambda e: e[0].rank if e[0] is not None else GRAMMAR_RANK):
+        built = entry.build(options, space) if entry is not None else grammar_constraint(options, space)
         if built is not None:
             out.append(built)
     out.extend(extra)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from structseq.decode.processors import LogitsProcessor, ProcessorList
+from structseq.decode.processors.base import LogitsProcessor, ProcessorList
 from structseq.fields import option
 from structseq.registry import register_processor
 

@@ -1,0 +1,143 @@
+"""Grammar constraints (`decode.grammar`, structseq.decode.processors.grammar): the shipped grammars accept every
+gold output of their benchmarks, a step's allowed tokens equal lark's own text parser's verdict on each
+continuation (the independent reference), searches under the constraint emit only sentences of the grammar,
+and a wrong setting is one line naming the key."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from lark import Lark
+from lark.exceptions import UnexpectedInput
+
+from structseq.config import config_from_dict
+from structseq.decode.processors import OutputSpace, build_processors
+from structseq.decode.processors.grammar import grammar_constraint
+from structseq.errors import ConfigError
+from structseq.registry import GRAMMARS
+
+DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+
+
+def _cogs(split: str) -> list[list[str]]:
+    path = DATA / "cogs" / f"{split}.tsv"
+    if not path.is_file():
+        pytest.skip(f"no COGS data at {path}")
+    return [line.rstrip("\n").split("\t")[1].split() for line in path.open(encoding="utf-8")]
+
+
+def _scan() -> list[list[str]]:
+    path = DATA / "scan" / "tasks.txt.gz"
+    if not path.is_file():
+        pytest.skip(f"no SCAN data at {path}")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [line.split(" OUT: ", 1)[1].split() for line in f]
+
+
+def _space(outputs: list[list[str]]) -> OutputSpace:
+    return OutputSpace(SPECIALS + sorted({w for o in outputs for w in o}))
+
+
+@pytest.mark.parametrize("split", ["train", "dev", "test", "gen"])
+def test_cogs_grammar_accepts_every_gold_output(split):
+    outputs = _cogs(split)
+    g = grammar_constraint("cogs", _space(outputs[:50]))
+    rejected = [" ".join(o) for o in outputs if not g.accepts(o)]
+    assert rejected == [], f"{len(rejected)} of {len(outputs)} rejected, e.g. {rejected[:3]}"
+    lark = Lark(GRAMMARS.get("cogs").text, parser="lalr")  # lark's own lexer and parser, on a sample
+    for o in outputs[::200]:
+        lark.parse(" ".join(o))
+
+
+def test_scan_grammar_accepts_every_gold_output():
+    outputs = _scan()
+    g = grammar_constraint("scan", _space(outputs[:50]))
+    assert all(g.accepts(o) for o in outputs)
+    assert not g.accepts([]) and not g.accepts(["I_JUMP", "jump"])
+
+
+def _reference(text_parser: Lark, words: list[str]) -> tuple[bool, bool]:
+    """(viable prefix, whole sentence) by lark's interactive parser over the text, with its own lexer."""
+    ip = text_parser.parse_interactive(" ".join(words))
+    try:
+        ip.exhaust_lexer()
+    except UnexpectedInput:
+        return False, False
+    try:
+        ip.feed_eof()
+    except UnexpectedInput:
+        return True, False
+    return True, True
+
+
+@pytest.mark.parametrize("name", ["cogs", "scan"])
+def test_allowed_tokens_equal_lark_text_parser(name):
+    """For prefixes of gold outputs and of corrupted ones, token w is allowed iff lark's own parser reads prefix
+    + w as a viable prefix, and </s> iff it reads the prefix as a sentence."""
+    outputs = _cogs("dev") if name == "cogs" else _scan()
+    rng = random.Random(0)
+    sample = rng.sample(outputs, 12)
+    space = _space(sample)
+    g = grammar_constraint(name, space)
+    text_parser = Lark(GRAMMARS.get(name).text, parser="lalr")
+    words = list(space.tokens)
+    checked = 0
+    for out in sample:
+        corrupt = list(out)
+        corrupt[rng.randrange(len(corrupt))] = rng.choice(words[4:])
+        for seq in (out, corrupt):
+            for t in range(0, len(seq) + 1, 3):
+                prefix = seq[:t]
+                viable, _ = _reference(text_parser, prefix)
+                if not viable:
+                    continue
+                mask = g.allowed([space.id_of(w, "test") for w in prefix])
+                expect = [_reference(text_parser, prefix + [w])[0] for w in words[4:]]
+                assert mask[4:].tolist() == expect, (prefix, [w for w, e in zip(words[4:], expect) if e])
+                assert bool(mask[2]) == _reference(text_parser, prefix)[1]
+                assert not mask[[0, 1, 3]].any()
+                checked += 1
+    assert checked > 20
+
+
+def _greedy_with(processors, V: int, steps: int, rows: int, seed: int) -> list[list[int]]:
+    """A plain greedy loop over random scores, with the processors: what any search hands them."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.full((rows, 1), 1)
+    done = [None] * rows
+    for t in range(steps):
+        scores = torch.randn(rows, V, generator=g).log_softmax(-1)
+        scores = processors(ids, scores)
+        nxt = scores.argmax(-1)
+        for r in range(rows):
+            if done[r] is None and (int(nxt[r]) == 2 or not scores[r].isfinite().any()):
+                done[r] = ids[r, 1:].tolist()
+        ids = torch.cat([ids, nxt[:, None]], 1)
+    return [d if d is not None else ids[r, 1:].tolist() for r, d in enumerate(done)]
+
+
+def test_constrained_search_emits_only_sentences():
+    outputs = _cogs("dev")[:200]
+    space = _space(outputs)
+    cfg = config_from_dict({"decode": {"grammar": "cogs"}}).decode
+    processors = build_processors(cfg, space)
+    outs = _greedy_with(processors, len(space.tokens), 60, 16, seed=0)
+    checker = grammar_constraint("cogs", space)
+    ended = [o for o in outs if len(o) < 59]
+    assert ended and all(checker.accepts([space.tokens[i] for i in o]) for o in ended)
+    unconstrained = _greedy_with(build_processors(config_from_dict({}).decode, space), len(space.tokens), 60, 16, 0)
+    assert not all(checker.accepts([space.tokens[i] for i in o]) for o in unconstrained)
+
+
+def test_grammar_errors_are_one_line():
+    with pytest.raises(ConfigError, match=r"'decode.grammar': invalid value 'sql'; choices: .*cogs.*scan"):
+        config_from_dict({"decode": {"grammar": "sql"}})
+    cfg = config_from_dict({"decode": {"grammar": "scan"}}).decode
+    pieces = OutputSpace(SPECIALS + ["I_", "JUMP"], detokenize=lambda ids: ["I_JUMP"])
+    with pytest.raises(ConfigError, match=r"'decode.grammar': grammar 'scan' constrains output words, but this model"):
+        build_processors(cfg, pieces)
