@@ -425,3 +425,76 @@ def test_a_record_of_another_shape_is_one_line_naming_the_kind_and_its_files(tmp
     doc.write_text("<!-- generated: structseq report context r.jsonl -->\nx\n<!-- /generated -->\n", encoding="utf-8")
     with pytest.raises(StructseqError, match=r"doc.md:1: .* failed: structseq report context: r.jsonl: a record"):
         tables.update(doc, check=True, root=tmp_path)
+
+
+def _supertag_record(acc: float, beam: int) -> dict:
+    """An evaluation JSON of `structseq evaluate` on a supertagger (greedy, or beam 5 with its beta curve)."""
+    m = {k: {"score": acc} for k in ("accuracy", "sentence_accuracy")}
+    m.update({f"accuracy_{b}": {"score": acc} for b in ("frequent", "uncommon", "rare", "unseen")})
+    m.update(unseen_predicted=1, unseen_predicted_correct=0)
+    if beam == 5:
+        m.update(oracle_accuracy={"score": acc + 5}, multitag=[{"beta": 1.0, "accuracy": acc, "tags_per_word": 1.0}])
+    return m
+
+
+def test_no_report_output_replaces_one_of_its_inputs(tmp_path, monkeypatch, capsys):
+    """One rule for every kind's output (`-o/--out`, `--plot`): a file the command read is not replaced, whether
+    named (`results r.svg --plot r.svg`) or read from a folder named (`supertag DIR -o DIR/tree-s1-beam1.json`,
+    a run folder's evaluation); refused in one line naming both, the file unchanged. Another file in the folder,
+    or a new one, is written."""
+    evals, runs = tmp_path / "evals", tmp_path / "runs" / "classifier-s1"
+    evals.mkdir()
+    runs.mkdir(parents=True)
+    for k in (1, 5):
+        (evals / f"tree-s1-beam{k}.json").write_text(json.dumps(_supertag_record(70.0, k)), encoding="utf-8")
+    (runs / "eval-test-beam1.json").write_text(json.dumps(_supertag_record(60.0, 1)), encoding="utf-8")
+    named = tmp_path / "r.svg"  # a records file whose name a figure could take
+    named.write_text(json.dumps(_record()) + "\n", encoding="utf-8")
+    curve = tmp_path / "c.jsonl"
+    curve.write_text(json.dumps({**_record(), "step": 50}) + "\n", encoding="utf-8")
+    cases = [
+        (["supertag", evals, tmp_path / "runs", "-o", evals / "tree-s1-beam1.json"], evals / "tree-s1-beam1.json"),
+        (["supertag", evals, tmp_path / "runs", "--out", runs / "eval-test-beam1.json"], runs / "eval-test-beam1.json"),
+        (["results", named, "--curve", curve, "--curve-only", "--plot", named], named),
+    ]
+    for argv, victim in cases:
+        before = victim.read_bytes()
+        code, err = run_main(monkeypatch, capsys, "report", *argv)
+        one_line_error(code, err, f"{victim}: is an input of this command", "would replace it")
+        assert victim.read_bytes() == before
+    assert run_main(monkeypatch, capsys, "report", "supertag", evals, "-o", evals / "summary.json")[0] == 0
+    assert json.loads((evals / "summary.json").read_text())["configs"]["tree"]["1"]["beam1"]["accuracy"]["score"] == 70
+    assert run_main(monkeypatch, capsys, "report", "supertag", evals, "-o", evals / "summary.json")[0] == 0  # again
+
+
+def test_a_record_with_a_nan_score_is_one_line_naming_its_line(tmp_path, monkeypatch, capsys):
+    """`report results` on a record whose score is NaN (Python's json reads it; JSON has no such number; no writer
+    of the toolkit writes one): one line naming the file and line, exit 2. It used to render `nan` for one seed
+    and a statistics traceback for two; Infinity in any kind's JSON record likewise."""
+    records = tmp_path / "r.jsonl"
+    good, bad = _record(), _record()
+    bad.update(seed=2, run_dir="runs/s2")
+    bad["metrics"]["exact_match"]["score"] = float("nan")
+    for lines, line in (([bad], 1), ([good, bad], 2)):
+        records.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+        code, err = run_main(monkeypatch, capsys, "report", "results", records)
+        one_line_error(code, err, f"{records}:{line}: not a JSON record (NaN is not a JSON number")
+    one = tmp_path / "bench.json"
+    one.write_text('{"rows": [{"model": "x", "ops_per_update": -Infinity}]}', encoding="utf-8")
+    code, err = run_main(monkeypatch, capsys, "report", "ops", "buckets", one)
+    one_line_error(code, err, f"{one}: not valid JSON (-Infinity is not a JSON number")
+
+
+def _record() -> dict:
+    """A `structseq sweep` record of one run."""
+    return {
+        "config": "configs/scan-jump/lstm-256.yaml",
+        "overrides": [],
+        "split": "test",
+        "seed": 1,
+        "run_dir": "runs/s1",
+        "steps": 100,
+        "train_wall_s": 60.0,
+        "eval_wall_s": 1.0,
+        "metrics": {k: {"score": 0.5} for k in ("exact_match", "token_accuracy", "bleu")},
+    }

@@ -92,6 +92,11 @@ def recording_reads() -> Iterator[list[Path]]:
         _READS.reset(token)
 
 
+def files_read() -> list[Path]:
+    """The files read so far inside the innermost `recording_reads` block ([] outside one)."""
+    return list(_READS.get() or [])
+
+
 def open_checked(path: str | Path, newline: str | None = None) -> CheckedText:
     """Open a UTF-8 text file (`.gz` decompressed); missing files and folders are DataErrors."""
     path = Path(path)

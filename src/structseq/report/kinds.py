@@ -65,9 +65,13 @@ def inputs(args: argparse.Namespace, argv: list[str]) -> list[str]:
 
 def run(args: argparse.Namespace, argv: list[str]) -> str:
     """`args.render(args)`; a record the renderer cannot read (`SHAPE_ERRORS`) is a one-line StructseqError
-    naming the kind and its input files rather than a traceback (`argv`: the words `args` were parsed from)."""
+    naming the kind and its input files rather than a traceback (`argv`: the words `args` were parsed from).
+    The files it reads are recorded, so that no output replaces one (`records.check_output`)."""
+    from structseq.textio import recording_reads
+
     try:
-        return args.render(args)
+        with recording_reads():
+            return args.render(args)
     except SHAPE_ERRORS as e:
         if describe(e) is not None:  # text that is not UTF-8, JSON that does not parse: already one line
             raise

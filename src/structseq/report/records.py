@@ -31,9 +31,15 @@ class Record(dict):
 _JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
 
+def _not_a_number(word: str):
+    """`NaN`, `Infinity`, `-Infinity`: Python's json reads them, JSON has no such number, and no writer of the
+    toolkit writes one (a diverged run's loss is a string): a record holding one is refused, not averaged."""
+    raise ValueError(f"{word} is not a JSON number: a record's numbers are finite")
+
+
 def _parse(text: str, path: str | Path, line: int | None) -> Record:
     """The JSON object in `text`, its objects (nested ones too) `Record`s of `path` (and `line`)."""
-    value = json.loads(text, object_hook=lambda pairs: Record(pairs, path, line))
+    value = json.loads(text, object_hook=lambda pairs: Record(pairs, path, line), parse_constant=_not_a_number)
     if not isinstance(value, Record):
         raise DataError(f"expected a JSON object, got {_JSON_TYPES.get(type(value), 'null')}", path, line)
     return value
@@ -77,6 +83,27 @@ def read_labelled(specs) -> list[tuple[str, Record]]:
     return [(label, read_json(path)) for label, path in map(labelled, specs)]
 
 
+def check_output(path: str | Path, option: str) -> Path:
+    """One rule for every kind's output (`--out`, `--plot`): it never replaces a file the command has read
+    (`kinds.run` records the reads: `report supertag DIR -o DIR/tree-s1-beam1.json` would replace its own
+    record), refused naming both. Returns the path."""
+    from structseq.outputs import same_file
+    from structseq.textio import files_read
+
+    path = Path(path)
+    for source in files_read():
+        if same_file(path, source):
+            raise StructseqError(f"{path}: is an input of this command ({source}); {option} would replace it")
+    return path
+
+
+def write_output(path: str | Path, data: str, option: str = "--out") -> Path:
+    """`data` written atomically over `path` (`check_output` first)."""
+    from structseq.outputs import atomic_write
+
+    return atomic_write(check_output(path, option), data)
+
+
 def save_figure(fig, path: str | Path) -> Path:
     """A matplotlib figure (120 dpi, the format of the suffix) written atomically over `path`, the file the
     caller named (`--plot`): no manifest beside it, as the figures live in the documents' folders. A name
@@ -90,7 +117,7 @@ def save_figure(fig, path: str | Path) -> Path:
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in fig.canvas.get_supported_filetypes():
         raise StructseqError(f"{path}: cannot draw a .{fmt} file")
-    with atomic_open(path, "wb") as f:
+    with atomic_open(check_output(path, "--plot"), "wb") as f:
         fig.savefig(f, format=fmt, dpi=120)
     print(f"plot: {path}", file=sys.stderr, flush=True)
     return path

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from structseq.metrics.significance import format_mean_sd
 
-from .records import read_json, save_figure
+from .records import read_json, save_figure, write_output
 
 ORDER = ["classifier", "tree", "tree-nosf", "tree-nonf", "tree-nosf-nonf"]
 
@@ -147,7 +147,5 @@ def render(args: argparse.Namespace) -> str:
     if args.plot:
         plot({c: runs[c] for c in configs}, args.plot)
     if args.out:
-        from structseq.outputs import atomic_write
-
-        atomic_write(args.out, json.dumps(out, indent=1) + "\n")
+        write_output(args.out, json.dumps(out, indent=1) + "\n")
     return "\n".join(lines)
