@@ -74,3 +74,24 @@ def test_ids_score_as_the_search_scored_them_where_text_does_not_give_them_back(
     lost = [i for i, (_, c) in enumerate(flat) if set(c.ids) & {0, 3, 4}]  # <s> <unk> <mask>: dropped as text
     assert lost and any(abs(text_scores[i] - flat[i][1].score) > 1e-3 for i in lost)
     assert torch.is_tensor(by_ids[0])
+
+
+def test_score_nbest_refuses_an_id_that_is_not_one_of_the_models(tmp_path, monkeypatch, capsys):
+    """An id that is not a whole number (3.7, 4.2 were scored as 3 and 4; true, "3") or outside the model's output
+    ids (-1, 99999 and 10^30 were tracebacks) is one line naming FILE:LINE, exit 2. The limit is exact: the last
+    output id (the run's target vocabulary, read from its checkpoint) is scored, the next one refused."""
+    from cli_run import one_line_error, run_main
+
+    size = len(torch.load(OLD_RUN / "checkpoints" / "best.pt", weights_only=True)["vocab"]["tgt"])
+    nbest = tmp_path / "nbest.json"
+
+    def entry(ids) -> str:
+        return json.dumps({"line": 1, "input": "dax lug", "nbest": [{"ids": [5]}, {"ids": ids}]}) + "\n"
+
+    for ids in ([3.7], [4.2, 5], [True], ["3"], [-1], [size], [99999], [10**30]):
+        nbest.write_text(entry([5]) + entry(ids), encoding="utf-8")
+        code, err = run_main(monkeypatch, capsys, "score", OLD_RUN, "--nbest", nbest)
+        one_line_error(code, err, f"{nbest}:2: ")
+    nbest.write_text(entry([size - 1, 0]), encoding="utf-8")
+    code, err = run_main(monkeypatch, capsys, "score", OLD_RUN, "--nbest", nbest, "--format", "json")
+    assert code == 0, err

@@ -263,6 +263,17 @@ class Run(NamedVocabs):
             )
         return out
 
+    def output_size(self, example: Example) -> int:
+        """How many output ids the model scores: the length of its log-probability row at the first decoding step
+        of `example` (the search's own protocol: encode, init_state, step from the task's bos)."""
+        bos = self.task.special_ids().get("bos", Vocab.bos)
+        device = next(self.model.parameters()).device
+        with torch.no_grad():
+            inputs = self.task.to_device(self.task.decode_inputs([example], self.vocabs), device)
+            state = self.model.init_state(self.model.encode(inputs))
+            lp, _ = self.model.step(torch.full((1,), bos, dtype=torch.long, device=device), state)
+        return int(lp.shape[-1])
+
     def score_ids(self, examples: Sequence[Example], ids: Sequence[Sequence[int]], batch_size: int = 64) -> list[dict]:
         """`structseq score --nbest`: given output ids (an n-best entry's `ids`, without </s>) scored through the
         search's own steps, so `score` equals the search's score even where two id sequences detokenise to the

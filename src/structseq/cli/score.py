@@ -51,8 +51,10 @@ def score(
         raise ConfigError("give the outputs to score: either --pairs or --nbest")
     run = load_for_decoding(runs, checkpoint, batch_size=batch_size, threads=threads, overrides=set_)
     if nbest is not None:
-        inputs, ids, where = read_nbest(nbest)
+        inputs, ids, where, lines = read_nbest(nbest)
         examples = run.parse_lines(inputs, str(nbest))
+        if examples:
+            check_ids(nbest, ids, lines, run.output_size(examples[0]))
         rows = [
             {**where[i], **r}
             for i, r in enumerate(run.score_ids(examples[:limit], ids[:limit], run.config.decode.batch_size))
@@ -86,25 +88,39 @@ def score(
         )
 
 
-def read_nbest(path: Path) -> tuple[list[str], list[list[int]], list[dict]]:
-    """The entries of a `predict --nbest --format json` file, one per output: its input line, its ids, and
-    where it stands (`line`, `rank`); a line that is not such an object is an error naming FILE:LINE."""
+def read_nbest(path: Path) -> tuple[list[str], list[list[int]], list[dict], list[int]]:
+    """The entries of a `predict --nbest --format json` file, one per output: its input line, its ids, where
+    it stands (`line`, `rank`) and the file's line holding it; a line that is not such an object, or an id that
+    is not a whole number >= 0, is an error naming FILE:LINE."""
     from structseq.textio import read_text
 
-    inputs, ids, where = [], [], []
+    inputs, ids, where, lines = [], [], [], []
     for n, text in enumerate(read_text(path).splitlines(), 1):
         if not text.strip():
             continue
         try:
             obj = json.loads(text)
-            entries = [[int(i) for i in e["ids"]] for e in obj["nbest"]]
+            entries = [list(e["ids"]) for e in obj["nbest"]]
             line, source = int(obj["line"]), str(obj["input"])
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(
                 f"{path}:{n}: not an n-best line of `predict --nbest N --format json` with ids ({e!r})"
             ) from None
         for rank, r in enumerate(entries, 1):
+            bad = [i for i in r if type(i) is not int or i < 0]  # 3.7, true, "3", -1: not an id (bool is an int)
+            if bad:
+                raise ConfigError(f"{path}:{n}: an n-best id is a whole number >= 0, got {bad[0]!r} (rank {rank})")
             inputs.append(source)
             ids.append(r)
             where.append({"line": line, "rank": rank})
-    return inputs, ids, where
+            lines.append(n)
+    return inputs, ids, where, lines
+
+
+def check_ids(path: Path, ids: list[list[int]], lines: list[int], size: int) -> None:
+    """Every id is one of the model's `size` output ids (what `read_nbest` cannot know), else an error naming
+    FILE:LINE (`lines`: each entry's, from `read_nbest`)."""
+    for r, n in zip(ids, lines):
+        bad = [i for i in r if i >= size]
+        if bad:
+            raise ConfigError(f"{path}:{n}: n-best id {bad[0]} is not an output id of this model (0 to {size - 1})")
