@@ -4,12 +4,14 @@ is one line that says what to delete."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: a training stage that sleeps in the worker: the build is mid-stage, its pool started, when the test kills it
 SLOW_STAGE = """
 import time
+import warnings
 from structseq.compose import stages
 _real = stages.ingest_train
 def slow(work, shard, *args):
@@ -108,3 +111,168 @@ def test_workers_die_with_the_build(tmp_path, sig):
             except ProcessLookupError:
                 pass
         build.wait()
+
+
+# --- through the CLI, on toy files and the inline engine (no process pool to start) -------------------------------
+
+TRAIN = ["the cat sat", "the dog sat", "a cat ran", "a dog ran", "the cat ran", "a dog sat"] * 3
+POOL = ["the dog ran", "a cat sat", "the cat sat", "a dog ran fast", "the dog sat", "a cat ran"]
+
+
+def _build(tmp_path: Path, *extra: str, train: list[str] | None = None, pool: list[str] | None = None, out="out"):
+    from typer.testing import CliRunner
+
+    from structseq.cli import compose as cli
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    for name, lines in (("train.txt", TRAIN if train is None else train), ("pool.txt", POOL if pool is None else pool)):
+        text, path = "".join(s + "\n" for s in lines), tmp_path / name
+        if not path.exists() or path.read_text() != text:  # rewritten, a file would start a new work folder
+            path.write_text(text)
+    args = ["build", "--train", str(tmp_path / "train.txt"), "--pool", str(tmp_path / "pool.txt")]
+    args += ["-o", str(tmp_path / out), "-k", "3", "-d", "0", "-r", "1", "-s", "1", *extra]
+    return CliRunner().invoke(cli.app, args)
+
+
+SHARDED = ("--shards", "2", "--engine", "inline")
+
+
+def _one_error(result, *parts: str) -> None:
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    for part in parts:
+        assert part in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("sharded", [(), SHARDED], ids=["memory", "sharded"])
+@pytest.mark.parametrize("side", ["train", "pool"])
+def test_an_empty_corpus_or_blank_pool_is_refused_on_both_paths(tmp_path, sharded, side):
+    """The sharded path exited 0 and wrote candidates; both now refuse in the same line."""
+    result = _build(tmp_path, *sharded, **{side: ["", "  ", ""]})
+    what = "training corpus" if side == "train" else "pool"
+    _one_error(result, f"{side}.txt: the {what} holds no sentences (empty or blank lines only)")
+    assert not (tmp_path / "out" / "candidates.txt").exists()
+
+
+def test_max_length_is_honoured_without_shards(tmp_path):
+    """--max-length was ignored in memory: a long training line is skipped (as sharded), a long pool line refused."""
+    train = TRAIN + ["the bird flew over the cat"] * 5  # atoms "the bird", "bird flew", ... unless skipped
+    pool = POOL + ["the bird flew"]
+    memory = _build(tmp_path / "m", "--max-length", "5", train=train, pool=pool, out="out")
+    sharded = _build(tmp_path / "s", "--max-length", "5", *SHARDED, train=train, pool=pool, out="out")
+    assert memory.exit_code == 0 and sharded.exit_code == 0, memory.output + sharded.output
+    assert "skipped 5 training line(s) over --max-length 5" in memory.output
+    report = json.loads((tmp_path / "m" / "out" / "report.json").read_text())
+    assert report["pool"] == json.loads((tmp_path / "s" / "out" / "report.json").read_text())["pool"]
+    for name in ("candidates.txt", "candidates.tsv"):
+        assert (tmp_path / "m" / "out" / name).read_bytes() == (tmp_path / "s" / "out" / name).read_bytes()
+    assert _build(tmp_path / "u", train=train, pool=pool, out="out").exit_code == 0
+    unbounded = json.loads((tmp_path / "u" / "out" / "report.json").read_text())
+    assert report["pool"]["with_oov"] == unbounded["pool"]["with_oov"] + 1  # "bird", "flew": in skipped lines only
+    refused = _build(tmp_path / "m", "--max-length", "2", train=train, pool=pool, out="again")
+    _one_error(refused, "pool.txt:1: has 3 tokens, more than the maximum length 2")
+    _one_error(_build(tmp_path / "m", "--max-length", "0", out="zero"), "--max-length must be >= 1")
+
+
+@pytest.mark.parametrize(
+    "pool, shards",
+    [(["the dog ran", "", "a cat sat", ""], "6"), (POOL + ["zz yy qq ww"] * 8, "2")],
+    ids=["more-shards-than-lines", "unknown-words-at-the-end"],
+)
+def test_a_pool_shard_with_no_scorable_sentence(tmp_path, pool, shards):
+    """An empty or all-OOV pool shard crashed the top-K merge (a traceback); now the same candidates as in memory."""
+    memory = _build(tmp_path / "m", pool=pool)
+    sharded = _build(tmp_path / "s", "--shards", shards, "--engine", "inline", pool=pool)
+    assert memory.exit_code == 0 and sharded.exit_code == 0, sharded.output
+    for name in ("candidates.txt", "candidates.tsv"):
+        assert (tmp_path / "m" / "out" / name).read_bytes() == (tmp_path / "s" / "out" / name).read_bytes()
+
+
+@pytest.mark.parametrize("limit, says", [("0", "at least 64MB"), ("1KB", "at least 64MB"), ("99999999TB", "more than")])
+def test_memory_limit_bounds(tmp_path, limit, says):
+    """--memory-limit 0 / 1KB / 99999999TB were DuckDB tracebacks after the training ingest; now refused first."""
+    result = _build(tmp_path, *SHARDED, "--memory-limit", limit)
+    _one_error(result, f"--memory-limit {limit}: {says}")
+    assert not (tmp_path / "out" / "work").exists()
+
+
+def test_pool_problems_are_found_before_the_training_side(tmp_path):
+    """A pool target of the wrong length (accepted silently when it was not checked), a bad pool byte or an
+    over-long pool line are refused before any training stage runs."""
+    (tmp_path / "pool.ref").write_text("one\ntwo\n")
+    result = _build(tmp_path, *SHARDED, "--pool-target", str(tmp_path / "pool.ref"))
+    _one_error(result, "pool.ref: pool has 6 sentences but its targets have 2")
+    assert not (tmp_path / "out" / "work").exists()
+    result = _build(tmp_path, *SHARDED, "--max-length", "3", pool=POOL)
+    _one_error(result, "pool.txt:4: has 4 tokens, more than the maximum length 3")
+    assert not list((tmp_path / "out" / "work").rglob("train/ingest-*.json"))
+    (tmp_path / "pool.txt").write_bytes(b"the cat\n\xff dog\n")
+    from typer.testing import CliRunner
+
+    from structseq.cli import compose as cli
+
+    args = ["build", "--train", str(tmp_path / "train.txt"), "--pool", str(tmp_path / "pool.txt"), "-o"]
+    result = CliRunner().invoke(cli.app, [*args, str(tmp_path / "bytes"), *SHARDED])
+    _one_error(result, "pool.txt:2:")
+    assert not list((tmp_path / "bytes").rglob("train/ingest-*.json"))
+
+
+def test_a_second_build_into_the_same_folder_is_refused(tmp_path):
+    from structseq.compose.preflight import build_lock
+
+    with build_lock(tmp_path / "out"):
+        _one_error(_build(tmp_path, *SHARDED), "another compose build", str(tmp_path / "out"))
+        _one_error(_build(tmp_path), "another compose build")  # in memory too
+    assert _build(tmp_path, *SHARDED).exit_code == 0  # the lock goes with its holder
+
+
+def _work(tmp_path: Path) -> Path:
+    (work,) = (tmp_path / "out" / "work").glob("build-*")
+    return work
+
+
+def test_resume_removes_what_a_killed_build_left_and_clean_work_removes_the_folder(tmp_path):
+    assert _build(tmp_path, *SHARDED).exit_code == 0
+    work = _work(tmp_path)  # kept by default: a rerun with another -d/-r/-s or the uncertainty resumes from it
+    left = [work / "pool" / ".degree-0.parquet.abc123.tmp", work / "levels" / ".atoms-2.npy.tmp"]
+    for path in left:
+        path.write_bytes(b"partial")
+    result = _build(tmp_path, *SHARDED, "--clean-work")
+    assert result.exit_code == 0, result.output
+    assert "removed 2 temporary file(s)" in result.output and f"removed {work}" in result.output
+    assert not work.exists() and not (tmp_path / "out" / "work").exists()
+
+
+@pytest.mark.parametrize(
+    "damage, names",
+    [
+        ("truncate levels/atoms-2.npy", "levels/atoms-2.npy: work file unreadable"),
+        ("garbage vocab.parquet", "vocab.parquet: work file unreadable"),
+        ("truncate pool/top-0.parquet", "pool/top-0.parquet: work file unreadable"),
+        ("truncate levels/cand-2-0.json", "train/encoded-0.npz: work file missing"),
+    ],
+)
+def test_a_damaged_work_folder_is_one_line_naming_what_to_delete(tmp_path, damage, names):
+    assert _build(tmp_path, *SHARDED).exit_code == 0
+    work = _work(tmp_path)
+    how, name = damage.split()
+    path = work / name
+    if how == "garbage":
+        path.write_bytes(b"not parquet at all")
+    else:
+        path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    for record in work.glob("pool/degree-*.json"):  # the degree stage reads the dictionary again
+        record.unlink()
+    _one_error(_build(tmp_path, *SHARDED), names, f"delete {work} and run the build again")
+
+
+@pytest.mark.parametrize("sharded", [(), SHARDED], ids=["memory", "sharded"])
+def test_a_mostly_dropped_pool_is_said_on_the_console(tmp_path, sharded):
+    """2,994 of 3,000 shipped ReaCT pool sentences out of vocabulary was said only in report.json (issue 55)."""
+    pool = POOL[:3] + ["a zebra sat", "the yak ran", "one cat", "the dog swam", "", "cat zebra"]
+    with pytest.warns(UserWarning, match=r"6 of 9 pool sentences \(66.7%\) are left out: 5 have a word seen fewer"):
+        result = _build(tmp_path, *sharded, pool=pool)
+    assert result.exit_code == 0, result.output
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a pool mostly scored: no warning
+        assert _build(tmp_path, *sharded, out="kept").exit_code == 0

@@ -65,10 +65,8 @@ def _assert_same(in_memory, out: Path, report: dict) -> None:
     assert report["selection"] == ref_report["selection"]
     assert report["candidates"] == ref_report["candidates"]
     assert report["train"]["atoms_per_n"] == sizes and report["train"]["sentences"] == ref_report["train"]["sentences"]
-    for key in ("sentences", "in_vocabulary", "with_oov", "empty"):
-        assert report["pool"][key] == ref_report["pool"][key]
-    for key, value in ref_report["pool"]["degree"].items():
-        assert report["pool"]["degree"][key] == pytest.approx(value, rel=1e-12)
+    # exactly: the mean is the exact sum divided once, the median numpy's, whatever the shards (issue 55)
+    assert report["pool"] == ref_report["pool"]
     # every pool sentence's degree, not only the candidates'
     work = Path(report["sharded"]["work_dir"])
     parts = [

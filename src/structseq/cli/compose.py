@@ -17,7 +17,7 @@ from rich.table import Table
 
 from structseq.cli.compose_sharded import Opt, run_sharded, sharded_summary
 from structseq.cli.options import OVERWRITE_HELP, DataRoot
-from structseq.compose.corpus import read_corpora, read_sentences, use_data_root, write_tsv
+from structseq.compose.corpus import read_corpora, read_limited, read_sentences, use_data_root, write_tsv
 from structseq.compose.degree import NgramDictionary, score_pool
 from structseq.compose.plot import (
     BINNINGS,
@@ -27,6 +27,7 @@ from structseq.compose.plot import (
     read_scores,
     score_difference_by_degree,
 )
+from structseq.compose.preflight import build_lock
 from structseq.compose.select import (
     BuildConfig,
     build_benchmark,
@@ -105,7 +106,10 @@ def _outputs(output: Path | None, inputs: list, overwrite: bool) -> Outputs:
 
 def _read_nonempty(paths: Path | list[Path], column: int | None, what: str) -> list[str]:
     """Sentences of a pool or a training corpus; one without a single non-blank line is an error."""
-    sentences = read_corpora(paths if isinstance(paths, list) else [paths], column)
+    return _nonempty(read_corpora(paths if isinstance(paths, list) else [paths], column), paths, what)
+
+
+def _nonempty(sentences: list[str], paths: Path | list[Path], what: str) -> list[str]:
     if not any(s.strip() for s in sentences):
         names = ", ".join(map(str, paths)) if isinstance(paths, list) else str(paths)
         raise DataError(f"the {what} holds no sentences (empty or blank lines only)", names)
@@ -269,6 +273,7 @@ def build(
     work_dir: Opt.WorkDir = None,
     max_length: Opt.MaxLength = None,
     gpus: Opt.Gpus = 0,
+    clean_work: Opt.CleanWork = False,
 ) -> None:
     """The whole pipeline: degree -> top-K candidates -> uncertainty -> drop D -> sample S from the next R.
 
@@ -299,14 +304,19 @@ def build(
             report = run_sharded(err, train, pool, out_dir, config, shards=shards, engine=engine, workers=workers,
                 address=address, memory_limit=memory_limit, work_dir=work_dir, column=column, max_length=max_length,
                 ensemble=_expand(ensemble or []), gpus=gpus, uncertainty=table, pool_target=pool_target,
-                overwrite=overwrite, inputs=[uncertainty_tsv])  # fmt: skip
-            err.print(sharded_summary(report))
+                overwrite=overwrite, inputs=[uncertainty_tsv], keep_work=not clean_work)  # fmt: skip
+            err.print(sharded_summary(report), soft_wrap=True, markup=False, highlight=False)
         else:
             targets = read_sentences(pool_target, side="target") if pool_target else None
-            with _progress() as progress:
+            pool_text, _ = read_limited([pool], column, max_length, skip_long=False)  # the pool first: it can fail
+            train_text, skipped = read_limited(train, column, max_length, skip_long=True)
+            if skipped:
+                err.print(f"skipped {len(skipped)} training line(s) over --max-length {max_length}: {', '.join(skipped[:5])}"
+                          + (", ..." if len(skipped) > 5 else ""), markup=False, highlight=False)  # fmt: skip
+            with _progress() as progress, build_lock(out_dir):
                 report = build_benchmark(
-                    _read_nonempty(train, column, "training corpus"),
-                    _read_nonempty(pool, column, "pool"),
+                    _nonempty(train_text, train, "training corpus"),
+                    _nonempty(pool_text, pool, "pool"),
                     out_dir,
                     config=config,
                     runs=runs,

@@ -22,7 +22,14 @@ MemoryOpt = Annotated[str, typer.Option(help="With --shards: DuckDB's memory lim
 WorkDirOpt = Annotated[Optional[Path], typer.Option(help="With --shards: shard folder (default OUT_DIR/work).")]
 MaxLengthOpt = Annotated[
     Optional[int],
-    typer.Option(help="With --shards: longest line in tokens (train: skipped and named; pool: an error)."),
+    typer.Option(help="Longest line in tokens (train: skipped and named; pool: an error naming file:line)."),
+]
+CleanWorkOpt = Annotated[
+    bool,
+    typer.Option(
+        "--clean-work/--keep-work",
+        help="With --shards: delete the build's work folder once it succeeds (default: keep it, to resume or rerun).",
+    ),
 ]
 GpusOpt = Annotated[float, typer.Option(help="With --shards --engine ray: GPUs per uncertainty task.")]
 
@@ -31,7 +38,7 @@ class Opt:
     """The options above, one import for `compose build`."""
 
     Shards, Engine, Workers, Address, Memory = ShardsOpt, EngineOpt, WorkersOpt, AddressOpt, MemoryOpt
-    WorkDir, MaxLength, Gpus = WorkDirOpt, MaxLengthOpt, GpusOpt
+    WorkDir, MaxLength, Gpus, CleanWork = WorkDirOpt, MaxLengthOpt, GpusOpt, CleanWorkOpt
 
 
 #: seconds between progress lines when stderr is not a terminal
@@ -77,7 +84,8 @@ def run_sharded(console, train, pool, out_dir, config, **kwargs) -> dict:
 
     factory, stop = stage_progress(console)
     try:
-        return build_sharded(train, pool, out_dir, config=config, progress=factory, log=console.print, **kwargs)
+        log = lambda line: console.print(line, soft_wrap=True, markup=False, highlight=False)  # noqa: E731 (a path: one line)
+        return build_sharded(train, pool, out_dir, config=config, progress=factory, log=log, **kwargs)
     finally:
         stop()
 
@@ -90,5 +98,6 @@ def sharded_summary(report: dict) -> str:
         f"{info['engine']} engine, {info['workers']} worker(s): read {report['train']['sentences']} training "
         f"sentences ({info['shards']['train']} shards) and {read['pool_sentences']} pool sentences "
         f"({info['shards']['pool']} shards); skipped {info['skipped']['count']} over-long line(s); "
-        f"wrote {report['candidates']['count']} candidates; shards in {info['work_dir']}"
+        f"wrote {report['candidates']['count']} candidates; "
+        + (f"removed {info['work_dir']}" if info.get("work_removed") else f"shards kept in {info['work_dir']}")
     )

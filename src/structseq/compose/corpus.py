@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from structseq.data.registry import dataset_split, load_dataset
-from structseq.errors import DataError
+from structseq.errors import ConfigError, DataError
 from structseq.outputs import UNCHECKED, Outputs
 from structseq.paths import data_root
 from structseq.textio import CheckedText, open_checked
@@ -72,6 +72,35 @@ def read_corpora(paths: Iterable[str | os.PathLike], column: int | None = None) 
     for path in paths:
         sentences.extend(read_sentences(path, column))
     return sentences
+
+
+def check_max_length(max_length: int | None) -> None:
+    if max_length is not None and max_length < 1:
+        raise ConfigError(f"--max-length must be >= 1 token (or left out: no limit), got {max_length}")
+
+
+def read_limited(
+    paths: Sequence[str | os.PathLike], column: int | None, max_length: int | None, *, skip_long: bool
+) -> tuple[list[str], list[str]]:
+    """`read_corpora` under the sharded path's `--max-length` rules (`shards.read_piece`): a line of more than
+    `max_length` tokens is, when `skip_long` (training), kept as an empty line (corpus indices unchanged) and named
+    in the returned `file:line` list; otherwise (the pool) a DataError naming file:line."""
+    check_max_length(max_length)
+    sentences: list[str] = []
+    skipped: list[str] = []
+    for path in paths:
+        lines = read_sentences(path, column)
+        if max_length is not None:
+            for number, line in enumerate(lines, 1):
+                if len(line.split()) > max_length:
+                    if not skip_long:
+                        raise DataError(
+                            f"has {len(line.split())} tokens, more than the maximum length {max_length}", path, number
+                        )
+                    skipped.append(f"{path}:{number}")
+                    lines[number - 1] = ""
+        sentences.extend(lines)
+    return sentences, skipped
 
 
 def format_float(value: float, digits: int = 6) -> str:

@@ -81,24 +81,23 @@ def merge_keys(con, paths: Sequence[Path], threshold: int, out: Path) -> np.ndar
     return keys
 
 
-def pool_summary(con, paths: Sequence[Path], min_length: int) -> dict:
-    """The report's pool section from the degree shards (median by DuckDB: may differ from numpy's in the last digit)."""
+def pool_summary(con, paths: Sequence[Path]) -> tuple[dict, list[float]]:
+    """The report's pool counts, and its degree count, min and max, from the degree shards; with the middle one or
+    two degrees in order, from which the median is numpy's (`summary.median_of_middle`)."""
+    files = _files(paths)
     row = con.execute(
         "SELECT count(*), count(*) FILTER (n_oov = 0 AND length > 0), count(*) FILTER (n_oov > 0), "
-        "count(*) FILTER (length = 0), count(degree), avg(degree), min(degree), median(degree), max(degree) "
-        "FROM read_parquet(?)",
-        [_files(paths)],
+        "count(*) FILTER (length = 0), count(degree), min(degree), max(degree) FROM read_parquet(?)",
+        [files],
     ).fetchone()
     summary = {"count": int(row[4])}
+    middle: list[float] = []
     if row[4]:
-        summary.update(mean=float(row[5]), min=float(row[6]), median=float(row[7]), max=float(row[8]))
-    return {
-        "sentences": int(row[0]),
-        "in_vocabulary": int(row[1]),
-        "with_oov": int(row[2]),
-        "empty": int(row[3]),
-        "degree": summary,
-    }
+        summary.update(min=float(row[5]), max=float(row[6]))
+        query = "SELECT degree FROM read_parquet(?) WHERE degree IS NOT NULL ORDER BY degree LIMIT 2 OFFSET ?"
+        middle = [r[0] for r in con.execute(query, [files, (int(row[4]) - 1) // 2]).fetchall()]
+    counts = {"sentences": int(row[0]), "in_vocabulary": int(row[1]), "with_oov": int(row[2]), "empty": int(row[3])}
+    return {**counts, "degree": summary}, middle
 
 
 def _copy(con, query: str, params: list, out: Path) -> None:

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,6 +20,8 @@ import numpy as np
 
 from structseq.compose.corpus import column, parse_float, read_tsv, write_tsv
 from structseq.compose.degree import DegreeResult, NgramDictionary, score_pool
+from structseq.compose.summary import pool_warning
+from structseq.compose.summary import summarize as _summary
 from structseq.compose.uncertainty import MEASURES, EnsembleMember, UncertaintyResult, score_ensemble
 from structseq.errors import ConfigError, DataError
 from structseq.outputs import UNCHECKED, OutputError, Outputs
@@ -217,20 +220,6 @@ def read_degree_tsv(path: str | os.PathLike) -> DegreeTable:
     )
 
 
-def _summary(values: np.ndarray) -> dict[str, float]:
-    values = np.asarray(values, dtype=np.float64)
-    values = values[np.isfinite(values)]
-    if not len(values):
-        return {"count": 0}
-    return {
-        "count": int(len(values)),
-        "mean": float(values.mean()),
-        "min": float(values.min()),
-        "median": float(np.median(values)),
-        "max": float(values.max()),
-    }
-
-
 def build_benchmark(
     train: Sequence[str],
     pool: Sequence[str],
@@ -325,6 +314,8 @@ def _degree_phase(train, pool, config: BuildConfig, report: dict, progress) -> t
         "empty": int((degrees.lengths == 0).sum()),
         "degree": _summary(degrees.degree),
     }
+    if warning := pool_warning(report["pool"], config.min_count):
+        warnings.warn(warning, stacklevel=3)
     report["candidates"] = {"count": int(len(candidates)), "degree": _summary(degrees.degree[candidates])}
     return degrees, candidates
 

@@ -14,10 +14,13 @@ tasks; a changed input or setting starts a new subfolder and never reuses stale 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -26,10 +29,11 @@ from types import SimpleNamespace
 import numpy as np
 
 from structseq.compose import stages
+from structseq.compose.corpus import check_max_length
 from structseq.compose.engines import InlineEngine, LocalEngine, peak_rss_mib
+from structseq.compose.preflight import build_lock, check_writable, memory_limit_bytes, remove_leftovers
 from structseq.compose.select import (
     BuildConfig,
-    _summary,
     _write_report,
     after_candidates,
     build_files,
@@ -37,6 +41,7 @@ from structseq.compose.select import (
     write_uncertainty_tsv,
 )
 from structseq.compose.shards import piece_dict, plan, read_parquet, read_piece, write_parquet
+from structseq.compose.summary import exact_sum, median_of_middle, pool_warning, summarize
 from structseq.errors import ConfigError, DataError
 from structseq.outputs import OutputError, Outputs, atomic_write
 
@@ -133,15 +138,28 @@ class _Runner:
         return records
 
 
-def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config: BuildConfig, shards: int, **opts):
+def ingest_pool(runner: _Runner, work: Path, pieces: list, pool: Path, **opts) -> None:
+    """Pool side first (bytes, over-long lines and an all-blank pool are found before the training side runs)."""
+    records = runner.run(
+        "pool ingest",
+        stages.ingest_pool,
+        [(str(work), s, piece_dict(p), opts["column"], opts["max_length"]) for s, p in enumerate(pieces)],
+    )
+    if not sum(r.get("nonblank", r["sentences"]) for r in records):
+        raise DataError("the pool holds no sentences (empty or blank lines only)", pool)
+
+
+def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config: BuildConfig, pieces: list, **opts):
     """Training side: ingest, vocabulary, encode, then one count + merge per n-gram length. Returns (levels, report)."""
-    pieces = plan(list(train), shards)
     w = str(work)
     records = runner.run(
         "train ingest",
         stages.ingest_train,
         [(w, s, piece_dict(p), opts["column"], opts["max_length"]) for s, p in enumerate(pieces)],
     )
+    if not sum(r["tokens"] for r in records):
+        names = ", ".join(map(str, train))
+        raise DataError("the training corpus holds no sentences (empty or blank lines only)", names)
     vocab = runner.run(
         "vocabulary", stages.merge_words, [(w, len(pieces), config.min_count, opts["memory_limit"], opts["threads"])]
     )
@@ -189,15 +207,9 @@ def _drop(work: Path, *patterns: str) -> None:
             path.unlink()
 
 
-def score_and_rank(runner: _Runner, work: Path, pool: Path, config: BuildConfig, shards: int, levels: int, **opts):
-    """Pool side: ingest, degree per shard, each shard's top-K, the exact merge. Returns (candidates, texts, rows)."""
-    pieces = plan([pool], shards)
+def score_and_rank(runner: _Runner, work: Path, pieces: list, config: BuildConfig, levels: int):
+    """Pool side: degree per shard, each shard's top-K, the exact merge. Returns (candidates, texts, rows)."""
     w = str(work)
-    runner.run(
-        "pool ingest",
-        stages.ingest_pool,
-        [(w, s, piece_dict(p), opts["column"], opts["max_length"]) for s, p in enumerate(pieces)],
-    )
     knobs = {
         k: getattr(config, k) for k in ("min_count", "atom_threshold", "max_n", "min_length", "candidates", "seed")
     }
@@ -214,7 +226,7 @@ def score_and_rank(runner: _Runner, work: Path, pool: Path, config: BuildConfig,
         order = np.lexsort((merged["index"], merged["tie"], -merged["degree"]))
         chosen = first_distinct(order.tolist(), sentences, config.candidates)
         rows, texts = {k: v[chosen] for k, v in merged.items()}, [sentences[i] for i in chosen.tolist()]
-    return rows, texts, len(pieces), sum(r["sentences"] for r in degrees)
+    return rows, texts
 
 
 def build_sharded(
@@ -240,8 +252,10 @@ def build_sharded(
     log: Callable[[str], None] = lambda line: None,
     overwrite: bool = False,
     inputs: Sequence[object] = (),
+    keep_work: bool = True,
 ) -> dict:
-    """`build_benchmark` over files too large for memory; writes the same files (plus the work folder).
+    """`build_benchmark` over files too large for memory; writes the same files (plus the work folder, which
+    `keep_work=False` deletes once the build has succeeded).
 
     `memory_limit` bounds DuckDB's group-bys (they spill beyond it); each worker holds one shard at a time, so
     the total is about memory_limit + workers x (a shard's memory): pick `shards` so a shard is small.
@@ -251,8 +265,80 @@ def build_sharded(
     members) score them here.
     """
     config = config or BuildConfig()
+    train, pool, out = [Path(p) for p in train], Path(pool), Path(out_dir)
+    _check_settings(config, (runs, ensemble, uncertainty), out, memory_limit, engine, max_length)
+    outputs = Outputs([*train, pool, pool_target, *inputs], overwrite=overwrite)
+    for name in build_files(runs is not None or bool(ensemble), uncertainty is not None, pool_target is not None):
+        outputs.check(out / name)
+    # every cheap check before the first stage: the plans count the lines, so the targets' length is known now
+    pool_pieces, train_pieces = plan([pool], shards), plan(list(train), shards)
+    pool_sentences = sum(p.lines for p in pool_pieces)
+    if pool_target is not None:
+        _check_targets(Path(pool_target), pool_sentences)
+    workers = workers or min(os.cpu_count() or 1, shards)
+    work = work_folder(Path(work_dir) if work_dir else out / "work", train, pool, config, shards, max_length)
+    check_writable(out, "build's files")
+    check_writable(work, "work files")
+    with build_lock(out, work):
+        stages.forget()
+        if removed := remove_leftovers(work):
+            log(f"removed {removed} temporary file(s) that a killed build left in {work}")
+        opts = {"column": column, "max_length": max_length, "memory_limit": memory_limit, "threads": workers}
+        runner = _Runner(make_engine(engine, workers, address), progress, log)
+        clock = time.perf_counter()
+        try:
+            ingest_pool(runner, work, pool_pieces, pool, **opts)
+            levels, train_report, read, skipped = build_dictionary(runner, work, train, config, train_pieces, **opts)
+            rows, texts = score_and_rank(runner, work, pool_pieces, config, levels)
+            pool_report = _pool_report(work, memory_limit, workers, len(pool_pieces))
+            if warning := pool_warning(pool_report, config.min_count):
+                warnings.warn(warning, stacklevel=2)
+        finally:
+            runner.engine.close()
+        report: dict = {"config": asdict(config), "timings_s": {"degree_phase": round(time.perf_counter() - clock, 3)}}
+        report["train"], report["pool"] = train_report, pool_report
+        report["candidates"] = {"count": int(len(texts)), "degree": summarize(rows["degree"])}
+        outputs.write(out / "candidates.txt", "".join(s + "\n" for s in texts))
+        candidates = rows["index"]
+        pool_view = Sparse(candidates, texts)
+        degrees = SimpleNamespace(
+            lengths=Sparse(candidates, rows["length"]),
+            cover_size=Sparse(candidates, rows["cover_size"]),
+            degree=Sparse(candidates, rows["degree"]),
+        )
+        if ensemble:
+            uncertainty = score_candidates(runner, work, texts, [str(p) for p in ensemble], config, gpus)
+            report["timings_s"]["uncertainty"] = runner.stages["uncertainty"]["seconds"]
+            report["ensemble_size"] = len(ensemble)
+            write_uncertainty_tsv(out / "uncertainty.tsv", uncertainty, outputs)
+        targets = _targets_at(pool_target, candidates, pool_sentences) if pool_target is not None else None
+        after_candidates(out, pool_view, targets, degrees, candidates, runs, uncertainty, config, report, outputs, None)
+        report["sharded"] = {
+            "engine": runner.engine.name,
+            "workers": runner.engine.workers,
+            "shards": {"train": read["train_shards"], "pool": len(pool_pieces)},
+            "memory_limit": memory_limit,
+            "work_dir": str(work),
+            "read": {**read, "pool_sentences": pool_sentences},
+            "skipped": {"count": len(skipped), "lines": skipped[:100]},
+            "stages": runner.stages,
+            "peak_rss_mib_main": peak_rss_mib(),
+        }
+        if not keep_work:
+            report["sharded"]["work_removed"] = True
+        _write_report(out, report, outputs)
+        atomic_write(work / "summary.json", json.dumps(report["sharded"], indent=1) + "\n")
+    if not keep_work:  # the lock released: nothing of this build is left to resume
+        shutil.rmtree(work)
+        with contextlib.suppress(OSError):
+            work.parent.rmdir()  # the work root, when no other build's folder is in it
+    return report
+
+
+def _check_settings(config: BuildConfig, scorers: tuple, out: Path, memory_limit: str, engine: str, max_length):
+    """Every setting, before any file is read: the knobs, the extra's libraries, the output folder's kind."""
     config.validate()
-    if sum(x is not None and x != [] for x in (runs, ensemble, uncertainty)) > 1:
+    if sum(x is not None and x != [] for x in scorers) > 1:
         raise ConfigError("give one of ensemble runs, ensemble run directories or an uncertainty table")
     try:
         import duckdb  # noqa: F401
@@ -261,61 +347,40 @@ def build_sharded(
         raise ConfigError(
             f"--shards needs DuckDB and Arrow ({error.name} is missing): pip install 'structseq[sharded]'"
         ) from None
-    train, pool = [Path(p) for p in train], Path(pool)
-    out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out}: is a file; the build writes a folder of files: choose another --out-dir")
-    outputs = Outputs([*train, pool, pool_target, *inputs], overwrite=overwrite)
-    for name in build_files(runs is not None or bool(ensemble), uncertainty is not None, pool_target is not None):
-        outputs.check(out / name)
-    workers = workers or min(os.cpu_count() or 1, shards)
-    work = work_folder(Path(work_dir) if work_dir else out / "work", train, pool, config, shards, max_length)
-    work.mkdir(parents=True, exist_ok=True)
-    opts = {"column": column, "max_length": max_length, "memory_limit": memory_limit, "threads": workers}
-    runner = _Runner(make_engine(engine, workers, address), progress, log)
-    clock = time.perf_counter()
+    memory_limit_bytes(memory_limit, engine)
+    check_max_length(max_length)
+
+
+def _pool_report(work: Path, memory_limit: str, threads: int, shards: int) -> dict:
+    """The pool section of report.json, equal to the in-memory one (`summary`): counts, min, max and the middle
+    values by DuckDB, the mean from each shard's exact sum."""
+    paths = [work / "pool" / f"degree-{s}.parquet" for s in range(shards)]
+    con = stages.ngrams_duckdb.connect(memory_limit, work / "spill", threads)
     try:
-        levels, train_report, read, skipped = build_dictionary(runner, work, train, config, shards, **opts)
-        rows, texts, pool_shards, pool_sentences = score_and_rank(runner, work, pool, config, shards, levels, **opts)
-        con = stages.ngrams_duckdb.connect(memory_limit, work / "spill", workers)
-        pool_report = stages.ngrams_duckdb.pool_summary(
-            con, sorted((work / "pool").glob("degree-*.parquet")), config.min_length
-        )
-        con.close()
+        report, middle = stages.ngrams_duckdb.pool_summary(con, paths)
     finally:
-        runner.engine.close()
-    report: dict = {"config": asdict(config), "timings_s": {"degree_phase": round(time.perf_counter() - clock, 3)}}
-    report["train"], report["pool"] = train_report, pool_report
-    report["candidates"] = {"count": int(len(texts)), "degree": _summary(rows["degree"])}
-    outputs.write(out / "candidates.txt", "".join(s + "\n" for s in texts))
-    candidates = rows["index"]
-    pool_view = Sparse(candidates, texts)
-    degrees = SimpleNamespace(
-        lengths=Sparse(candidates, rows["length"]),
-        cover_size=Sparse(candidates, rows["cover_size"]),
-        degree=Sparse(candidates, rows["degree"]),
-    )
-    if ensemble:
-        uncertainty = score_candidates(runner, work, texts, [str(p) for p in ensemble], config, gpus)
-        report["timings_s"]["uncertainty"] = runner.stages["uncertainty"]["seconds"]
-        report["ensemble_size"] = len(ensemble)
-        write_uncertainty_tsv(out / "uncertainty.tsv", uncertainty, outputs)
-    targets = _targets_at(pool_target, candidates, pool_sentences) if pool_target is not None else None
-    after_candidates(out, pool_view, targets, degrees, candidates, runs, uncertainty, config, report, outputs, None)
-    report["sharded"] = {
-        "engine": runner.engine.name,
-        "workers": runner.engine.workers,
-        "shards": {"train": read["train_shards"], "pool": pool_shards},
-        "memory_limit": memory_limit,
-        "work_dir": str(work),
-        "read": {**read, "pool_sentences": pool_sentences},
-        "skipped": {"count": len(skipped), "lines": skipped[:100]},
-        "stages": runner.stages,
-        "peak_rss_mib_main": peak_rss_mib(),
-    }
-    _write_report(out, report, outputs)
-    atomic_write(work / "summary.json", json.dumps(report["sharded"], indent=1) + "\n")
+        con.close()
+    degree = report["degree"]
+    if degree["count"]:
+        total = sum(exact_sum(_finite(read_parquet(p, ["degree"])["degree"])) for p in paths)
+        mean, median = float(total / degree["count"]), median_of_middle(middle, degree["count"])
+        report["degree"] = {"count": degree["count"], "mean": mean, "min": degree["min"], "median": median,
+                            "max": degree["max"]}  # fmt: skip
     return report
+
+
+def _finite(values) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    return values[np.isfinite(values)]
+
+
+def _check_targets(path: Path, expected: int) -> None:
+    """--pool-target has one line per pool line: counted (a newline count) before any stage runs."""
+    lines = sum(p.lines for p in plan([path], 1))
+    if lines != expected:
+        raise DataError(f"pool has {expected} sentences but its targets have {lines}", path)
 
 
 def score_candidates(

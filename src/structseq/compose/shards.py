@@ -14,12 +14,14 @@ import gzip
 import io
 import json
 import os
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from structseq.compose.corpus import _is_tsv, sentence_of
+from structseq.compose.preflight import damaged
 from structseq.errors import DataError
 from structseq.outputs import atomic_open, atomic_write
 from structseq.textio import BOM, check_line
@@ -148,21 +150,35 @@ def read_piece(piece: Piece, column: int | None = None, max_length: int | None =
     return out, skipped
 
 
+#: what reading a truncated, overwritten or deleted work file raises (pyarrow's errors are ValueError / OSError)
+UNREADABLE = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile)
+
+
 def write_parquet(path: Path, columns: dict[str, object]) -> None:
-    """A Parquet file of `columns` (numpy arrays or lists), written atomically."""
+    """A Parquet file of `columns` (numpy arrays, or lists of strings), written atomically."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    # from_pandas: a float NaN (an unscored degree) is stored as null, so SQL aggregates skip it
-    table = pa.table({name: pa.array(values, from_pandas=True) for name, values in columns.items()})
+    # from_pandas: a float NaN (an unscored degree) is stored as null, so SQL aggregates skip it; a list is text,
+    # typed as such even when empty (an empty shard's sentences read back as a list, not an array of nulls)
+    table = pa.table(
+        {
+            name: pa.array(values, type=pa.string() if isinstance(values, list) else None, from_pandas=True)
+            for name, values in columns.items()
+        }
+    )
     with atomic_open(path, "wb") as handle:
         pq.write_table(table, handle)
 
 
 def read_parquet(path: Path, columns: list[str] | None = None) -> dict[str, np.ndarray | list]:
+    """The columns of a work file; one that cannot be read is a DataError naming it and the folder to delete."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path, columns=columns)
+    try:
+        table = pq.read_table(path, columns=columns)
+    except UNREADABLE as error:
+        raise damaged(path, error) from None
     out: dict = {}
     for name in table.column_names:
         col = table.column(name)
@@ -177,8 +193,22 @@ def save_arrays(path: Path, **arrays: np.ndarray) -> None:
 
 
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as data:
-        return {k: data[k] for k in data.files}
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except UNREADABLE as error:
+        raise damaged(path, error) from None
+
+
+def load_keys(path: Path) -> np.ndarray:
+    """A level's sorted atom keys (.npy), memory-mapped: the workers share one copy in the page cache."""
+    try:
+        keys = np.load(path, mmap_mode="r")
+    except UNREADABLE as error:
+        raise damaged(path, error) from None
+    if keys.dtype != np.int64 or keys.ndim != 1:
+        raise damaged(path, ValueError(f"holds {keys.dtype} of shape {keys.shape}, not int64 keys"))
+    return keys
 
 
 def done(path: Path) -> dict | None:

@@ -16,6 +16,7 @@ import functools
 import time
 from array import array
 from collections.abc import Callable
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,12 +25,14 @@ import numpy as np
 from structseq.compose import ngrams_duckdb
 from structseq.compose.degree import Encoded, NgramDictionary, score_pool
 from structseq.compose.engines import cpu_seconds, peak_rss_mib
+from structseq.compose.preflight import damaged
 from structseq.compose.select import first_distinct
 from structseq.compose.shards import (
     Piece,
     done,
     finish,
     load_arrays,
+    load_keys,
     read_parquet,
     read_piece,
     save_arrays,
@@ -77,21 +80,41 @@ def ingest_train(work: Path, shard: int, piece: dict, column, max_length) -> dic
     return dict(sentences=len(sentences), tokens=int(len(ids)), skipped=skipped)
 
 
+@contextmanager
+def _merging(work: Path):
+    """A DuckDB merge over the shards' counts: a count file it cannot read (truncated, deleted) is one line."""
+    import duckdb
+
+    try:
+        yield
+    except duckdb.IOException as error:
+        raise damaged(work / "train", error) from None
+    except duckdb.InvalidInputException as error:
+        raise damaged(work / "levels", error) from None
+
+
 @stage(lambda *_: "vocab.json")
 def merge_words(work: Path, shards: int, min_count: int, memory_limit: str, threads: int) -> dict:
     """The vocabulary: words seen at least `min_count` times in the whole training side (DuckDB)."""
     con = ngrams_duckdb.connect(memory_limit, work / "spill", threads)
     paths = [work / "train" / f"words-{s}.parquet" for s in range(shards)]
-    size = ngrams_duckdb.merge_words(con, paths, min_count, work / "vocab.parquet")
+    with _merging(work):
+        size = ngrams_duckdb.merge_words(con, paths, min_count, work / "vocab.parquet")
     con.close()
     return dict(vocabulary=int(size))
 
 
 @lru_cache(maxsize=2)
 def _vocabulary(work: str) -> tuple[list[str], np.ndarray, dict[str, int]]:
-    table = read_parquet(Path(work) / "vocab.parquet")
+    table = read_parquet(Path(work) / "vocab.parquet", ["word", "count"])
     words = table["word"]
     return words, np.asarray(table["count"], np.int64), {w: i for i, w in enumerate(words)}
+
+
+def forget() -> None:
+    """Drop what this process cached of work folders (a new build reads them again: one may have changed)."""
+    _vocabulary.cache_clear()
+    _ensemble.cache_clear()
 
 
 @stage(lambda shard: f"train/encoded-{shard}.json")
@@ -122,7 +145,7 @@ def count_level(work: Path, shard: int, n: int, atom_threshold: int) -> dict:
         prefix = ids[positions].astype(np.int64)
     else:
         previous = load_arrays(work / "levels" / f"cand-{n - 1}-{shard}.npz")
-        atoms = np.load(work / "levels" / f"atoms-{n - 1}.npy", mmap_mode="r")
+        atoms = load_keys(work / "levels" / f"atoms-{n - 1}.npy")
         positions, prefix = _atoms_at(previous["positions"], previous["keys"], atoms)
     level_id = np.full(len(ids), -1, dtype=np.int64)
     level_id[positions] = prefix
@@ -153,7 +176,8 @@ def merge_level(work: Path, shards: int, n: int, atom_threshold: int, memory_lim
     """The atoms of length n: keys counted more than `atom_threshold` times over all shards (DuckDB)."""
     con = ngrams_duckdb.connect(memory_limit, work / "spill", threads)
     paths = [work / "levels" / f"counts-{n}-{s}.parquet" for s in range(shards)]
-    atoms = ngrams_duckdb.merge_keys(con, paths, atom_threshold, work / "levels" / f"atoms-{n}.npy")
+    with _merging(work):
+        atoms = ngrams_duckdb.merge_keys(con, paths, atom_threshold, work / "levels" / f"atoms-{n}.npy")
     con.close()
     return dict(atoms=int(len(atoms)))
 
@@ -161,7 +185,7 @@ def merge_level(work: Path, shards: int, n: int, atom_threshold: int, memory_lim
 def load_dictionary(work: str, levels: int, min_count: int, atom_threshold: int, max_n) -> NgramDictionary:
     """The atom dictionary from the work folder; the level keys are memory-mapped, shared by the workers."""
     words, counts, vocab = _vocabulary(work)
-    level_keys = {n: np.load(Path(work) / "levels" / f"atoms-{n}.npy", mmap_mode="r") for n in range(2, levels + 1)}
+    level_keys = {n: load_keys(Path(work) / "levels" / f"atoms-{n}.npy") for n in range(2, levels + 1)}
     return NgramDictionary(words, counts, min_count, atom_threshold, max_n, level_keys, vocab)
 
 
@@ -172,7 +196,7 @@ def ingest_pool(work: Path, shard: int, piece: dict, column, max_length) -> dict
     sentences, _ = read_piece(info, column, max_length, skip_long=False)
     index = np.arange(info.first_index, info.first_index + len(sentences), dtype=np.int64)
     write_parquet(work / "pool" / f"ingest-{shard}.parquet", {"index": index, "sentence": sentences})
-    return dict(sentences=len(sentences))
+    return dict(sentences=len(sentences), nonblank=sum(1 for s in sentences if s.strip()))
 
 
 @stage(lambda shard, *_: f"pool/degree-{shard}.json")
