@@ -141,3 +141,40 @@ def test_grammar_errors_are_one_line():
     pieces = OutputSpace(SPECIALS + ["I_", "JUMP"], detokenize=lambda ids: ["I_JUMP"])
     with pytest.raises(ConfigError, match=r"'decode.grammar': grammar 'scan' constrains output words, but this model"):
         build_processors(cfg, pieces)
+
+
+def _record(path, ratio_free=2.0, ratio_grammar=2.5):
+    import json
+
+    row = {
+        "dataset": "cogs",
+        "split": "gen",
+        "beam": 5,
+        "n": 4,
+        "free": {"ill_formed_share": 0.25, "exact_match": 0.5, "cpu_seconds": ratio_free, "per_category": {"a": 0.5}},
+        "grammar": {
+            "ill_formed_share": 0.0,
+            "exact_match": 0.75,
+            "cpu_seconds": ratio_grammar,
+            "per_category": {"a": 1.0},
+        },
+        "time_ratio": ratio_grammar / ratio_free,
+    }
+    rec = {
+        "grammar": "cogs",
+        "arch": "lstm",
+        "command": "python benchmarks/bench_grammar.py R",
+        "load_average": [3.0, 2, 1],
+    }
+    path.write_text(json.dumps(rec | {"rows": [row]}))
+    return path
+
+
+def test_report_grammar_renders_records(tmp_path, capsys):
+    from structseq.report.kinds import parse, run
+
+    path = _record(tmp_path / "g.json")
+    table = run(parse(["grammar", str(path)]), ["grammar", str(path)])
+    assert "| lstm on cogs (cogs) | gen | 5 | 4 | 25.0% | 0.0% | 50.0% | 75.0% | 2.0 | 2.5 | 1.25 | 3.0 |" in table
+    cats = run(parse(["grammar", str(path), "--categories", "gen"]), [])
+    assert "| a | 50.0% | 100.0% |" in cats

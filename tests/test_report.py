@@ -365,6 +365,7 @@ RECORD_COMMANDS = [
     ("gpu", "ab --a DIR --b DIR"),
     ("ops", "ops a=JSON"),
     ("ops", "buckets JSON"),
+    ("grammar", "JSON"),
     *(("bench", f"{k} a=JSON") for k in ("fairseq-train", "dangle-formulations", "search", "commits")),
     *(
         ("bench", f"{k} JSON")

@@ -18,6 +18,7 @@ KINDS = {
     "ops": ("ops", "operators per update, and batch composition (buckets)"),
     "compose-scale": ("compose_scale", "the compose corpus-scale benchmark, measured or extrapolated"),
     "bench": ("bench", "benchmark JSON files (benchmarks/*.py), one kind per benchmark"),
+    "grammar": ("grammar", "grammar constraints on trained runs: ill-formed outputs, exact match, decoding time"),
     "lists": ("lists", "the README's lists of tasks, model families, datasets, metrics, extension points"),
 }
 RAW = argparse.RawDescriptionHelpFormatter

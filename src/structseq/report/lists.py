@@ -96,7 +96,37 @@ def extensions() -> list[str]:
     return rows
 
 
-LISTS = {"tasks": tasks, "archs": archs, "datasets": datasets, "metrics": metrics, "extensions": extensions}
+def _default(f):
+    import dataclasses
+
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def processors() -> list[str]:
+    import dataclasses
+    import json
+
+    from structseq.registry import GRAMMARS, PROCESSORS
+
+    rows = ["| processor (`decode.processors.NAME`) | settings (default) | rank | what it does |", "|---|---|---:|---|"]
+    for name, p in sorted(builtin(PROCESSORS, _build).items(), key=lambda e: e[1].rank):
+        keys = ", ".join(f"`{f.name}` ({json.dumps(_default(f))})" for f in dataclasses.fields(p.options))
+        rows.append(f"| `{name}` | {keys} | {p.rank} | {_first_line(p.doc)} |")
+    grammars = ", ".join(f"`{n}`" for n in sorted(GRAMMARS.names()))
+    rows.append(
+        f"| `decode.grammar: NAME` | {grammars} | 50 | only tokens that keep the output a sentence of the grammar |"
+    )
+    return rows
+
+
+LISTS = {
+    "tasks": tasks,
+    "processors": processors,
+    "archs": archs,
+    "datasets": datasets,
+    "metrics": metrics,
+    "extensions": extensions,
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
