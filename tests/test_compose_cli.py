@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import zlib
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from structseq.cli import compose as cli
-from structseq.compose.select import read_degree_tsv
+from structseq.compose.select import read_degree_tsv, read_uncertainty_tsv
 from test_compose_select import toy_corpus
 from test_compose_uncertainty import FakeRun
 
@@ -241,3 +243,39 @@ def test_name_split_specs_read_from_the_data_root_option(tmp_path):
         corpus.use_data_root(None)
     assert result.exit_code == 0, result.output
     assert "zorp blick" in result.output
+
+
+class NearTieRun(FakeRun):
+    """The same distributions for every sentence of a length, nudged by up to 1e-6 per sentence: uncertainties that
+    differ only past the 6th significant digit (the ties the TSV's 6 digits made, issue 55)."""
+
+    def token_log_probs(self, sources, targets):
+        out = []
+        for source, target in zip(sources, targets):
+            rows = len(target.split()) + 1
+            base = torch.randn(rows, self.vocab, generator=torch.Generator().manual_seed(self.member + 100 * rows))
+            nudge = (zlib.crc32(source.encode()) % 997) * 1e-9
+            out.append(torch.log_softmax(base.double() * (1 + nudge), -1))
+        return out
+
+
+def test_both_react_routes_select_the_same_test_set(files, monkeypatch):
+    """One step (`build --ensemble`) and two (`build`, `uncertainty` on its candidates, `build --uncertainty`)."""
+    monkeypatch.setattr(cli, "load_ensemble", lambda dirs: [NearTieRun(i) for i, _ in enumerate(dirs)])
+    members = sum((["--ensemble", str(files / f"run{i}")] for i in range(3)), [])
+    data = ["--train", str(files / "train.txt"), "--pool", str(files / "pool.txt")]
+    sizes = ["-k", "40", "-d", "5", "-r", "20", "-s", "8", "--seed", "3"]
+    one = runner.invoke(cli.app, ["build", *data, *sizes, "-o", str(files / "one"), *members])
+    assert one.exit_code == 0, one.output
+    two = runner.invoke(cli.app, ["build", *data, *sizes, "-o", str(files / "two")])
+    assert two.exit_code == 0, two.output
+    table = files / "two.tsv"
+    scored = ["uncertainty", *members, "--pool", str(files / "two" / "candidates.txt"), "-o", str(table)]
+    assert runner.invoke(cli.app, scored).exit_code == 0
+    assert table.read_bytes() == (files / "one" / "uncertainty.tsv").read_bytes()
+    resumed = runner.invoke(cli.app, ["build", *data, *sizes, "-o", str(files / "two"), "--uncertainty", str(table)])
+    assert resumed.exit_code == 0, resumed.output
+    for name in ("test.src", "selected.tsv"):
+        assert (files / "two" / name).read_bytes() == (files / "one" / name).read_bytes(), name
+    rmi = read_uncertainty_tsv(table).measures["rmi"]
+    assert len(set(rmi.tolist())) == len(rmi) > len({f"{v:.6g}" for v in rmi.tolist()})  # near ties, kept apart

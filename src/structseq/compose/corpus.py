@@ -103,11 +103,13 @@ def read_limited(
     return sentences, skipped
 
 
-def format_float(value: float, digits: int = 6) -> str:
-    """TSV spelling of a float; NaN becomes the empty field so spreadsheets see a blank."""
+def format_float(value: float) -> str:
+    """TSV spelling of a float: the shortest text that reads back as the same float (`repr`), so a table read back
+    (`compose build --uncertainty`, `compose plot --degree`) ranks and ties exactly as the values it was written
+    from; NaN becomes the empty field so spreadsheets see a blank."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    return f"{value:.{digits}g}"
+    return repr(float(value))
 
 
 def write_tsv(
