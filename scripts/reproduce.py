@@ -1,9 +1,16 @@
-"""`structseq sweep` (structseq.experiments.sweep) under its old name: the same arguments, the same records."""
+"""`structseq sweep` under its old name: the same arguments, the same records."""
 
 import sys
 
-from structseq.errors import run_cli
-from structseq.experiments.sweep import main
+from structseq.cli import app
+from structseq.cli import main as structseq
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`structseq sweep ARGV` in this process, its errors raised (for `structseq.errors.run_cli`); its exit status."""
+    return app(["sweep", *(sys.argv[1:] if argv is None else argv)], standalone_mode=False, prog_name="structseq") or 0
+
 
 if __name__ == "__main__":
-    sys.exit(run_cli(main))
+    sys.argv = ["structseq", "sweep", *sys.argv[1:]]
+    structseq()

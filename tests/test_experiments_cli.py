@@ -22,15 +22,100 @@ def test_plan_prints_the_same_table_as_the_script():
     assert "| cell | seeds asked |" in via_cli.stdout and "scan-jump-lstm-simple" in via_cli.stdout
 
 
-def test_sweep_passes_every_argument_and_help_to_its_parser(tmp_path):
-    helped = _run("-m", "structseq.cli", "sweep", "--help")
-    assert (
-        helped.returncode == 0
-        and helped.stdout.startswith("usage: structseq sweep")
-        and "--curve-every" in helped.stdout
-    )
+def test_sweep_and_plan_have_the_typer_help_of_every_command(tmp_path):
+    """Issue 55.5: one CLI style; the help names `structseq sweep`/`plan`, never the scripts or developer notes."""
+    for command, option in (("sweep", "--curve-every"), ("plan", "--probe-batches")):
+        for args in (
+            ("-m", "structseq.cli", command),
+            (f"scripts/{'reproduce' if command == 'sweep' else 'plan'}.py",),
+        ):
+            helped = _run(*args, "--help")
+            assert helped.returncode == 0 and f" {command} [OPTIONS]" in helped.stdout, helped.stderr
+            assert option in helped.stdout and "scripts/" not in helped.stdout and "450" not in helped.stdout
     torn = tmp_path / "r.jsonl"
     torn.write_text('{"config": "c", "seed": 1}\n{"config": \n')
     for args in (("-m", "structseq.cli", "sweep"), ("scripts/reproduce.py",)):
         out = _run(*args, "configs/scan-jump/lstm-256.yaml", "--out", str(torn))
         assert out.returncode == 2 and f"{torn}:2: not a JSON record" in out.stderr and "Traceback" not in out.stderr
+
+
+def _records(path: Path, config: str, seeds) -> None:
+    path.write_text(
+        "".join(f'{{"config": "{config}", "seed": {s}, "overrides": [], "split": "test"}}\n' for s in seeds)
+    )
+
+
+def test_sweep_and_plan_refuse_settings_out_of_range_in_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 52: a seed or config given twice (one run recorded and averaged twice), --jobs 0, a negative or
+    seedless --curve-every, --probe-batches 0, and the old `--seeds 1 2` style (55.5): one line each, no record."""
+    from cli_run import one_line_error, run_main
+
+    cfg, out = "configs/scan-jump/lstm-256.yaml", tmp_path / "r.jsonl"
+    for args, words in (
+        (("--seeds", "1,1"), ("--seeds", "seed 1 given twice")),
+        (("--seeds", ","), ("--seeds", "names no seed")),
+        (("--seeds", ""), ("--seeds", "names no seed")),
+        ((cfg, "--seeds", "1"), ("given twice",)),
+        (("--jobs", "0"), ("--jobs 0",)),
+        (("--curve-every", "-10", "--curve-seeds", "1"), ("--curve-every -10",)),
+        (("--curve-every", "10"), ("--curve-every 10", "--curve-seeds")),
+        (("--curve-every", "1000", "--curve-seeds", "2"), ("--curve-seeds 2", "not among --seeds")),
+        (("--seeds", "1", "2"), ("2 is not a config file", "--seeds 1,2,3")),
+    ):
+        code, err = run_main(monkeypatch, capsys, "sweep", cfg, *args, "--out", out, "--runs", tmp_path / "runs")
+        one_line_error(code, err, *words)
+    assert not out.exists() and not (tmp_path / "runs").exists()
+    code, err = run_main(monkeypatch, capsys, "plan", "configs/plans/reproduction.yaml", "--probe-batches", "0")
+    one_line_error(code, err, "--probe-batches 0")
+
+
+def test_a_config_outside_configs_names_its_runs_by_its_stem_and_a_rerun_says_what_it_skipped(tmp_path, monkeypatch):
+    """Issues 55.6 and 55.10: `digits.yaml` in the working directory named runs `-digits-s1` (read as an option);
+    now `digits-s1`, as from any other folder; configs/DATASET/X.yaml keeps `DATASET-X-s1`. A rerun names each
+    recorded run it skips (it printed nothing), and trains none."""
+    from structseq.experiments import sweep
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "digits.yaml").write_text("{}")
+    assert sweep.run_name("digits.yaml", 1) == "digits-s1"
+    assert sweep.run_name(str(tmp_path / "digits.yaml"), 2, ["optim.lr=1e-3"]) == "digits-lr1e-3-s2"
+    assert sweep.run_name("configs/scan-jump/lstm-256.yaml", 1) == "scan-jump-lstm-256-s1"
+    assert sweep.run_name("-x.yaml", 1) == "x-s1"
+    _records(tmp_path / "r.jsonl", "digits.yaml", (1, 2))
+    monkeypatch.setattr(sweep, "one", None)  # nothing to train
+    done = subprocess_free_sweep(tmp_path, "digits.yaml", "--seeds", "1,2", "--out", "r.jsonl")
+    assert done == [
+        "digits-s1: already recorded in r.jsonl; skipped",
+        "digits-s2: already recorded in r.jsonl; skipped",
+    ]
+
+
+def subprocess_free_sweep(tmp_path, *args) -> list[str]:
+    import contextlib
+    import io
+
+    from structseq.cli import app
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert app(["sweep", *args], standalone_mode=False) in (0, None)
+    return buf.getvalue().splitlines()
+
+
+def test_run_names_and_plain_names_at_their_length_limits():
+    """Issue 52's mutants: a run name of exactly MAX_NAME characters is kept (one more ends in a digest, at
+    MAX_NAME); plain_name takes 100 characters, not 101, and no name ending in a newline (a `$` anchor)."""
+    import pytest
+
+    from structseq.experiments.sweep import MAX_NAME, run_name
+    from structseq.outputs import OutputError, plain_name
+
+    fixed = len(run_name("configs/d/c.yaml", 1, ["train.init_from=x"])) - 1  # the name around the value
+    exact = run_name("configs/d/c.yaml", 1, [f"train.init_from={'a' * (MAX_NAME - fixed)}"])
+    assert len(exact) == MAX_NAME and exact.endswith("a-s1")
+    over = run_name("configs/d/c.yaml", 1, [f"train.init_from={'a' * (MAX_NAME - fixed + 1)}"])
+    assert len(over) == MAX_NAME and not over.endswith("-s1")
+    assert plain_name("x" * 100, "name") == "x" * 100
+    for bad in ("x" * 101, "name\n", "src\n", "a\r"):
+        with pytest.raises(OutputError):
+            plain_name(bad, "name")

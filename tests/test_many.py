@@ -57,3 +57,55 @@ def test_two_runs_at_once_equal_each_run_alone(tmp_path):
         theirs = load_checkpoint(out / f"toy-seed{seed}" / "checkpoints" / "last.pt", {"model": dict})["model"]
         for name, p in alone.model.state_dict().items():
             torch.testing.assert_close(theirs[name], p, rtol=1e-6, atol=1e-7, msg=name)
+
+
+def _many(config, out, *args):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = [sys.executable, "-m", "structseq", "train-many", str(config), "--out", str(out), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_a_second_call_continues_each_run_and_an_edited_config_is_refused(tmp_path, monkeypatch, capsys):
+    """Issue 52 (train-many never resuming survived) and 55.2: the same command twice continues the run (a larger
+    train.max_steps in the config extends it: updates 3 -> 6, the log says it resumed); each run's log is
+    the run's full log (its validation lines), the console one line per run with its update; the config
+    edited in another key is then refused in one line naming the key, before any run starts."""
+    from cli_run import one_line_error, run_main
+
+    data = toy_tsv(tmp_path)
+    config = tmp_path / "toy.yaml"
+    config.write_text(json.dumps(toy_config(data, max_steps=3, valid_every=3, threads=1).to_dict()))
+    out = tmp_path / "many"
+    first = _many(config, out, "--seeds", "1", "--report-every", "0.5")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "toy-seed1: update 3/3" in first.stdout and "valid_loss" in first.stdout
+    log = (out / "toy-seed1.log").read_text()
+    assert "valid | update 3" in log and "best " in log  # the run's own lines, not --quiet's one line
+    config.write_text(json.dumps(toy_config(data, max_steps=6, valid_every=3, threads=1).to_dict()))
+    second = _many(config, out, "--seeds", "1")
+    assert second.returncode == 0, second.stdout + second.stderr
+    run = json.loads((out / "many.json").read_text())["runs"][0]
+    assert (run["steps_before"], run["steps_after"]) == (3, 6) and "--resume" in run["command"]
+    assert load_checkpoint(out / "toy-seed1" / "checkpoints" / "last.pt")["progress"]["step"] == 6
+    config.write_text(
+        json.dumps(toy_config(data, max_steps=6, valid_every=3, threads=1, seed=3, log_every=1).to_dict())
+    )
+    edited = toy_config(data, max_steps=6, valid_every=3, threads=1).to_dict()
+    edited["optim"]["lr"] = 1e-3
+    config.write_text(json.dumps(edited))
+    before = (out / "many.json").read_text()
+    code, err = run_main(monkeypatch, capsys, "train-many", config, "--seeds", "1", "--out", out)
+    one_line_error(code, err, "toy-seed1", "optim.lr", "0.003 -> 0.001")
+    assert (out / "many.json").read_text() == before
+
+
+def test_seed_lists_that_name_no_run_are_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 52: `--seeds ''`, `,`, `a`, `1,1`: one line each naming --seeds, nothing written."""
+    from cli_run import one_line_error, run_main
+
+    config = tmp_path / "toy.yaml"
+    config.write_text(json.dumps(toy_config(toy_tsv(tmp_path)).to_dict()))
+    for seeds in ("", ",", " , ", "a", "1,1"):
+        code, err = run_main(monkeypatch, capsys, "train-many", config, "--seeds", seeds, "--out", tmp_path / "o")
+        one_line_error(code, err, "--seeds")
+    assert not (tmp_path / "o").exists()

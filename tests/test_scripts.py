@@ -25,6 +25,13 @@ def _planner():
     return plan
 
 
+def _structseq(*argv) -> int:
+    """`structseq ARGV` in this process (the typer app itself: what a test patched stays patched): its exit status."""
+    from structseq.cli import app
+
+    return app([str(a) for a in argv], standalone_mode=False) or 0
+
+
 def _report(*argv) -> str:
     """The Markdown of `structseq report KIND ARGS...` (structseq.report, rendered in this process)."""
     from structseq.report import render
@@ -125,7 +132,7 @@ def test_an_interrupted_run_stops_the_whole_sweep(tmp_path, monkeypatch):
         return f"run-s{seed}: interrupted at update 7, not recorded{mod.INTERRUPTED}"
 
     monkeypatch.setattr(mod, "one", one)
-    code = mod.main(["configs/scan-jump/lstm-256.yaml", "--seeds", "1", "2", "3", "--out", str(tmp_path / "r.jsonl")])
+    code = _structseq("sweep", "configs/scan-jump/lstm-256.yaml", "--seeds", "1,2,3", "--out", tmp_path / "r.jsonl")
     assert code == 143 and started == [1]
 
 
@@ -422,7 +429,7 @@ def test_plan_status_prices_an_unrecorded_config_from_its_probe(tmp_path, monkey
     assert rows["sweep"]["hours"] is None  # other overrides of the sweep: not priced by that probe
     assert "| nothing like it recorded (`new`) | 1 | none | 0 / 1 | 0.5~ |" in plan.render(list(rows.values()), "p")
     monkeypatch.setattr(
-        plan.sweep,
+        plan.pricing,
         "probe",
         lambda *a, **k: {**dict(zip(("config", "seed", "overrides"), a)), "s_per_update": 1.0, "cost_s": 60.0},
     )
@@ -457,8 +464,8 @@ def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp
 
     from structseq import api
     from structseq.decode import decode
+    from structseq.experiments import probe as pricing
 
-    mod = _sweep()
     config = str(ROOT / "configs/scan-jump/lstm-256.yaml")
     over = [
         "train.max_steps=100",
@@ -468,7 +475,7 @@ def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp
         "optim.batch_size=4",
         "decode.batch_size=1000",
     ]
-    rec = mod.probe(config, 1, over, steps=(1, 3), batches=2, curve_every=50)
+    rec = pricing.probe(config, 1, over, steps=(1, 3), batches=2, curve_every=50)
     ev = rec["eval"]["test"]
     assert rec["s_per_update"] > 0 and rec["max_steps"] == 100 and rec["curve_points"] == 1
     assert ev["forced_length"] and ev["batches"] == -(-ev["examples"] // 1000) and len(ev["timed"]) == 2
@@ -480,7 +487,7 @@ def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp
     part = random.Random(0).sample(examples, 5)
     inputs = run.task.decode_inputs(part, run.vocabs)
     wanted = torch.tensor([len(e.target) + 1 for e in part])
-    assert [len(t) for t in decode(mod._NoEos(run.model), inputs, wanted).tokens] == wanted.tolist()
+    assert [len(t) for t in decode(pricing._NoEos(run.model), inputs, wanted).tokens] == wanted.tolist()
 
 
 def test_plan_errors_name_the_file_and_cell(tmp_path, monkeypatch):
@@ -536,7 +543,7 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
         "a",
     )
     fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    assert plan.main([str(path), "--run", "--cell", "pair"]) == 0
+    assert _structseq("plan", path, "--run", "--cell", "pair") == 0
     assert calls == [
         ("lstm-lex-simple-256", 1, 500),
         ("lstm-256", 1, 500),
@@ -544,7 +551,7 @@ def test_plan_run_goes_seed_by_seed_and_skips_claimed_and_recorded_runs(tmp_path
         ("lstm-lex-simple-256", 3, 0),
     ]
     calls.clear()
-    assert plan.main([str(path), "--run", "--cell", "new", "sweep"]) == 0  # the order given
+    assert _structseq("plan", path, "--run", "--cell", "new,sweep") == 0  # the order given
     assert calls == [("dangle-cpu", 1, 0), ("rdangle-sep-cpu", 1, 0), ("rdangle-sep-cpu", 1, 0)]
     held.close()
 
@@ -592,7 +599,7 @@ def test_plan_run_retrains_the_run_another_starts_from_without_recording_it(tmp_
     (tmp_path / "r.jsonl").write_text(
         "\n".join(_rec("configs/a/base.yaml", 1, 1.0, {"test": 1}, ["train.max_steps=9"])) + "\n"
     )
-    assert plan.main([str(_plan(tmp_path, text)), "--run"]) == 0
+    assert _structseq("plan", _plan(tmp_path, text), "--run") == 0
     assert calls == [("train_only", "base", "runs", ("train.max_steps=9",)), ("one", "tuned")]
     calls.clear()
     lone = text.replace(f"train.init_from={base}", "train.init_from=runs/elsewhere")
@@ -600,7 +607,7 @@ def test_plan_run_retrains_the_run_another_starts_from_without_recording_it(tmp_
     import pytest
 
     with pytest.raises(SystemExit, match="train.init_from=runs/elsewhere: no such run here"):
-        plan.main([str(_plan(tmp_path, lone)), "--run", "--cell", "tuned"])
+        _structseq("plan", _plan(tmp_path, lone), "--run", "--cell", "tuned")
     assert calls == []
 
 

@@ -10,14 +10,37 @@ from structseq.cli import app
 runner = CliRunner()
 
 
-def test_piped_tables_are_never_cut_or_wrapped():
-    """CliRunner's stdout is not a terminal: every row of `config data` is one line holding its whole help."""
-    r = runner.invoke(app, ["config", "data"])
-    assert r.exit_code == 0, r.output
-    row = next(line for line in r.stdout.splitlines() if "data.dataset " in line)
-    assert "registered dataset name (see `structseq data list`) or 'files'" in row
-    assert not any(line.strip("│ ").startswith("│") for line in r.stdout.splitlines())  # no wrapped continuation
-    assert "\x1b[" not in r.stdout  # no colour codes
+def test_piped_tables_fit_the_width_and_keep_their_cells_whole():
+    """Issue 55.7 (400-column lines in `config data | less`): CliRunner's stdout is not a terminal, and a piped
+    table is COLUMNS wide (100 without it), its help and descriptions wrapped in their column; what must not be
+    cut stays whole (issue 47): the keys, and the help's words, in order, across the wrapped lines."""
+    for columns, width in ((None, 100), ("160", 160)):
+        for args in (["config", "data"], ["data", "list"]):
+            r = runner.invoke(app, args, env={"COLUMNS": columns})
+            assert r.exit_code == 0, r.output
+            lines = r.stdout.splitlines()
+            assert max(map(len, lines)) <= width and "\x1b[" not in r.stdout  # no colour codes
+    r = runner.invoke(app, ["config", "data"], env={"COLUMNS": None})
+    assert any(line.startswith("│ data.holdout_seed ") for line in r.stdout.splitlines())  # a key is never cut
+    helps = " ".join(line.rstrip(" │").rsplit("│", 1)[-1].strip() for line in r.stdout.splitlines() if "│" in line)
+    assert "registered dataset name (see `structseq data list`) or 'files'" in " ".join(helps.split())
+
+
+def test_a_signature_is_never_cut_in_a_pipe():
+    """The metrics table's signature column does not wrap: the table widens as far as the signature needs."""
+    from rich.table import Table
+
+    from structseq.cli.options import stdout_console
+
+    console = stdout_console()
+    table = Table()
+    table.add_column("metric", no_wrap=True)
+    table.add_column("signature", no_wrap=True)
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.2|" + "x" * 80
+    table.add_row("bleu", signature)
+    with console.capture() as capture:
+        console.print(table)
+    assert any(signature in line for line in capture.get().splitlines())
 
 
 def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkeypatch):
@@ -136,3 +159,14 @@ def test_jsonl_keys_can_be_dropped_and_data_show_reads_fields(tmp_path):
     tsv.write_text("7\tjump twice\tJUMP JUMP\n")
     r = runner.invoke(app, ["data", "show", str(tsv), "--columns", "-,source,target"])
     assert r.exit_code == 0 and "jump twice" in r.stdout
+
+
+def test_data_show_prints_the_context_of_a_context_aware_dataset():
+    """Issue 55.10: `data show ctx-commands` left out the context column."""
+    from structseq.data.registry import load_dataset
+
+    first = load_dataset("ctx-commands", "train")[0]
+    r = runner.invoke(app, ["data", "show", "ctx-commands", "-n", "1"], env={"COLUMNS": "400"})
+    assert r.exit_code == 0, r.output
+    header = next(line for line in r.stdout.splitlines() if "source" in line)
+    assert "context" in header and first.context[0] in r.stdout

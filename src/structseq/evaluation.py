@@ -57,17 +57,42 @@ def load_split(run, split: str | None = None, data_root=None):
     from structseq.errors import DataError
 
     d = run.config.data
-    split = split or (d.test[0] if d.test else "test")
+    split = split or default_split(d)
     with length_limit(**{**input_limits(run.config), **run.task.input_measure()}) as limit:
-        spec = SplitSpec.parse(split, d.dataset)
+        given = files_split(d, split)
+        spec = SplitSpec.parse(given, d.dataset)
         examples = spec.load(data_root, d.columns, d.fields)
-    dataset, name = spec.dataset, spec.split
+    dataset, name = spec.dataset, (split if given != split else spec.split)  # `test` of a files config: test
     for i, e in enumerate(examples):  # generated splits are not read from lines
         over = over_limit(e, limit)
         if over is not None:
             side, n, most, key = over
             raise DataError(f"example {i + 1}: {side} has {n} tokens, more than {key} {most}", f"{dataset}/{name}")
     return dataset, name, examples
+
+
+def default_split(data) -> str:
+    """The split an evaluation without one takes: the first of `data.test`, and for a `dataset: files` config
+    with one test file `test` (so that its predictions are test*.tsv whether or not `--split test` was given)."""
+    if data.dataset == "files" and len(data.test) == 1:
+        return "test"
+    return data.test[0] if data.test else "test"
+
+
+def files_split(data, split: str) -> str:
+    """`train`, `valid` and `test` of a `dataset: files` config are its `data.train`, `data.valid` and
+    `data.test` files (a file of that name in the working directory stays the file); `test` of several test files
+    is a ConfigError naming them. Any other split as given."""
+    if data.dataset != "files" or split not in ("train", "valid", "test") or Path(split).exists():
+        return split
+    if split == "test":
+        if len(data.test) != 1:
+            raise ConfigError(f"split 'test': data.test holds {len(data.test)} files; give one: {', '.join(data.test)}")
+        return data.test[0]
+    value = getattr(data, split)
+    if not value:
+        raise ConfigError(f"split '{split}': the run's data.{split} is not set (a held-out part of train)")
+    return value
 
 
 def evaluate(
@@ -96,7 +121,7 @@ def evaluate(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"'--limit' must be an integer >= 1, got {limit!r}")
     d = run.config.data
-    split = split or (d.test[0] if d.test else "test")
+    split = split or default_split(d)
     dataset, split_name, examples = load_split(run, split, data_root)
     examples = examples[:limit]
     if not examples:

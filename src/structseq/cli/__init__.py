@@ -16,13 +16,13 @@ from structseq.cli.config import config as config_command
 from structseq.cli.evaluate import category_columns, metric_rows, print_metrics  # noqa: F401 (re-exported)
 from structseq.cli.evaluate import evaluate as evaluate_command
 from structseq.cli.evaluate import predict as predict_command
-from structseq.cli.experiments import PASS_THROUGH
 from structseq.cli.experiments import plan as plan_command
 from structseq.cli.experiments import sweep as sweep_command
 from structseq.cli.export import export as export_command
 from structseq.cli.many import train_many as train_many_command
 from structseq.cli.options import DataRoot, stdout_console
 from structseq.cli.plot import plot as plot_command
+from structseq.cli.report import PASS_THROUGH
 from structseq.cli.report import report as report_command
 from structseq.cli.score import score as score_command
 from structseq.errors import StructseqError
@@ -47,8 +47,8 @@ app.command("predict")(predict_command)
 app.command("score")(score_command)
 app.command("compare")(compare_command)
 app.command("train-many")(train_many_command)
-app.command("sweep", context_settings=PASS_THROUGH, add_help_option=False)(sweep_command)
-app.command("plan", context_settings=PASS_THROUGH, add_help_option=False)(plan_command)
+app.command("sweep")(sweep_command)
+app.command("plan")(plan_command)
 app.command("report", context_settings=PASS_THROUGH, add_help_option=False)(report_command)
 console = stdout_console()
 
@@ -79,7 +79,7 @@ def data_list(data_root: Optional[Path] = DataRoot, as_json: bool = typer.Option
         return
     table = Table(title=f"datasets (data root: {root})")
     for col in ("name", "splits (examples)", "source", "description"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "name")
     for r in rows:
         splits = ", ".join(f"{s} {n if n is not None else 'missing'}" for s, n in r["splits"].items())
         table.add_row(
@@ -112,13 +112,21 @@ def data_show(
         fields[k.strip()] = v.strip()
     cols = [c.strip() for c in columns.split(",")] if columns else None
     examples = load_dataset(name, split, data_root, columns=cols, fields=fields or None)
-    table = Table(title=f"{name}/{split}: {len(examples)} examples")
-    table.add_column("source")
-    table.add_column("target")
-    if any(e.category for e in examples[:n]):
-        table.add_column("category")
-    for e in examples[:n]:
-        table.add_row(e.source_text, e.target_text, *([e.category or ""] if len(table.columns) == 3 else []))
+    title = f"{name}/{split}: {len(examples)} examples"
+    table = Table(title=title, min_width=min(len(title), console.width))  # the title on one line where it fits
+    shown = examples[:n]
+    extra = [
+        (column, get)
+        for column, get in (
+            ("context", lambda e: " ".join(e.context or ())),
+            ("category", lambda e: e.category or ""),
+        )
+        if any(get(e) for e in shown)
+    ]  # the columns the examples have: a context-aware dataset's context, a per-category split's category
+    for column in ("source", "target", *(c for c, _ in extra)):
+        table.add_column(column)
+    for e in shown:
+        table.add_row(e.source_text, e.target_text, *(get(e) for _, get in extra))
     console.print(table)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import time
 from collections.abc import Iterator
@@ -117,18 +116,10 @@ def _nonempty(sentences: list[str], paths: Path | list[Path], what: str) -> list
 
 
 def _expand(paths: list[Path]) -> list[Path]:
-    """Let `--ensemble 'runs/seed*'` name every matching run directory."""
-    out: list[Path] = []
-    for path in paths:
-        text = str(path)
-        if not path.exists() and any(c in text for c in "*?["):
-            matches = sorted(glob.glob(text))
-            if not matches:
-                raise ConfigError(f"no run directory matches {text!r}")
-            out.extend(Path(m) for m in matches)
-        else:
-            out.append(path)
-    return out
+    """Let `--ensemble 'runs/seed*'` name every matching run folder (`structseq.train.rundir.run_folders`)."""
+    from structseq.train.rundir import run_folders
+
+    return run_folders(paths)
 
 
 @app.command()

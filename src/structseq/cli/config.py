@@ -133,7 +133,7 @@ def config(
         return
     table = Table(title=f"{name} ({section})")
     for column in ("key", "type", "default", "bounds", "help"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column == "key")  # the help wraps to the width
     for row in rows:
         table.add_row(
             *(

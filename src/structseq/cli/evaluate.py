@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 from pathlib import Path
 from typing import Optional
@@ -43,17 +42,10 @@ Quiet = typer.Option(False, "--quiet", "-q", help="no progress on stderr")
 
 
 def run_paths(runs: list[str]) -> list[Path]:
-    """The run directories named by RUN arguments, each a directory or a glob (matches sorted)."""
-    out: list[Path] = []
-    for arg in runs:
-        if any(c in arg for c in "*?["):
-            matches = sorted(glob.glob(arg))
-            if not matches:
-                raise ConfigError(f"{arg}: no run directory matches this pattern")
-            out += [Path(m) for m in matches]
-        else:
-            out.append(Path(arg))
-    return out
+    """The run directories named by RUN arguments, each a directory or a glob of run folders (`run_folders`)."""
+    from structseq.train.rundir import run_folders
+
+    return run_folders(runs)
 
 
 def load_for_decoding(
@@ -321,9 +313,9 @@ def print_metrics(m: dict) -> None:
     if "ensemble" in m:
         title += f", ensemble of {len(m['ensemble']['members'])}"
     table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("score", justify="right")
-    table.add_column("signature", style="dim")
+    table.add_column("metric", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("signature", style="dim", no_wrap=True)  # whole: a signature is copied, never cut
     for key, value in m.items():
         for name, score, sig in metric_rows(key, value):
             table.add_row(name, "-" if score is None else f"{score:.4f}", sig)

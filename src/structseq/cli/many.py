@@ -8,8 +8,7 @@ from typing import Optional
 
 import typer
 
-from structseq.cli.options import DataRoot
-from structseq.errors import StructseqError
+from structseq.cli.options import DataRoot, parse_seeds
 
 
 def train_many(
@@ -19,17 +18,18 @@ def train_many(
     set_: list[str] = typer.Option([], "--set", help="override for every new run (repeatable)"),
     cores_per_run: Optional[int] = typer.Option(None, "--cores-per-run", min=1, help="default: an equal share"),
     data_root: Optional[Path] = DataRoot,
+    report_every: float = typer.Option(
+        10.0, "--report-every", min=0, help="seconds between progress lines, one per run (0: none)"
+    ),
 ):
     """Train every config at every seed at once on this machine (one GPU or the CPU), each run a process on
-    its own cores; OUT/many.json records exit statuses and the aggregate updates a minute. SIGTERM or Ctrl-C
-    is passed on: every run saves and stops, and the same command continues them."""
+    its own cores: one progress line per run every --report-every seconds, each run's full log in
+    OUT/<run>.log, exit statuses and the aggregate updates a minute in OUT/many.json. SIGTERM or Ctrl-C is
+    passed on: every run saves and stops, and the same command continues them (a config edited since a run
+    started is refused, naming the keys; a larger train.max_steps extends the runs)."""
     from structseq.train.many import train_many as launch
 
-    try:
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-    except ValueError:
-        raise StructseqError(f"--seeds: {seeds!r} is not a comma-separated list of integers") from None
-    summary = launch(configs, seed_list, out, set_, cores_per_run, data_root)
+    summary = launch(configs, parse_seeds(seeds), out, set_, cores_per_run, data_root, report_every, typer.echo)
     for r in summary["runs"]:
         typer.echo(
             f"{r['name']}: exit {r['exit']}, updates {r['steps_before']} -> {r['steps_after']}, cores {r['cores']}"

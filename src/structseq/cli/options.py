@@ -30,19 +30,64 @@ OVERWRITE_HELP = (
 Overwrite = typer.Option(False, "--overwrite", help=OVERWRITE_HELP)
 
 
+def parse_seeds(text: str, option: str = "--seeds") -> list[int]:
+    """A comma-separated list of seeds (`1,2,3`), the one style of every command that takes seeds; empty,
+    not integers, or a seed given twice is a StructseqError naming `option` and the value."""
+    from structseq.errors import StructseqError
+
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        seeds = [int(p) for p in parts if p]
+    except ValueError:
+        raise StructseqError(
+            f"{option} {text!r}: not a comma-separated list of integers (e.g. {option} 1,2,3)"
+        ) from None
+    if not seeds:
+        raise StructseqError(f"{option} {text!r}: names no seed; give e.g. {option} 1,2,3")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise StructseqError(f"{option} {text!r}: seed {', '.join(map(str, twice))} given twice; each seed is one run")
+    return seeds
+
+
+#: the width of a table printed to a pipe or file when COLUMNS does not say (`stdout_console`)
+PIPE_WIDTH = 100
+
+
 def stdout_console():
-    """The console commands print their tables on: rich on a terminal; piped or redirected, plain text at any
-    width, so no table cell (a sacrebleu signature, a help string) is cut or wrapped into narrow columns."""
+    """The console commands print their tables on: rich on a terminal (its width, or COLUMNS); piped or
+    redirected, plain text COLUMNS wide (default PIPE_WIDTH), wrapping the columns that wrap (help, descriptions)
+    and widening a table only as far as the cells that must stay whole need (`no_wrap` columns: a sacrebleu
+    signature, a key)."""
+    import os
+
     from rich.console import Console
+    from rich.measure import Measurement
 
     class PipeAwareConsole(Console):
+        widen_to: int | None = None  # while printing a table whose whole cells need more than the width
+
         @property
         def size(self):
             size = Console.size.fget(self)
-            return size if self.is_terminal else size._replace(width=100_000)
+            if self.is_terminal:
+                return size
+            columns = os.environ.get("COLUMNS", "")
+            width = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+            return size._replace(width=max(width, self.widen_to or 0))
 
         @size.setter
         def size(self, value) -> None:
             Console.size.fset(self, value)
+
+        def print(self, *objects, **kwargs) -> None:
+            tables = [o for o in objects if not isinstance(o, str)]
+            if not self.is_terminal and tables:  # cells that must stay whole: as wide as they need, no wider
+                wide = self.options.update_width(10**6)
+                self.widen_to = max(Measurement.get(self, wide, o).minimum for o in tables)
+            try:
+                super().print(*objects, **kwargs)
+            finally:
+                self.widen_to = None
 
     return PipeAwareConsole()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import typer
 
+#: every argument, `--help` included, goes to the report's own parser
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
 
 def report(ctx: typer.Context) -> None:
     """Markdown tables from records (`structseq report KIND ...`), and `structseq report tables [--check]`

@@ -1,9 +1,9 @@
 """The reproduction plan (`structseq plan`, or `python scripts/plan.py`): every cell of RESULTS.md as configs x
 seeds, what its records hold, what is missing, what filling it costs, and the command that fills it.
 
-    python scripts/plan.py configs/plans/reproduction.yaml                   # status table from the records
-    python scripts/plan.py configs/plans/reproduction.yaml --run             # fill every missing run, in plan order
-    python scripts/plan.py configs/plans/reproduction.yaml --run --cell cogs-lstm-simple tatoeba-lstm-simple
+    structseq plan configs/plans/reproduction.yaml                   # status table from the records
+    structseq plan configs/plans/reproduction.yaml --run             # fill every missing run, in plan order
+    structseq plan configs/plans/reproduction.yaml --run --cell cogs-lstm-simple,tatoeba-lstm-simple
 
 A plan is YAML: `cells:`, a list of `{id, title, configs, seeds, set, sweep, out, runs, curve, like}`
 (`set`: overrides of every run, written as the records spell them, e.g. "optim.lr=2.0e-3"; `sweep`: key -> values,
@@ -13,10 +13,10 @@ committed records, so it is generated into RESULTS.md: the cost of a missing run
 runs of the same config and overrides (training, evaluation and curve evaluations, wall clock of one core, measured
 beside the machine's other job), else over the cell's recorded runs (marked *), else over the `like` cell's
 (marked *), each of these scaled by the ratio of `train.max_steps`; `?` where there is none. `--probe` prices a
-config that has no record by timing a short run of it (`structseq.experiments.sweep.probe`, records in
+config that has no record by timing a short run of it (`structseq.experiments.probe`, records in
 results/plan-probes.jsonl; marked ~ in the table).
 
-    python scripts/plan.py configs/plans/reproduction.yaml --probe --cell dangle-cogs
+    structseq plan configs/plans/reproduction.yaml --probe --cell dangle-cogs
 
 Paths in the plan (configs, records, run directories) are relative to the working directory, as for
 `structseq sweep`: run it from the repository root. `--run` goes through the missing runs seed by seed (so a seed's
@@ -28,7 +28,6 @@ it, without recording it again.
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import functools
 import itertools
@@ -36,6 +35,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from structseq.experiments import probe as pricing  # `probe()` prices a config without a record
 from structseq.experiments import sweep  # its `one()` trains and records a run
 
 
@@ -300,7 +300,7 @@ def render(rows: list[dict], plan: str) -> str:
         "leaving out `--cell`; start it once per core):",
         "",
         "```bash",
-        f"python scripts/plan.py {plan} --run --cell {' '.join(todo[:1]) or 'ID'}",
+        f"structseq plan {plan} --run --cell {' '.join(todo[:1]) or 'ID'}",
         "```",
     ]
     return "\n".join(lines)
@@ -382,7 +382,7 @@ def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
 
 def probe(cells: list[Cell], ids: list[str] | None, out: str, steps: tuple[int, int], batches: int) -> int:
     """`--probe`: for each (config, overrides) of the chosen cells with a missing run and no finished record, time
-    a short run (sweep.probe) and append its extrapolated cost to `out`; already probed variants are skipped."""
+    a short run (`pricing.probe`) and append its extrapolated cost to `out`; already probed variants are skipped."""
     done, probed = read_records(cells), read_probes(out)
     finished = {(c, o) for (c, o, _), v in done.items() if not v["diverged"]}
     for cell in _chosen(cells, ids):
@@ -392,7 +392,7 @@ def probe(cells: list[Cell], ids: list[str] | None, out: str, steps: tuple[int, 
             if not seeds or variant in finished or variant in probed:
                 continue
             curve = cell.curve.get("every", 0) if seeds[0] in cell.curve.get("seeds", []) else 0
-            rec = sweep.probe(config, seeds[0], overrides, steps, batches, curve_every=curve)
+            rec = pricing.probe(config, seeds[0], overrides, steps, batches, curve_every=curve)
             sweep.append_records(out, [rec])
             probed[variant] = rec["cost_s"]
             print(
@@ -403,40 +403,36 @@ def probe(cells: list[Cell], ids: list[str] | None, out: str, steps: tuple[int, 
     return 0
 
 
-def main(argv=None, prog: str | None = None) -> int:
-    """The command (`prog`: the name its usage line shows; by default the script's)."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("plan", help="the plan YAML (configs/plans/*.yaml)")
-    p.add_argument("--run", action="store_true", help="train and evaluate the missing runs")
-    p.add_argument("--cell", nargs="+", help="only these cells (ids); --run takes them in this order")
-    p.add_argument("--dry-run", action="store_true", help="with --run: list the runs it would start")
-    p.add_argument(
-        "--probe",
-        action="store_true",
-        help="time a short run of each config of the chosen cells that no record prices, and append the "
-        "extrapolated cost to --probes (the table then uses it, marked ~)",
-    )
-    p.add_argument(
-        "--probe-steps",
-        type=int,
-        nargs=2,
-        default=[10, 40],
-        metavar=("S1", "S2"),
-        help="time the updates between these two (default 10 40)",
-    )
-    p.add_argument("--probe-batches", type=int, default=2, help="decoding batches timed per test split (default 2)")
-    p.add_argument("--probes", default="results/plan-probes.jsonl", help="the probes' records")
-    a = p.parse_args(argv)
-    cells = load_plan(a.plan)
-    _chosen(cells, a.cell)  # an unknown --cell is an error naming the plan's cells
-    if a.run:
-        return run(cells, a.cell, a.dry_run)
-    if a.probe:
-        return probe(cells, a.cell, a.probes, tuple(a.probe_steps), a.probe_batches)
-    done, probes = read_records(cells), read_probes(a.probes)
-    rows = [r for r in status(cells, done, probes) if not a.cell or r["cell"].id in a.cell]
-    print(render(rows, a.plan))
-    accuracy = probe_accuracy(done, probes)
+def plan_command(
+    plan: str,
+    run_: bool = False,
+    ids: list[str] | None = None,
+    dry_run: bool = False,
+    probe_: bool = False,
+    probe_steps: tuple[int, int] = (10, 40),
+    probe_batches: int = 2,
+    probes: str = "results/plan-probes.jsonl",
+) -> int:
+    """`structseq plan`: the status table (or `--run`, `--probe`); a setting out of range is a ConfigError naming
+    the option, before anything runs."""
+    from structseq.errors import ConfigError
+
+    if probe_batches < 1:
+        raise ConfigError(f"--probe-batches {probe_batches}: time at least 1 decoding batch per test split")
+    if not 0 < probe_steps[0] < probe_steps[1]:
+        raise ConfigError(f"--probe-steps {probe_steps[0]} {probe_steps[1]}: give 0 < S1 < S2")
+    if dry_run and not run_:
+        raise ConfigError("--dry-run lists the runs --run would start: give --run too")
+    cells = load_plan(plan)
+    _chosen(cells, ids)  # an unknown --cell is an error naming the plan's cells
+    if run_:
+        return run(cells, ids, dry_run)
+    if probe_:
+        return probe(cells, ids, probes, tuple(probe_steps), probe_batches)
+    done, recorded_probes = read_records(cells), read_probes(probes)
+    rows = [r for r in status(cells, done, recorded_probes) if not ids or r["cell"].id in ids]
+    print(render(rows, plan))
+    accuracy = probe_accuracy(done, recorded_probes)
     if accuracy:
         print("\n" + accuracy)
     return 0

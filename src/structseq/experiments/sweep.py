@@ -1,28 +1,27 @@
 """Train and evaluate a list of configs x seeds; append one JSON line per (run, split) to a results file.
 
     structseq sweep configs/scan-jump/lstm-cpu.yaml configs/cogs/transformer-cpu.yaml \
-        --seeds 1 2 3 --out results/foundation.jsonl --runs runs/repro --jobs 2
+        --seeds 1,2,3 --out results/foundation.jsonl --runs runs/repro --jobs 2
 
 (`python scripts/reproduce.py ...` is the same command.)
 
 Each record has the config, seed, split, every metric, the training wall time (the loop's own clock,
 summed over resumes: `progress.train_seconds` of the last checkpoint) and the machine. A run
-already recorded in the results file is skipped, a finished training is evaluated without retraining,
-and an interrupted one resumes from its last checkpoint, so the script can be restarted at any time.
+already recorded in the results file is skipped (and said so), a finished training is evaluated without
+retraining, and an interrupted one resumes from its last checkpoint, so the command can be restarted at any time.
+A config or seed given twice is refused: it would record one run twice and weigh it twice in the mean.
 
-Learning curves (`--curve-every N --curve-seeds 1 2 --curve-out FILE`): for those seeds the checkpoint that
+Learning curves (`--curve-every N --curve-seeds 1,2 --curve-out FILE`): for those seeds the checkpoint that
 training writes at every multiple of N updates (N must be a multiple of the config's `train.valid_every`) is
 kept as `checkpoints/step{K}.pt`, and after training each one is evaluated on the test splits, one JSON line
 per (run, step, split) in FILE. The curve only observes the run: training is the same as without it (same
 updates, same final model), and no checkpoint is chosen by its test score (the table uses the last one).
 
-`probe()` prices a run without training it: a short run's seconds per update and a few decoding batches,
-extrapolated to the config's budget (`structseq plan --probe`).
+Pricing a run without training it is `structseq.experiments.probe` (`structseq plan --probe`).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -68,13 +67,22 @@ def append_records(path: str | Path, records: list[dict]) -> None:
 MAX_NAME = 250  # characters of a run directory's name: 255 bytes a file name, less the claim's ".lock"
 
 
+def config_label(config: str) -> str:
+    """A config's part of its runs' names: `DATASET-STEM` for configs/DATASET/STEM.yaml, else the file's stem
+    alone (a config outside configs/ has no dataset folder: `-digits` would read as an option), never starting
+    with a dash or a dot."""
+    path = Path(config)
+    label = f"{path.parent.name}-{path.stem}" if path.parent.parent.name == "configs" else path.stem
+    return label.lstrip("-.") or "config"
+
+
 def run_name(config: str, seed: int, overrides: list[str] = ()) -> str:
     # e.g. -interval4 -max_steps500 -context_window8.0: the key's last part and the whole value (the value may
     # hold dots, so the key is split off at '=' first); a path (train.init_from) by its last part
     tag = "".join(
         f"-{k.split('.')[-1]}{Path(v).name if '/' in v else v}" for k, _, v in (o.partition("=") for o in overrides)
     )
-    name = f"{Path(config).parent.name}-{Path(config).stem}{tag}-s{seed}"
+    name = f"{config_label(config)}{tag}-s{seed}"
     if len(name) <= MAX_NAME:
         return name
     # a file name holds 255 bytes, and the claim adds '.lock': a long name keeps its start and ends in a digest of
@@ -239,132 +247,6 @@ def train_only(config: str, seed: int, runs: str, overrides: list[str]) -> str:
     return f"{name}: trained"
 
 
-def probe(
-    config: str,
-    seed: int,
-    overrides: list[str],
-    steps: tuple[int, int] = (10, 40),
-    batches: int = 2,
-    curve_every: int = 0,
-) -> dict:
-    """What a run of `config` would cost here, from a short one: the seconds per update between updates s1 and s2
-    (`progress.train_seconds`, so setup and validation are left out) times max_steps, plus the decoding of every
-    test split. Decoding is timed on `batches` of the split's length-sorted decoding batches, drawn at random, each
-    decoded to the length of its references (</s> suppressed, within the config's length limit) as a trained model
-    would stop there; the mean batch time times the number of batches. With `curve_every`, each learning-curve
-    checkpoint (every `curve_every` updates below max_steps) costs one more decoding of the test splits. Used by
-    `plan.py --probe` for a config without any record to estimate from."""
-    import random
-    import tempfile
-
-    import torch
-
-    from structseq import api
-    from structseq.config import load_config
-    from structseq.train.checkpoint import load_checkpoint
-
-    cfg = load_config(config, overrides)
-    cfg.train.seed = seed
-    s1, s2 = steps
-    if not 0 < s1 < s2:
-        from structseq.errors import ConfigError
-
-        raise ConfigError(f"--probe-steps must be 0 < S1 < S2, not {steps}")
-    load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(tmp) / "probe"
-        short = [f"train.max_steps={s1}", f"train.valid_every={s2}"]
-        if cfg.train.init_from:  # the start point costs nothing per update: time the run from scratch
-            short.append("train.init_from=null")
-        api.train(cfg, run_dir, overrides=short, show_progress=False)
-        t1 = load_checkpoint(run_dir / "checkpoints" / "last.pt")["progress"]["train_seconds"]
-        api.resume(run_dir, overrides=[f"train.max_steps={s2}"], show_progress=False)
-        t2 = load_checkpoint(run_dir / "checkpoints" / "last.pt")["progress"]["train_seconds"]
-        per_update = (t2 - t1) / (s2 - s1)
-        run = api.load_run(run_dir)
-        run.config.decode = cfg.decode
-        rng = random.Random(seed)
-        evals = {split: _time_decoding(run, run.load_split(split)[2], batches, rng) for split in cfg.data.test}
-    decode_s = sum(e["seconds"] for e in evals.values())
-    curve_points = len(range(curve_every, cfg.train.max_steps, curve_every)) if curve_every else 0
-    return {
-        "config": config,
-        "overrides": overrides,
-        "seed": seed,
-        "probe_steps": [s1, s2],
-        "s_per_update": round(per_update, 4),
-        "max_steps": cfg.train.max_steps,
-        "eval": evals,
-        "curve_points": curve_points,
-        "cost_s": round(per_update * cfg.train.max_steps + decode_s * (1 + curve_points), 1),
-        "threads": torch.get_num_threads(),
-        "load_before": round(load, 2),
-        "load_after": round(os.getloadavg()[0], 2),
-        "machine": f"{platform.node()} {platform.processor()}",
-        "git": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
-        ).stdout.strip(),
-    }
-
-
-def _time_decoding(run, examples, batches: int, rng) -> dict:
-    """Seconds to decode `examples` as the task does (length-sorted batches of decode.batch_size), from `batches`
-    of those batches. Tasks that decode token by token (`model.step`) decode each sampled batch to its reference
-    lengths; others (e.g. the supertagger) are timed as they decode."""
-    import torch
-
-    from structseq.data.vocab import Vocab
-    from structseq.decode import max_lengths
-    from structseq.decode.strategies import Settings, choose
-
-    task, model, d = run.task, run.model, run.config.decode
-    order = sorted(range(len(examples)), key=lambda i: len(examples[i].source))
-    chunks = [order[i : i + d.batch_size] for i in range(0, len(order), d.batch_size)]
-    picked = sorted(rng.sample(range(len(chunks)), min(batches, len(chunks))))
-    forced = model.autoregressive  # decodes token by token (`Task.decode_inputs` serves it)
-    device = next(model.parameters()).device
-    times = []
-    for c in picked:
-        part = [examples[i] for i in chunks[c]]
-        t = time.perf_counter()
-        if forced:
-            inputs = task.to_device(task.decode_inputs(part, run.vocabs), device)
-            wanted = task.batch(part, run.vocabs)["tgt_out"].ne(Vocab.pad).sum(1).to(device)
-            limit = torch.minimum(max_lengths(inputs["src"], d.max_len_a, d.max_len_b), wanted)
-            strategy = choose(d.strategy, Settings(d.beam, 1, d.len_penalty, d.early_stopping))
-            with torch.no_grad():
-                strategy.search(_NoEos(model), inputs, limit, {})
-        else:
-            run.decode_examples(part)
-        times.append(time.perf_counter() - t)
-    return {
-        "examples": len(examples),
-        "batches": len(chunks),
-        "timed": picked,
-        "batch_s": [round(x, 3) for x in times],
-        "forced_length": forced,
-        "seconds": round(sum(times) / len(times) * len(chunks), 1),
-    }
-
-
-class _NoEos:
-    """`model` with </s> never chosen, so a decoding runs to the length limit it is given."""
-
-    def __init__(self, model):
-        self._model = model
-
-    def __getattr__(self, name):
-        return getattr(self._model, name)
-
-    def step(self, prev, state):
-        import torch
-
-        from structseq.data.vocab import Vocab
-
-        log_probs, state = self._model.step(prev, state)
-        return log_probs.index_fill(-1, torch.tensor([Vocab.eos], device=log_probs.device), float("-inf")), state
-
-
 class _Nothing:
     def __enter__(self):
         return self
@@ -398,39 +280,83 @@ def _curve(config, overrides, seed, run_dir: Path, cfg, every: int, out: str) ->
             append_records(out, [rec])
 
 
-def main(argv=None, prog: str | None = None) -> int:
-    """The command (`prog`: the name its usage line shows; by default the script's)."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("configs", nargs="+")
-    p.add_argument("--seeds", type=int, nargs="+", default=[1])
-    p.add_argument("--out", default="results/foundation.jsonl")
-    p.add_argument("--runs", default="runs/repro")
-    p.add_argument("--jobs", type=int, default=1)
-    p.add_argument("--set", dest="overrides", action="append", default=[])
-    p.add_argument("--curve-every", type=int, default=0, help="learning curve: evaluate every N updates")
-    p.add_argument("--curve-seeds", type=int, nargs="*", default=[], help="seeds that get the learning curve")
-    p.add_argument("--curve-out", help="JSON lines of the learning curve (default: OUT with -curve)")
-    a = p.parse_args(argv)
-    curve_out = a.curve_out or str(Path(a.out).with_name(Path(a.out).stem + "-curve.jsonl"))
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+def check_sweep(configs, seeds, jobs: int, overrides, curve_every: int, curve_seeds) -> None:
+    """Every setting of a sweep checked before its first run: a ConfigError naming the option and value for a
+    config or seed given twice (one run recorded twice, averaged twice), `--jobs` below 1, a negative
+    `--curve-every`, a curve without seeds or with seeds the sweep does not run, and a curve step that is not a
+    multiple of a config's `train.valid_every` or leaves no point below its `train.max_steps`."""
+    from structseq.config import load_config
+    from structseq.errors import ConfigError
+
+    twice = sorted({c for c in configs if list(configs).count(c) > 1})
+    if twice:
+        raise ConfigError(f"config {twice[0]} given twice: its runs would be recorded and averaged twice")
+    if not seeds:
+        raise ConfigError("--seeds names no seed; give e.g. --seeds 1,2,3")
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: give 1 or more runs at once")
+    if curve_every < 0:
+        raise ConfigError(f"--curve-every {curve_every}: give a number of updates >= 1 (0: no curve)")
+    if curve_every and not curve_seeds:
+        raise ConfigError(f"--curve-every {curve_every} without --curve-seeds: name the seeds that get the curve")
+    if curve_seeds and not curve_every:
+        raise ConfigError("--curve-seeds without --curve-every N: give the curve's step")
+    extra = [s for s in curve_seeds if s not in seeds]
+    if extra:
+        raise ConfigError(f"--curve-seeds {','.join(map(str, extra))}: not among --seeds {','.join(map(str, seeds))}")
+    for config in configs if curve_every else ():
+        cfg = load_config(config, list(overrides))
+        if cfg.train.valid_every and curve_every % cfg.train.valid_every:
+            raise ConfigError(
+                f"--curve-every {curve_every} is not a multiple of {config}'s train.valid_every {cfg.train.valid_every}"
+            )
+        if cfg.train.max_steps and curve_every >= cfg.train.max_steps:
+            raise ConfigError(
+                f"--curve-every {curve_every} leaves no curve point below {config}'s train.max_steps "
+                f"{cfg.train.max_steps}"
+            )
+
+
+def run_sweep(
+    configs: list[str],
+    seeds: list[int],
+    out: str,
+    runs: str,
+    jobs: int = 1,
+    overrides: list[str] = (),
+    curve_every: int = 0,
+    curve_seeds: list[int] = (),
+    curve_out: str | None = None,
+    echo=print,
+) -> int:
+    """The sweep (`structseq sweep`): every (config, seed) not yet recorded in `out`, trained, evaluated and
+    recorded; the recorded ones are named as skipped. Returns the exit status (143 when a run was interrupted)."""
+    overrides = list(overrides)
+    check_sweep(configs, seeds, jobs, overrides, curve_every, list(curve_seeds))
+    curve_out = curve_out or str(Path(out).with_name(Path(out).stem + "-curve.jsonl"))
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     # restartable: skip (config, seed) pairs already recorded
-    done = {(r.get("config"), r.get("seed"), tuple(r.get("overrides", []))) for r in read_jsonl(a.out)}
-    jobs = [(c, s) for c in a.configs for s in a.seeds if (c, s, tuple(a.overrides)) not in done]
-    args = [
-        (c, s, a.runs, a.out, a.overrides, None, a.curve_every if s in a.curve_seeds else 0, curve_out) for c, s in jobs
-    ]
-    if a.jobs == 1:  # in this process, one run after another: an interrupted run stops the sweep
+    done = {(r.get("config"), r.get("seed"), tuple(r.get("overrides", []))) for r in read_jsonl(out)}
+    jobs_ = []
+    for c in configs:
+        for s in seeds:
+            if (c, s, tuple(overrides)) in done:
+                echo(f"{run_name(c, s, overrides)}: already recorded in {out}; skipped", flush=True)
+            else:
+                jobs_.append((c, s))
+    args = [(c, s, runs, out, overrides, None, curve_every if s in curve_seeds else 0, curve_out) for c, s in jobs_]
+    if jobs == 1:  # in this process, one run after another: an interrupted run stops the sweep
         for job in args:
             msg = one(*job)
-            print(msg, flush=True)
+            echo(msg, flush=True)
             if msg.endswith(INTERRUPTED):
                 return 128 + 15
         return 0
-    with ProcessPoolExecutor(a.jobs) as pool:  # Ctrl-C reaches every worker (one process group)
+    with ProcessPoolExecutor(jobs) as pool:  # Ctrl-C reaches every worker (one process group)
         futures = [pool.submit(one, *job) for job in args]
         for f in futures:
             msg = f.result()
-            print(msg, flush=True)
+            echo(msg, flush=True)
             if msg.endswith(INTERRUPTED):
                 pool.shutdown(wait=False, cancel_futures=True)
                 return 128 + 15

@@ -9,9 +9,12 @@ vmapped models would need one shape and one config. The cost: a CUDA context per
 
 Each run is `structseq train CONFIG --out OUT/NAME --seed N` (NAME = the config's stem and the seed), or `--resume`
 where OUT/NAME already holds a checkpoint: the same command continues every run (chunks ended by SIGTERM, which
-is passed on to every run: each finishes its update, saves and exits). Its output goes to OUT/NAME.log;
-OUT/many.json records each run's command, cores, exit status, updates before and after and wall seconds, and the
-aggregate updates a minute.
+is passed on to every run: each finishes its update, saves and exits). A run continues only with the config it
+was started with: a CONFIG or `--set` edited since is refused naming the keys that differ (a larger
+`train.max_steps` extends the run; the runtime settings may change). Each run's full log (progress lines,
+validations, the closing summary) goes to OUT/NAME.log; the console gets one line per run every `report_every`
+seconds while it moves (its update, loss and last validation). OUT/many.json records each run's command, cores,
+exit status, updates before and after and wall seconds, and the aggregate updates a minute.
 """
 
 from __future__ import annotations
@@ -30,10 +33,16 @@ from structseq.outputs import atomic_write
 
 
 def plan_runs(configs: Sequence[Path], seeds: Sequence[int]) -> list[tuple[str, Path, int]]:
-    """(name, config, seed) of every config × seed, names unique (a config stem used twice is an error)."""
+    """(name, config, seed) of every config × seed, names unique (a config stem or a seed given twice, or no
+    seed, is an error)."""
     stems = [Path(c).stem for c in configs]
     if len(set(stems)) < len(stems):
         raise StructseqError(f"train-many: two configs share a file name ({', '.join(stems)}); runs are named by it")
+    if not seeds:
+        raise StructseqError("train-many: --seeds names no seed; give e.g. --seeds 1,2,3")
+    twice = sorted({s for s in seeds if list(seeds).count(s) > 1})
+    if twice:
+        raise StructseqError(f"train-many: --seeds gives seed {', '.join(map(str, twice))} twice; each seed is one run")
     return [(f"{Path(c).stem}-seed{s}", Path(c), s) for c in configs for s in seeds]
 
 
@@ -58,6 +67,88 @@ def last_step(run: Path) -> int:
     return step
 
 
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def continued(run: Path, config: Path, seed: int, overrides: Sequence[str]) -> tuple[list[str], int]:
+    """How the run in `run` (with a last checkpoint) continues as `config` + `overrides` at `seed`: the `--set`
+    it resumes with (a larger `train.max_steps` extends it) and its budget. Any other difference from the
+    config it was started with is a StructseqError naming the run and the keys (`--resume` keeps the saved
+    config: training on would silently ignore the edit)."""
+    from structseq.config import absolute_paths, config_from_dict, load_config
+    from structseq.train.checkpoint import RUN_KEYS, load_checkpoint
+    from structseq.train.resume import RUNTIME_SETTINGS
+
+    wanted = _flat(absolute_paths(load_config(config, [*overrides, f"train.seed={seed}"])).to_dict())
+    saved_cfg = config_from_dict(dict(load_checkpoint(run / "checkpoints" / "last.pt", RUN_KEYS)["config"]), saved=True)
+    saved = _flat(saved_cfg.to_dict())
+    differ = [
+        k for k in sorted(set(wanted) | set(saved)) if k not in RUNTIME_SETTINGS and wanted.get(k) != saved.get(k)
+    ]
+    extend = wanted["train.max_steps"] > saved["train.max_steps"]
+    differ = [k for k in differ if not (k == "train.max_steps" and extend)]
+    if differ:
+        shown = "; ".join(f"{k} {saved.get(k)!r} -> {wanted.get(k)!r}" for k in differ[:4])
+        more = f" (and {len(differ) - 4} more)" if len(differ) > 4 else ""
+        raise StructseqError(
+            f"train-many: {run} was started with another config ({shown}{more}); it would continue with its "
+            "saved one: give another --out, or remove the run to start it over"
+        )
+    return ([f"train.max_steps={wanted['train.max_steps']}"] if extend else []), wanted["train.max_steps"]
+
+
+def progress_line(name: str, records: Sequence[dict], max_steps: int | None) -> str | None:
+    """One console line for a run from its new metrics.jsonl records: its update, loss and last validation
+    (`validation_line`'s numbers); None when there is none."""
+    train = [r for r in records if "loss" in r]
+    valid = [r for r in records if any(k.startswith("valid_") for k in r)]
+    if not train and not valid:
+        return None
+    step = max(int(r.get("step", 0)) for r in records)
+    parts = [f"{name}: update {step:,}" + (f"/{max_steps:,}" if max_steps else "")]
+    if train:
+        parts.append(f"loss {train[-1]['loss']:.4g}")
+    if valid:
+        v = valid[-1]
+        parts += [f"{k} {x:.4g}" for k, x in v.items() if k.startswith("valid_") and isinstance(x, (int, float))]
+    return " | ".join(parts)
+
+
+class _Tail:
+    """The records a run's metrics.jsonl gained since the last `read` (whole lines only)."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset = path, path.stat().st_size if path.exists() else 0
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                if f.seek(0, os.SEEK_END) < self.offset:  # cut back to a resumed run's checkpoint
+                    self.offset = f.tell()
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        whole = data[: data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        out = []
+        for line in whole.decode("utf-8", "replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+        return out
+
+
 def train_many(
     configs: Sequence[Path],
     seeds: Sequence[int],
@@ -65,22 +156,36 @@ def train_many(
     overrides: Sequence[str] = (),
     cores_per_run: int | None = None,
     data_root: Path | None = None,
+    report_every: float = 10.0,
+    echo=print,
 ) -> dict:
     """Train (or continue) every config × seed at once, one pinned process each; returns the summary written to
-    OUT/many.json. Exit status of the whole: the worst of the runs'."""
+    OUT/many.json. Exit status of the whole: the worst of the runs'. Every `report_every` seconds (0: never)
+    `echo` gets one line per run that moved (`progress_line`)."""
     runs = plan_runs(configs, seeds)
+    plans = []
+    for name, config, seed in runs:  # every run checked before any starts
+        run = out / name
+        resumed = (run / "checkpoints" / "last.pt").exists()
+        extra, budget = continued(run, config, seed, overrides) if resumed else ([], None)
+        plans.append((resumed, extra, budget))
     out.mkdir(parents=True, exist_ok=True)
     available = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
     cores = core_sets(len(runs), available, cores_per_run)
-    procs, records = [], []
-    for (name, config, seed), mine in zip(runs, cores):
+    procs, records, tails, budgets = [], [], [], []
+    for (name, config, seed), mine, (resumed, extra, budget) in zip(runs, cores, plans):
         run = out / name
-        if (run / "checkpoints" / "last.pt").exists():
-            cmd = [sys.executable, "-m", "structseq", "train", "--resume", str(run), "--quiet"]
-            cmd += ["--set", f"train.threads={len(mine)}"]
+        if resumed:
+            cmd = [sys.executable, "-m", "structseq", "train", "--resume", str(run)]
+            cmd += [*(a for o in extra for a in ("--set", o)), "--set", f"train.threads={len(mine)}"]
         else:
+            from structseq.config import load_config
+
+            budget = load_config(config, list(overrides)).train.max_steps
             cmd = [sys.executable, "-m", "structseq", "train", str(config), "--out", str(run), "--seed", str(seed)]
-            cmd += ["--quiet", *(a for o in overrides for a in ("--set", o)), "--set", f"train.threads={len(mine)}"]
+            cmd += [*(a for o in overrides for a in ("--set", o)), "--set", f"train.threads={len(mine)}"]
+        tails.append(_Tail(run / "metrics.jsonl"))
+        budgets.append(budget)
         if data_root is not None:
             cmd += ["--data-root", str(data_root)]
         env = dict(os.environ, OMP_NUM_THREADS=str(len(mine)), MKL_NUM_THREADS=str(len(mine)))
@@ -103,6 +208,16 @@ def train_many(
     }
     t0 = time.perf_counter()
     try:
+        last = t0
+        while report_every and any(p.poll() is None for p, _ in procs):
+            time.sleep(0.2)
+            done = all(p.poll() is not None for p, _ in procs)
+            if done or time.perf_counter() - last >= report_every:
+                last = time.perf_counter()
+                for rec, tail, budget in zip(records, tails, budgets):
+                    line = progress_line(rec["name"], tail.read(), budget)
+                    if line:
+                        echo(line)
         for rec, (p, log) in zip(records, procs):
             rec["exit"] = p.wait()
             rec["seconds"] = round(time.perf_counter() - t0, 1)

@@ -331,3 +331,33 @@ def open_session(out: Path, dist, *, config: dict, files, resumed, step: int, un
             raise error
         raise StructseqError(f"rank 0 could not open the run directory {out}; see its error")
     return lock
+
+
+def is_run_folder(path: str | Path) -> bool:
+    """A run folder: a directory holding a run's config.yaml or its checkpoints/ (what `structseq train` makes)."""
+    p = Path(path)
+    return p.is_dir() and ((p / "config.yaml").is_file() or (p / "checkpoints").is_dir())
+
+
+def run_folders(args: list[str | Path]) -> list[Path]:
+    """The runs named by RUN arguments, the one rule of every command that takes runs: a path as given; a glob
+    (quoted, so the shell leaves it) its run folders, sorted, its other matches skipped (train-many's NAME.log
+    and many.json beside `runs/many/x-seed*`); a glob with no run folder among its matches is a RunDirError
+    naming the pattern and what it matched."""
+    import glob
+
+    out: list[Path] = []
+    for arg in map(str, args):
+        if Path(arg).exists() or not glob.has_magic(arg):
+            out.append(Path(arg))
+            continue
+        matches = sorted(glob.glob(arg))
+        runs = [Path(m) for m in matches if is_run_folder(m)]
+        if not runs:
+            seen = f"it matches {len(matches)} path(s), e.g. {matches[0]}, " if matches else "it matches nothing; "
+            raise RunDirError(
+                f"{arg}: no run folder matches this pattern ({seen}a run folder is a directory with a run's "
+                "config.yaml or checkpoints/)"
+            )
+        out += runs
+    return out
