@@ -76,6 +76,13 @@ def score(
             file=sys.stderr,
             flush=True,
         )
+    from structseq.metrics.blowup import token_warning
+
+    blowup = token_warning([r["token_scores"] for r in rows])
+    if blowup:
+        import sys
+
+        print(blowup, file=sys.stderr, flush=True)
     if fmt == "json":
         for r in rows:
             print(json.dumps(r, ensure_ascii=False))

@@ -60,10 +60,15 @@ def _number(value) -> str:
 
 def validation_line(rec: dict, metric: str) -> str:
     """A validation as one line, as fairseq prints it: `valid | update 4,000 | valid_loss 0.1234 |
-    valid_exact_match 0.93 | best_exact_match 0.93`."""
+    valid_exact_match 0.93 | best_exact_match 0.93`; a valid_loss above `metrics.blowup.BLOWUP_NATS` adds a
+    warning line."""
+    from structseq.metrics.blowup import loss_warning
+
     parts = [f"valid | update {rec['step']:,}"]
     parts += [f"{k} {_number(v)}" for k, v in rec.items() if k.startswith("valid_") and isinstance(v, (int, float))]
-    return " | ".join(parts + [f"best_{metric} {_number(rec.get('best'))}"])
+    line = " | ".join(parts + [f"best_{metric} {_number(rec.get('best'))}"])
+    blowup = loss_warning(rec["valid_loss"]) if isinstance(rec.get("valid_loss"), (int, float)) else None
+    return line if blowup is None else f"{line}\n{blowup}"
 
 
 def closing_summary(history: list, metric: str, checkpoints) -> str | None:

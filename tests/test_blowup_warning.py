@@ -1,0 +1,44 @@
+"""Issue 55: a model whose logits blew up (the Colors lexical run: valid_loss 382.7, `score` -9,113 on long
+outputs, exact match 0.80) says so on the console: `structseq train`'s validation line and `structseq score`
+warn past a stated threshold (`metrics.blowup.BLOWUP_NATS`, 50 nats), and stay quiet for a sane model."""
+
+from __future__ import annotations
+
+import yaml
+from typer.testing import CliRunner
+
+from structseq.cli import app
+from structseq.metrics.blowup import BLOWUP_NATS
+from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+from test_train import toy_config, toy_tsv
+
+runner = CliRunner()
+
+
+def test_train_and_score_warn_when_the_logits_blew_up(tmp_path):
+    data = toy_tsv(tmp_path, n=20)
+    d = toy_config(data, max_steps=3, valid_every=0).to_dict()
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(d))
+    assert runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "run"), "-q"]).exit_code == 0
+    r = runner.invoke(app, ["score", str(tmp_path / "run"), "--pairs", str(data)])
+    assert r.exit_code == 0 and "warning" not in r.output  # a sane model: no warning
+
+    blown = tmp_path / "blown.pt"  # the output layer's logits 10^4 times larger: what an expansive feedback does
+    state = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")
+    state["model"]["head.proj.weight"] = state["model"]["head.proj.weight"] * 1e4
+    state.pop("checksum", None)
+    save_checkpoint(state, blown)
+    for name in ("best", "last"):
+        save_checkpoint(state, tmp_path / "run" / "checkpoints" / f"{name}.pt")
+    r = runner.invoke(app, ["score", str(tmp_path / "run"), "--pairs", str(data)])
+    assert r.exit_code == 0, r.output
+    assert f"targets hold a token scored below -{BLOWUP_NATS:g} nats" in r.output
+    assert "docs/papers/lexicon.md" in r.output and "threshold 50 nats" in r.output
+
+    d["train"].update(init_from=str(blown), max_steps=1, valid_every=1)
+    d["optim"]["lr"] = 1e-12
+    cfg.write_text(yaml.safe_dump(d))
+    r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "again")])
+    assert r.exit_code == 0, r.output
+    assert "valid | update 1" in r.output and "warning: valid_loss" in r.output and "nats a token" in r.output
