@@ -276,3 +276,21 @@ def test_a_mostly_dropped_pool_is_said_on_the_console(tmp_path, sharded):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a pool mostly scored: no warning
         assert _build(tmp_path, *sharded, out="kept").exit_code == 0
+
+
+def test_atoms_stop_at_the_default_bound_with_a_warning_on_both_paths(tmp_path):
+    """A repeated-token line ("ha ha ha ...") made one n-gram level per token (minutes at 3,000 tokens, hours at
+    2M); atoms now stop at DEFAULT_MAX_N words, and the build says how many frequent longer n-grams it cut."""
+    from structseq.compose.degree import DEFAULT_MAX_N
+
+    train = TRAIN + [" ".join(["ha"] * 100)]  # "ha" x n occurs 101 - n times: frequent (> 3) up to n = 97
+    reports = []
+    for where, extra in (("m", ()), ("s", SHARDED)):
+        with pytest.warns(UserWarning, match=f"1 n-gram\\(s\\) of {DEFAULT_MAX_N + 1} words occur more than 3 times"):
+            assert _build(tmp_path / where, *extra, train=train).exit_code == 0
+        reports.append(json.loads((tmp_path / where / "out" / "report.json").read_text())["train"])
+    assert reports[0] == reports[1]
+    assert max(map(int, reports[0]["atoms_per_n"])) == DEFAULT_MAX_N and reports[0]["cut_at_max_n"] == 1
+    assert _build(tmp_path / "m", "--max-n", "0", train=train, out="unbounded").exit_code == 0
+    unbounded = json.loads((tmp_path / "m" / "unbounded" / "report.json").read_text())["train"]
+    assert max(map(int, unbounded["atoms_per_n"])) == 97 and "cut_at_max_n" not in unbounded

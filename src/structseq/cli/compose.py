@@ -17,7 +17,7 @@ from rich.table import Table
 from structseq.cli.compose_sharded import Opt, run_sharded, sharded_summary
 from structseq.cli.options import OVERWRITE_HELP, DataRoot
 from structseq.compose.corpus import read_corpora, read_limited, read_sentences, use_data_root, write_tsv
-from structseq.compose.degree import NgramDictionary, score_pool
+from structseq.compose.degree import DEFAULT_MAX_N, NgramDictionary, score_pool
 from structseq.compose.plot import (
     BINNINGS,
     align,
@@ -62,7 +62,7 @@ TrainOpt = Annotated[
 ]
 MinCountOpt = Annotated[int, typer.Option(help="A word seen fewer times than this in train is OOV.")]
 AtomOpt = Annotated[int, typer.Option(help="An n-gram seen more times than this in train is an atom.")]
-MaxNOpt = Annotated[Optional[int], typer.Option(help="Longest atom n-gram (default: unbounded).")]
+MaxNOpt = Annotated[int, typer.Option(help="Longest atom n-gram in words; 0: no bound (the paper states none).")]
 ColumnOpt = Annotated[Optional[int], typer.Option(help="TSV column holding the sentence (default 0 for .tsv files).")]
 
 
@@ -129,7 +129,7 @@ def degree(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="TSV to write (default: stdout).")] = None,
     min_count: MinCountOpt = 3,
     atom_threshold: AtomOpt = 3,
-    max_n: MaxNOpt = None,
+    max_n: MaxNOpt = DEFAULT_MAX_N,
     explain: Annotated[
         bool, typer.Option(help="Add a `cover` column with the minimum segmentation (a b | c | d e).")
     ] = False,
@@ -149,7 +149,7 @@ def degree(
             _read_nonempty(train, column, "training corpus"),
             min_count=min_count,
             atom_threshold=atom_threshold,
-            max_n=max_n,
+            max_n=max_n or None,
         )
         sentences = _read_nonempty(pool, column, "pool")
         with _progress() as progress:
@@ -247,7 +247,7 @@ def build(
     ] = 0,
     min_count: MinCountOpt = 3,
     atom_threshold: AtomOpt = 3,
-    max_n: MaxNOpt = None,
+    max_n: MaxNOpt = DEFAULT_MAX_N,
     min_length: Annotated[int, typer.Option(help="Shortest candidate sentence in tokens.")] = 1,
     beam: Annotated[
         Optional[int], typer.Option(help="Beam size of the decoding member (default: its configured beam).")
@@ -276,7 +276,7 @@ def build(
     config = BuildConfig(
         min_count=min_count,
         atom_threshold=atom_threshold,
-        max_n=max_n,
+        max_n=max_n or None,
         min_length=min_length,
         candidates=candidates,
         drop_top=drop_top,
@@ -334,7 +334,7 @@ def stats(
     tagger: Annotated[str, typer.Option(help="POS tagger: textblob (offline, English) or none.")] = "textblob",
     min_count: MinCountOpt = 3,
     atom_threshold: AtomOpt = 3,
-    max_n: MaxNOpt = None,
+    max_n: MaxNOpt = DEFAULT_MAX_N,
     oov_as_atoms: Annotated[
         bool, typer.Option(help="Count each OOV test word as its own atom (else skip such sentences).")
     ] = True,
@@ -352,7 +352,7 @@ def stats(
             tagger=pos,
             min_count=min_count,
             atom_threshold=atom_threshold,
-            max_n=max_n,
+            max_n=max_n or None,
             oov_as_atoms=oov_as_atoms,
         )
     except StructseqError as error:

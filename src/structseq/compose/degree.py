@@ -18,6 +18,7 @@ cover whose last atom is as long as possible, recursively from the right.
 
 from __future__ import annotations
 
+import warnings
 from array import array
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,14 @@ from structseq.errors import ConfigError
 Progress = Callable[[int], None]
 
 CHUNK_SENTENCES = 200_000
+
+#: Longest atom by default, in words. The paper counts "all n-grams that occur more than 3 times" (Zheng & Lapata
+#: 2023, sec. 4); its compounds and Table 2's novel n-grams are 2-3 words (CoGnition's compounds 2-4), and on the
+#: shipped ReaCT text the longest atom has 13 words with every degree the same at any bound from 8 up. A frequent
+#: n-gram longer than 32 words is a repeated sentence or boilerplate, not a composition of atoms; splitting it
+#: changes only low degrees (far below the top-K). Unbounded, one repeated-token line ("ha ha ha ...", common in
+#: web text) costs one level per token: a 2M-token line ran 1,328 levels in 15 minutes without finishing.
+DEFAULT_MAX_N = 32
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,7 @@ class NgramDictionary:
     max_n: int | None
     level_keys: dict[int, np.ndarray] = field(default_factory=dict)
     vocab: dict[str, int] = field(default_factory=dict)
+    cut: int = 0  # frequent n-grams of max_n + 1 words: atoms but for the bound (warned about)
 
     @classmethod
     def from_corpus(
@@ -157,9 +167,10 @@ class NgramDictionary:
         *,
         min_count: int = 3,
         atom_threshold: int = 3,
-        max_n: int | None = None,
+        max_n: int | None = DEFAULT_MAX_N,
     ) -> NgramDictionary:
-        """Count the corpus and grow n-gram levels until none is frequent (or `max_n` is reached)."""
+        """Count the corpus and grow n-gram levels until none is frequent, or up to `max_n` words (None: no
+        bound); when the bound cuts (n-grams of max_n + 1 words are frequent), a warning says how many."""
         if min_count < 1:
             raise ConfigError(f"min_count must be >= 1, got {min_count}")
         if atom_threshold < 0:
@@ -180,6 +191,8 @@ class NgramDictionary:
         vocab = {word: i for i, word in enumerate(words) if counts[i] >= min_count}
         self = cls(words, counts, min_count, atom_threshold, max_n, {}, vocab)
         self._grow(corpus)
+        if self.cut:
+            warnings.warn(cut_warning(self.cut, max_n, atom_threshold), stacklevel=2)
         return self
 
     @property
@@ -211,7 +224,7 @@ class NgramDictionary:
         prefix_ids = level_id[positions]
         radix = self.n_ids
         n = 2
-        while positions.size and (self.max_n is None or n <= self.max_n):
+        while positions.size:
             keep = remaining[positions] >= n
             # apriori: the (n-1)-suffix must be an atom too
             keep[keep] = level_id[positions[keep] + 1] >= 0
@@ -222,6 +235,9 @@ class NgramDictionary:
             unique, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
             frequent = counts > self.atom_threshold
             if not frequent.any():
+                break
+            if self.max_n is not None and n > self.max_n:  # one level past the bound, counted to say what it cut
+                self.cut = int(frequent.sum())
                 break
             self.level_keys[n] = unique[frequent]
             new_id = np.where(frequent, np.cumsum(frequent) - 1, -1)[inverse]
@@ -278,6 +294,15 @@ class NgramDictionary:
             positions, prefix_ids = positions[found], index[found]
             reach[positions] = n
         return reach
+
+
+def cut_warning(cut: int, max_n: int, atom_threshold: int) -> str:
+    """What a bound on the atoms' length left out (the in-memory and the sharded builds say the same)."""
+    return (
+        f"{cut:,} n-gram(s) of {max_n + 1} words occur more than {atom_threshold} times in training but atoms stop "
+        f"at {max_n} words (--max-n; DEFAULT_MAX_N): covers split them, which raises the degree of the sentences "
+        "that hold them a little; --max-n 0 for no bound"
+    )
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from structseq.compose.corpus import column, parse_float, read_tsv, write_tsv
-from structseq.compose.degree import DegreeResult, NgramDictionary, score_pool
+from structseq.compose.degree import DEFAULT_MAX_N, DegreeResult, NgramDictionary, score_pool
 from structseq.compose.summary import pool_warning
 from structseq.compose.summary import summarize as _summary
 from structseq.compose.uncertainty import MEASURES, EnsembleMember, UncertaintyResult, score_ensemble
@@ -122,7 +122,7 @@ class BuildConfig:
 
     min_count: int = 3  # a word seen fewer times in train is OOV
     atom_threshold: int = 3  # an n-gram seen more times in train is an atom
-    max_n: int | None = None  # longest atom; None: unbounded
+    max_n: int | None = DEFAULT_MAX_N  # longest atom in words (degree.DEFAULT_MAX_N); None: unbounded
     min_length: int = 1  # shortest candidate sentence (the paper states none)
     candidates: int = 60_000  # K: top-K distinct sentences by degree
     drop_top: int = 2_000  # D: most uncertain, discarded as noise
@@ -299,6 +299,8 @@ def _degree_phase(train, pool, config: BuildConfig, report: dict, progress) -> t
     )
     timings["dictionary"] = time.perf_counter() - clock
     report["train"] = {"sentences": len(train), "vocabulary": len(dictionary.vocab), "atoms_per_n": dictionary.sizes()}
+    if dictionary.cut:
+        report["train"]["cut_at_max_n"] = dictionary.cut
 
     clock = time.perf_counter()
     callback = progress("compositional degree", len(pool)) if progress else None

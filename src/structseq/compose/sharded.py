@@ -30,6 +30,7 @@ import numpy as np
 
 from structseq.compose import stages
 from structseq.compose.corpus import check_max_length
+from structseq.compose.degree import cut_warning
 from structseq.compose.engines import InlineEngine, LocalEngine, peak_rss_mib
 from structseq.compose.preflight import build_lock, check_writable, memory_limit_bytes, remove_leftovers
 from structseq.compose.select import (
@@ -168,8 +169,8 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
     runner.run("train encode", stages.encode_train, [(w, s) for s in range(len(pieces))],
                done=lambda args: _drop(work, f"train/local-{args[1]}.npz", f"train/words-{args[1]}.parquet"))  # fmt: skip
     atoms_per_n = {1: vocab[0]["vocabulary"]}
-    n = 2
-    while config.max_n is None or n <= config.max_n:
+    n, cut = 2, 0
+    while True:
         counted = runner.run(
             f"count n={n}", stages.count_level, [(w, s, n, config.atom_threshold) for s in range(len(pieces))],
             done=lambda args: _drop(work, f"levels/cand-{args[2] - 1}-{args[1]}.npz"),
@@ -183,6 +184,10 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
         )
         if not merged[0]["atoms"]:
             break
+        if config.max_n is not None and n > config.max_n:  # one level past the bound, counted to say what it cut
+            cut = merged[0]["atoms"]
+            warnings.warn(cut_warning(cut, config.max_n, config.atom_threshold), stacklevel=3)
+            break
         atoms_per_n[n] = merged[0]["atoms"]
         # level n is final: its counts and the candidates of n-1 are read by no later task (their records stay)
         for path in [*work.glob(f"levels/counts-{n}-*.parquet"), *work.glob(f"levels/cand-{n - 1}-*.npz")]:
@@ -195,6 +200,8 @@ def build_dictionary(runner: _Runner, work: Path, train: Sequence[Path], config:
         "vocabulary": vocab[0]["vocabulary"],
         "atoms_per_n": atoms_per_n,
     }
+    if cut:
+        train_report["cut_at_max_n"] = cut
     read = {"train_files": len(train), "train_shards": len(pieces), "train_tokens": sum(r["tokens"] for r in records)}
     return max(atoms_per_n), train_report, read, skipped
 

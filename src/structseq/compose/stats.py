@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from structseq.compose.degree import Encoded, NgramDictionary, score_pool
+from structseq.compose.degree import DEFAULT_MAX_N, Encoded, NgramDictionary, score_pool
 from structseq.data.postag import Tagger, get_tagger, textblob_tagger  # noqa: F401  (compose stats tag with them)
 from structseq.errors import ConfigError, DataError
 
@@ -86,7 +86,7 @@ def table2_stats(
     orders: Sequence[int] = (2, 3),
     min_count: int = 3,
     atom_threshold: int = 3,
-    max_n: int | None = None,
+    max_n: int | None = DEFAULT_MAX_N,
     oov_as_atoms: bool = True,
 ) -> list[dict]:
     """One row per test set: examples, average degree and novel word / POS n-gram counts.
