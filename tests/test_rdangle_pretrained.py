@@ -229,3 +229,14 @@ def test_export_of_other_archs_is_a_folder_load_run_reads(tmp_path, arch):
     assert run.translate(sources) == again.translate(sources)
     result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "out")])
     assert result.exit_code != 0  # never over an existing folder
+
+
+def test_lr_scale_reaches_the_backbone_only(folders):
+    """`model.lr_scale` is the learning-rate factor of the pretrained backbone's weights (`hf.`); the model's own
+    parameters (type vectors, the end vector) keep the full rate, whatever the factor (0 freezes the backbone)."""
+    for scale in (0.25, 0.0):
+        _, _, model = setup(folders["bart"], lr_scale=scale)
+        rate = {id(p): g["lr_scale"] for g in model.param_groups() for p in g["params"]}
+        assert {rate[id(p)] for p in model.hf.parameters()} == {scale}
+        assert [rate[id(p)] for p in (model.type_src, model.type_tgt, model.end)] == [1.0, 1.0, 1.0]
+        assert len(rate) == len(list(model.parameters()))
