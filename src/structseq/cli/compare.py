@@ -39,8 +39,8 @@ def compare(
         "seeds",
         "--pairing",
         help="with several seeds a side: seeds (a test on each "
-        "seed pair) | pooled (one test on the per-example mean over seeds; BLEU: the "
-        "majority output)",
+        "seed pair when both sides have the same seeds; otherwise Welch's t-test over every run's score) | "
+        "pooled (one test on the per-example mean over seeds; BLEU: the majority output)",
     ),
     level: float = typer.Option(
         0.95, "--level", min=0.5, max=0.999, help="confidence level of the t interval over seeds"
