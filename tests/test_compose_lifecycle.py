@@ -294,3 +294,23 @@ def test_atoms_stop_at_the_default_bound_with_a_warning_on_both_paths(tmp_path):
     assert _build(tmp_path / "m", "--max-n", "0", train=train, out="unbounded").exit_code == 0
     unbounded = json.loads((tmp_path / "m" / "unbounded" / "report.json").read_text())["train"]
     assert max(map(int, unbounded["atoms_per_n"])) == 97 and "cut_at_max_n" not in unbounded
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_stage(tmp_path):
+    """A read-only output folder was found only when candidates.txt was written, after every stage. (As root no
+    permission stops a write, so the test uses a folder no one may create: under /sys where it exists.)"""
+    out = Path("/sys/fs/structseq-test-out")
+    if not Path("/sys/fs").is_dir() or os.access("/sys/fs", os.W_OK) and _can_create(out):
+        pytest.skip("no folder here that this user cannot create")
+    result = _build(tmp_path, *SHARDED, "--work-dir", str(tmp_path / "work"), out=str(out))
+    _one_error(result, f"{out}: cannot write the build's files there")
+    assert not list((tmp_path / "work").rglob("*.json"))
+
+
+def _can_create(folder: Path) -> bool:
+    try:
+        folder.mkdir()
+    except OSError:
+        return False
+    folder.rmdir()
+    return True

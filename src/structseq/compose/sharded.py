@@ -318,7 +318,7 @@ def build_sharded(
             report["timings_s"]["uncertainty"] = runner.stages["uncertainty"]["seconds"]
             report["ensemble_size"] = len(ensemble)
             write_uncertainty_tsv(out / "uncertainty.tsv", uncertainty, outputs)
-        targets = _targets_at(pool_target, candidates, pool_sentences) if pool_target is not None else None
+        targets = _targets_at(pool_target, candidates) if pool_target is not None else None
         after_candidates(out, pool_view, targets, degrees, candidates, runs, uncertainty, config, report, outputs, None)
         report["sharded"] = {
             "engine": runner.engine.name,
@@ -412,11 +412,10 @@ def score_candidates(
     )
 
 
-def _targets_at(path, candidates: np.ndarray, expected: int) -> Sparse:
-    """The pool's references at the candidates' indices, read a piece (about 64 MB) at a time."""
+def _targets_at(path, candidates: np.ndarray) -> Sparse:
+    """The pool's references at the candidates' indices, read a piece (about 64 MB) at a time (their number of
+    lines was checked before the first stage: `_check_targets`)."""
     pieces = plan([path], max(1, Path(path).stat().st_size >> 26))
-    if sum(p.lines for p in pieces) != expected:
-        raise DataError(f"pool has {expected} sentences but its targets have {sum(p.lines for p in pieces)}", path)
     wanted = set(candidates.tolist())
     found: dict[int, str] = {}
     for piece in pieces:
