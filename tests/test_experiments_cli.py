@@ -119,3 +119,30 @@ def test_run_names_and_plain_names_at_their_length_limits():
     for bad in ("x" * 101, "name\n", "src\n", "a\r"):
         with pytest.raises(OutputError):
             plain_name(bad, "name")
+
+
+def test_report_writes_latex_as_compare_does_and_its_help_is_for_users(monkeypatch, capsys):
+    """Issue 55.5: `report KIND ... --format latex` is the Markdown table as booktabs LaTeX, row for row (cells
+    escaped, code as \\texttt); an unknown format or `tables --format latex` is one line; `report --help` has no
+    developer notes."""
+    from cli_run import one_line_error, run_main
+
+    monkeypatch.chdir(ROOT)
+    done = _run("-m", "structseq.cli", "report", "results", "results/foundation.jsonl")
+    md = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    assert done.returncode == 0 and len(md) > 2
+    done = _run("-m", "structseq.cli", "report", "results", "results/foundation.jsonl", "--format", "latex")
+    tex = done.stdout.splitlines()
+    assert done.returncode == 0 and tex[:2] == [r"\begin{tabular}{" + "l" * (md[0].count("|") - 1) + "}", r"\toprule"]
+    rows = [line for line in tex if line.endswith(r" \\")]
+    assert len(rows) == len(md) - 1 and tex[-2:] == [r"\bottomrule", r"\end{tabular}"]
+    first = [c.strip() for c in md[2].strip("|").split("|")]
+    assert rows[1].split(" & ")[0] == r"\texttt{" + first[0].strip("`") + "}" and "A\\&A 2021" in "\n".join(tex)
+    for args, words in (
+        (("results", "results/foundation.jsonl", "--format", "html"), ("--format 'html'", "markdown, latex")),
+        (("tables", "--format", "latex"), ("--format latex renders one table kind",)),
+    ):
+        code, err = run_main(monkeypatch, capsys, "report", *args)
+        one_line_error(code, err, *words)
+    helped = _run("-m", "structseq.cli", "report", "--help")
+    assert helped.returncode == 0 and "--format latex" in helped.stdout and "450" not in helped.stdout

@@ -170,3 +170,54 @@ def render(report: dict, fmt: str) -> str:
     if fmt == "markdown":
         return markdown(report)
     raise ValueError(f"unknown format {fmt!r}; choices: {', '.join(FORMATS)}")
+
+
+def _tex_cell(text: str) -> str:
+    """A Markdown table cell in LaTeX: escaped, `**x**` bold, `` `x` `` typewriter, ± and − as math."""
+    import re
+
+    parts = re.split(r"(\*\*[^*]+\*\*|`[^`]+`)", text.strip())
+    out = []
+    for p in parts:
+        if p.startswith("**") and p.endswith("**") and len(p) > 4:
+            out.append(rf"\textbf{{{_tex(p[2:-2])}}}")
+        elif p.startswith("`") and p.endswith("`") and len(p) > 2:
+            out.append(rf"\texttt{{{_tex(p[1:-1])}}}")
+        else:
+            out.append(_tex(p))
+    return "".join(out).replace("±", r"$\pm$").replace("−", "$-$")
+
+
+def markdown_latex(md: str) -> str:
+    """Markdown's pipe tables as booktabs `tabular`s (columns aligned as the separator row says: `---:` right,
+    `:---:` centre, else left), every other non-blank line kept as a LaTeX comment: the tables of `structseq
+    report` in a paper, as `compare --format latex` gives compare's."""
+    lines, out, i = md.splitlines(), [], 0
+
+    def cells(line: str) -> list[str]:
+        return [c for c in line.strip().strip("|").split("|")]
+
+    while i < len(lines):
+        line = lines[i]
+        sep = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if line.lstrip().startswith("|") and sep.startswith("|") and set(sep) <= set("|:- "):
+            aligns = "".join(
+                "c"
+                if a.strip().startswith(":") and a.strip().endswith(":")
+                else "r"
+                if a.strip().endswith(":")
+                else "l"
+                for a in cells(sep)
+            )
+            out += [rf"\begin{{tabular}}{{{aligns}}}", r"\toprule", " & ".join(map(_tex_cell, cells(line))) + r" \\"]
+            out.append(r"\midrule")
+            i += 2
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                out.append(" & ".join(map(_tex_cell, cells(lines[i]))) + r" \\")
+                i += 1
+            out += [r"\bottomrule", r"\end{tabular}"]
+            continue
+        if line.strip():
+            out.append("% " + line)
+        i += 1
+    return "\n".join(out) + "\n"

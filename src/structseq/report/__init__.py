@@ -25,11 +25,21 @@ from .kinds import KINDS, RAW, Parser, add_kinds, render, run
 __all__ = ["KINDS", "main", "parser", "render"]
 
 
+#: what `structseq report --help` says (the module's docstring is for developers)
+HELP = """Tables from records: the generated tables of the documents (README.md, RESULTS.md, docs/).
+
+    structseq report KIND FILES...             # print one, e.g. structseq report results results/foundation.jsonl
+    structseq report KIND FILES... --format latex   # the same as booktabs LaTeX
+    structseq report tables [--check]          # regenerate every <!-- generated: COMMAND --> block (or check it)
+
+`structseq report KIND --help` lists a kind's options."""
+
+
 def parser(prog: str = "structseq report") -> Parser:
     """The parser of `structseq report`: a subcommand per kind, and `tables`."""
     from . import tables
 
-    p = Parser(prog=prog, description=__doc__, formatter_class=RAW)
+    p = Parser(prog=prog, description=HELP, formatter_class=RAW)
     sub = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     add_kinds(sub)
     tables.add_arguments(sub.add_parser("tables", help=tables.HELP, description=tables.__doc__, formatter_class=RAW))
