@@ -3,6 +3,7 @@ penalties, with and without a forced </s> at the limit) and seeded sampling on a
 compared with outputs saved from the code before the search became one loop with step rules (da0ad07):
 `tests/fixtures/decode_identity.json`. Scores are compared exactly (JSON keeps a float's every bit)."""
 
+import functools
 import json
 from pathlib import Path
 
@@ -64,15 +65,14 @@ def outputs() -> dict:
     return out
 
 
-def _plain(d):
-    return json.loads(json.dumps(d))
+@functools.cache
+def _current() -> dict:
+    return json.loads(json.dumps(outputs()))
 
 
 @pytest.mark.parametrize("case", sorted(json.loads(FIXTURE.read_text())))
-def test_outputs_equal_the_saved_outputs_of_da0ad07(case, _current={}):
-    if not _current:
-        _current.update(_plain(outputs()))
-    assert _current[case] == json.loads(FIXTURE.read_text())[case]
+def test_outputs_equal_the_saved_outputs_of_da0ad07(case):
+    assert _current()[case] == json.loads(FIXTURE.read_text())[case]
 
 
 if __name__ == "__main__":  # how the fixture was made (on da0ad07)
