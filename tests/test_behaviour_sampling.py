@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from structseq.decode.search import Sampling, _draw, normalized, sample
+from structseq.decode.sampling import Sampling, _draw, sample
+from structseq.decode.search import normalized
 from structseq.errors import ConfigError
 
 PAD, BOS, EOS, V = 0, 1, 2, 7

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from structseq.decode.search import Sampling, beam_search, greedy, sample
+from structseq.decode.sampling import Sampling, sample
+from structseq.decode.search import beam_search, greedy
 
 FIXTURE = Path(__file__).parent / "fixtures" / "decode_identity.json"
 V = 9

@@ -106,19 +106,29 @@ def test_the_plugin_dataset_is_listed_shown_and_evaluated_by_name(walkthrough):
     assert report["dataset"] == "word-lengths" and report["tag_accuracy"]["n"] == 5  # words of the two phrases
 
 
-def test_the_plugin_strategy_decodes_a_sequence_run_through_predict(walkthrough):
+def test_the_plugin_strategy_decodes_a_sequence_run_through_predict_with_its_setting(walkthrough):
+    """The doc's word-reward strategy: with reward 0 it is beam search; a large reward lengthens every output;
+    its key is refused under another strategy and out of its bounds."""
     tmp, env, _ = walkthrough
     run = ROOT / "tests" / "fixtures" / "old_runs" / "lstm"
-    lines = "dax lug\nlug blicket wif\nlug kiki wif fep\n"  # the last two are not palindromes
+    lines = "dax lug\nlug blicket wif\nlug kiki wif fep\n"
     outputs = []
-    for extra in ([], ["--set", "decode.strategy=backwards-greedy"]):
+    reward = ["--set", "decode.strategy=word-reward", "--set"]
+    for extra in ([], [*reward, "decode.word_reward=0"], [*reward, "decode.word_reward=20"]):
         done = subprocess.run(
-            [sys.executable, "-m", "structseq.cli", "predict", str(run), "-q", *extra],
+            [sys.executable, "-m", "structseq.cli", "predict", str(run), "-q", "--beam", "3", *extra],
             input=lines, capture_output=True, text=True, env=env, cwd=tmp, timeout=300,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout.splitlines())
-    assert outputs[1] == [" ".join(o.split()[::-1]) for o in outputs[0]] and outputs[0] != outputs[1]
+    assert outputs[0] == outputs[1]
+    assert all(len(r.split()) > len(b.split()) for b, r in zip(outputs[0], outputs[2]))
+    for extra, words in ((["decode.word_reward=2"], "word-reward"), ([*reward[1:], "decode.word_reward=-1"], ">= 0")):
+        done = subprocess.run(
+            [sys.executable, "-m", "structseq.cli", "predict", str(run), "-q", "--set", *extra],
+            input=lines, capture_output=True, text=True, env=env, cwd=tmp, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 2 and "decode.word_reward" in done.stderr and words in done.stderr, done.stderr
 
 
 def test_the_seq2seq_gru_trains_evaluates_test_and_predicts(walkthrough):

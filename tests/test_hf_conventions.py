@@ -15,7 +15,8 @@ pytest.importorskip("transformers")
 from structseq import api  # noqa: E402
 from structseq.config import config_from_dict  # noqa: E402
 from structseq.data.example import Example  # noqa: E402
-from structseq.decode.search import beam_search, sample, sequence_log_prob  # noqa: E402
+from structseq.decode.sampling import sample  # noqa: E402
+from structseq.decode.search import beam_search, sequence_log_prob  # noqa: E402
 from structseq.errors import ConfigError  # noqa: E402
 from structseq.models.hf_checkpoint import special_ids  # noqa: E402
 from structseq.testing.hf_tiny import EXAMPLES as SENTENCES  # noqa: E402

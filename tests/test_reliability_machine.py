@@ -13,7 +13,7 @@ import pytest
 
 import structseq
 from cli_run import one_line_error, run_main
-from structseq.decode.search import Sampling
+from structseq.decode.sampling import Sampling
 from structseq.errors import ConfigError
 
 

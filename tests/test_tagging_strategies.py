@@ -144,7 +144,7 @@ def test_a_strategy_that_does_not_fit_the_model_is_a_one_line_config_error(arch,
 
 
 def test_sampling_and_nbest_do_not_fit_a_tagger_and_a_tree_strategy_does_not_fit_a_sequence_model():
-    from structseq.decode.search import Sampling
+    from structseq.decode.sampling import Sampling
 
     task, vocabs, model, train = _tiny()
     with pytest.raises(ConfigError, match="'decode.strategy': 'sampling' searches sequence models"):

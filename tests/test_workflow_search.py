@@ -17,7 +17,8 @@ from structseq.cli import app
 from structseq.config import config_from_dict
 from structseq.data.registry import load_dataset
 from structseq.decode.ensemble import Ensemble
-from structseq.decode.search import Sampling, normalized
+from structseq.decode.sampling import Sampling
+from structseq.decode.search import normalized
 from structseq.errors import ConfigError
 
 TINY = {
@@ -185,7 +186,7 @@ def test_sampling_is_seeded_and_reaches_greedy_in_the_limit(runs, examples):
 
 
 def test_top_k_and_top_p_keep_only_their_tokens():
-    from structseq.decode.search import _draw
+    from structseq.decode.sampling import _draw
 
     lp = torch.log_softmax(torch.tensor([[3.0, 2.0, 1.0, 0.0, -1.0]]), -1).repeat(2000, 1)
     g = torch.Generator().manual_seed(0)

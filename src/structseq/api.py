@@ -24,7 +24,7 @@ from structseq.config import Config, absolute_paths, apply_overrides, config_fro
 from structseq.data.example import Example
 from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.decode.batched import Candidate
-from structseq.decode.search import Sampling
+from structseq.decode.sampling import Sampling
 from structseq.decode.strategies import check_fits, saved_strategy
 from structseq.errors import ConfigError, StructseqError
 from structseq.evaluation import check_beam as _check_beam
@@ -104,6 +104,22 @@ class Run(NamedVocabs):
         task.load_state_dict(self.task.state_dict())
         return replace(self, config=cfg, task=task)
 
+    def strategy_name(self, beam: int | None = None) -> str:
+        """The strategy that decodes this run (`decode.strategy`, or its interface's default for the settings)."""
+        from structseq.decode.strategies import Settings, choose
+
+        d = self.config.decode
+        settings = Settings(d.beam if beam is None else beam, options=d)
+        return choose(d.strategy, settings, self.model.search_interface, type(self.model).__name__).name
+
+    def sampled(self, sampling: Sampling | None) -> Run:
+        """This run decoding by `sampling` (None: itself): `decode.strategy=sampling` with its settings as
+        `decode` keys, the one route of every sampled output (recorded, named and seeded as they are)."""
+        if sampling is None:
+            return self
+        keys = asdict(sampling)
+        return self.with_overrides(["decode.strategy=sampling", *(f"decode.{k}={v!r}" for k, v in keys.items())])
+
     # ---------------------------------------------------------------- prediction
     @torch.no_grad()
     def decode_examples(
@@ -115,11 +131,9 @@ class Run(NamedVocabs):
         sampling: Sampling | None = None,
     ) -> list[Any]:
         """The task's prediction for each example (tokens for seq2seq); with `sampling`, one sample each
-        (`search`) instead of the task's search."""
+        (`sampled`: decode.strategy sampling)."""
         if sampling is not None:
-            return [
-                c[0].tokens for c in self.search(examples, beam=beam, sampling=sampling, show_progress=show_progress)
-            ]
+            return self.sampled(sampling).decode_examples(examples, beam=beam, show_progress=show_progress)
         return self.task.predict(self.model, examples, self.vocabs, beam=beam, show_progress=show_progress)
 
     def search(
@@ -137,6 +151,8 @@ class Run(NamedVocabs):
         output words (`_outputs`: subword pieces joined)."""
         from structseq.decode.batched import run
 
+        if sampling is not None:
+            return self.sampled(sampling).search(examples, nbest=nbest, beam=beam, show_progress=show_progress)
         _check_beam(beam)
         if self.model.search_interface != "sequence":
             raise ConfigError(

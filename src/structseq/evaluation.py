@@ -4,7 +4,8 @@ Every evaluation is kept under a name of its own, so two evaluations never repla
 RUN/predictions/NAME.tsv and NAME.metrics.json, where NAME is the split's label (`prediction_label`) followed by
 what differs from the run's own settings (`evaluation_suffix`): `.last` (another checkpoint than the run's
 train.eval_checkpoint), `.beam5` (another beam than its decode.beam), `.dec-HASH` (other decode settings),
-`.ensemble-HASH`, `.first200` (--limit), `.sample-seedN`, `.tok-zh` (--bleu-tokenize). The metrics JSON is the
+`.ensemble-HASH`, `.first200` (--limit), `.sampling-seedN[-KEYVALUE...]` (a strategy with its own keys: its name,
+its seed, its keys off their defaults), `.tok-zh` (--bleu-tokenize). The metrics JSON is the
 sidecar stating all of them (`settings`, with the checkpoint files' sha256), which `compare` checks. An existing
 evaluation of that name is replaced only when it was made with the same settings from the same checkpoint
 file (the same evaluation redone), or with `overwrite`.
@@ -25,7 +26,7 @@ from structseq.data.registry import SplitSpec
 from structseq.errors import ConfigError, StructseqError
 
 if TYPE_CHECKING:
-    from structseq.decode.search import Sampling
+    from structseq.decode.sampling import Sampling
 
 #: decode settings that never change what is decoded (so they are neither in a name nor compared)
 NOT_SETTINGS = ("batch_size",)
@@ -117,6 +118,7 @@ def evaluate(
 
     check_beam(beam)
     check_metrics(metrics)
+    run, sampling = run.sampled(sampling), None  # one route: decode.strategy=sampling and its decode keys
     check_value(bleu_tokenize, {"choices": _bleu_tokenizers}, "--bleu-tokenize")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"'--limit' must be an integer >= 1, got {limit!r}")
@@ -152,7 +154,8 @@ def evaluate(
     )
     if "src" in run.vocabs:
         metrics["source_oov_tokens"] = sum(t not in run.vocabs["src"] for e in examples for t in e.source)
-    _note_variant(run, metrics, limit, sampling)
+    metrics["strategy"] = run.strategy_name(beam)
+    _note_variant(run, metrics, limit, settings["sampling"])
     metrics["settings"] = settings
     if target is not None:
         _write(run, target, examples, predictions, metrics)
@@ -182,18 +185,53 @@ def evaluation_settings(run, beam, limit, sampling, bleu_tokenize) -> dict:
     decode settings in force (`beam` applied), the limit, sampling, an ensemble's members, the BLEU tokenizer."""
     from structseq.outputs import file_digest
 
-    decode = dataclasses.asdict(run.config.decode)
+    decode = applying(dataclasses.asdict(run.config.decode))
     if beam is not None:
         decode["beam"] = beam
+    own = own_keys(decode.get("strategy"))
+    draws = any(f.metadata.get("role") == "seed" for f in own.values())
     return {
         "checkpoint": run.checkpoint,
         "checkpoint_sha256": [file_digest(p) for p in run.checkpoint_files],
         "decode": {k: v for k, v in decode.items() if k not in NOT_SETTINGS},
         "limit": limit,
-        "sampling": None if sampling is None else dataclasses.asdict(sampling),
+        "sampling": {k: decode[k] for k in own} if draws else None,  # a drawing strategy's settings
         "ensemble": list(run.members) or None,
         "bleu_tokenize": bleu_tokenize or run.config.data.bleu_tokenize,
     }
+
+
+def own_keys(strategy: str | None) -> dict:
+    """The `decode` keys strategy `strategy` declares (`register_strategy(options=)`): name -> field."""
+    from structseq.registry import STRATEGIES
+
+    options = getattr(STRATEGIES.get(strategy), "options", None) if strategy in STRATEGIES else None
+    return {f.name: f for f in dataclasses.fields(options)} if options else {}
+
+
+def applying(decode: dict) -> dict:
+    """A `decode` section's keys without those of strategies it does not name (their defaults: what an
+    evaluation's settings and name leave out)."""
+    from structseq.config import DecodeConfig
+
+    shared = {f.name for f in dataclasses.fields(DecodeConfig)}
+    own = own_keys(decode.get("strategy"))
+    return {k: v for k, v in decode.items() if k in shared or k in own}
+
+
+def _strategy_part(decode: dict, saved: dict) -> str | None:
+    """The name part of a strategy with its own keys: `NAME-seedS-KEYVALUE...` (the seed always, other keys
+    where not their default), when it or a key differs from the run's own, or it draws; else None."""
+    own = own_keys(decode.get("strategy"))
+    draws = any(f.metadata.get("role") == "seed" for f in own.values())
+    changed = decode.get("strategy") != saved.get("strategy") or any(
+        decode[k] != saved.get(k, f.default) for k, f in own.items()
+    )
+    if not own or not (changed or draws):
+        return None
+    keys = [f"seed{decode[k]}" for k, f in own.items() if f.metadata.get("role") == "seed"]
+    keys += [f"{k}{decode[k]}" for k, f in own.items() if f.metadata.get("role") != "seed" and decode[k] != f.default]
+    return "-".join([decode["strategy"], *keys])
 
 
 def _short(value) -> str:
@@ -209,30 +247,38 @@ def evaluation_suffix(settings: dict, defaults: dict) -> str:
     decode, saved = settings["decode"], defaults["decode"]
     if decode.get("beam") != saved.get("beam"):
         parts.append(f"beam{decode.get('beam')}")
-    other = {k: v for k, v in decode.items() if k != "beam" and saved.get(k) != v}
+    strategy = _strategy_part(decode, saved)
+    named = {"beam", *own_keys(decode.get("strategy"))} | ({"strategy"} if strategy else set())
+    other = {k: v for k, v in decode.items() if k not in named and saved.get(k) != v}
     if other:
         parts.append(f"dec-{_short(other)}")
+    if strategy:
+        parts.append(strategy)
     if settings.get("ensemble"):
         parts.append("ensemble-" + hashlib.sha1("\n".join(settings["ensemble"]).encode()).hexdigest()[:8])
     if settings.get("limit") is not None:
         parts.append(f"first{settings['limit']}")
-    if settings.get("sampling") is not None:
-        sampling = dict(settings["sampling"])
-        seed = sampling.pop("seed", None)
-        plain = sampling == {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
-        parts.append(f"sample-seed{seed}" + ("" if plain else f"-{_short(sampling)}"))
     if settings.get("bleu_tokenize") and settings["bleu_tokenize"] != defaults.get("bleu_tokenize"):
         parts.append(f"tok-{settings['bleu_tokenize']}")
     return "".join(f".{p}" for p in parts)
 
 
-def describe(settings: dict | None) -> str:
-    """One line of an evaluation's settings, for people: `checkpoint best, beam 5, len_penalty 0.6, limit 200`."""
+def describe(settings: dict | None, strategy: str | None = None) -> str:
+    """One line of an evaluation's settings, for people: `checkpoint best, strategy beam, beam 5, len_penalty
+    0.6, limit 200`: of the decode keys, only those the strategy (`strategy`: the one that decoded, else the
+    named one) reads and its own, no null."""
+    from structseq.registry import STRATEGIES
+
     if not settings:
         return "settings not recorded"
+    decode = dict(settings.get("decode") or {})
+    strategy = strategy or decode.get("strategy")
+    if strategy in STRATEGIES:
+        keep = {*STRATEGIES.get(strategy).reads, *own_keys(strategy)}
+        decode = {"strategy": strategy, **{k: v for k, v in decode.items() if k in keep}}
     out = [f"checkpoint {settings.get('checkpoint')}"]
-    out += [f"{k} {v}" for k, v in (settings.get("decode") or {}).items()]
-    for key in ("limit", "sampling", "bleu_tokenize"):
+    out += [f"{k} {v}" for k, v in decode.items() if v is not None]
+    for key in ("limit", "bleu_tokenize"):
         if settings.get(key) is not None:
             out.append(f"{key} {settings[key]}")
     if settings.get("ensemble"):
@@ -266,8 +312,8 @@ def _note_variant(run, metrics: dict, limit, sampling) -> None:
     if limit is not None:
         metrics["limit"] = limit
         notes.append(f"limit:{limit}")
-    if sampling is not None:
-        metrics["sampling"] = dataclasses.asdict(sampling)
+    if sampling is not None:  # a drawing strategy's settings (seed included)
+        metrics["sampling"] = dict(sampling)
         notes.append("sample:" + ",".join(f"{k}={v}" for k, v in metrics["sampling"].items()))
     if notes:
         append_signatures(metrics, "|" + "|".join(notes))

@@ -25,8 +25,9 @@ from structseq.yamlio import load_yaml
 
 #: what a field may declare it is (`option(..., role=...)`), so that generic code finds it without knowing its
 #: name: a `width` or `heads` of a model (sizes a test shrinks), the longest input a model takes (`max_length`,
-#: `max_context_length`), the context length a task trims to (`context_trim`), its output head section (`head`)
-ROLES = ("width", "heads", "max_length", "max_context_length", "context_trim", "head")
+#: `max_context_length`), the context length a task trims to (`context_trim`), its output head section (`head`),
+#: the seed of a decoding strategy's draws (`seed`: evaluation names always show it)
+ROLES = ("width", "heads", "max_length", "max_context_length", "context_trim", "head", "seed")
 
 
 def option(
@@ -254,7 +255,8 @@ def build_section(
             value = values.get(f.name)
             kwargs[f.name] = _build_entries(value, f.metadata["entries"], key, schemas, lenient, hint)
         elif dataclasses.is_dataclass(hints[f.name]):
-            kwargs[f.name] = build_section(hints[f.name], values.get(f.name), key + ".", schemas, lenient, hint)
+            schema = section_schema(f, hints[f.name])
+            kwargs[f.name] = build_section(schema, values.get(f.name), key + ".", schemas, lenient, hint)
         elif f.name in values:
             value = values[f.name]
             if typing.get_origin(hints[f.name]) is list and isinstance(value, str):
@@ -262,6 +264,12 @@ def build_section(
             kwargs[f.name] = check_type(value, hints[f.name], key)
             check_value(kwargs[f.name], f.metadata, key)
     return cls(**kwargs)
+
+
+def section_schema(f: dataclasses.Field, hint: type) -> type:
+    """The schema of a nested section: its type, or what its `schema` metadata (a function) returns where the
+    keys are known only once the registries are (the `decode` section with each strategy's own keys)."""
+    return f.metadata["schema"]() if "schema" in f.metadata else hint
 
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -302,7 +310,7 @@ def walk_fields(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Fiel
         if "choose" in f.metadata or "entries" in f.metadata:
             continue
         if dataclasses.is_dataclass(hints[f.name]):
-            out += walk_fields(hints[f.name], f"{prefix}{f.name}.")
+            out += walk_fields(section_schema(f, hints[f.name]), f"{prefix}{f.name}.")
         else:
             out.append((prefix + f.name, f, hints[f.name]))
     return out

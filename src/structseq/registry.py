@@ -275,9 +275,16 @@ def register_metric(name: str, *, scale: str = "fraction", higher_is_better: boo
     return deco
 
 
-def register_strategy(name: str):
-    """Class decorator of a `structseq.decode.strategies.Strategy`: `decode.strategy: NAME` picks it."""
-    return _named_class(STRATEGIES, name)
+def register_strategy(name: str, options: type | None = None):
+    """Class decorator of a `structseq.decode.strategies.Strategy`: `decode.strategy: NAME` picks it.
+    `options`: a dataclass of `structseq.fields.option`s, the strategy's own `decode` keys (validated and listed
+    like every key; refused under another strategy), read from `settings.options`."""
+
+    def deco(cls):
+        cls.options = options
+        return _named_class(STRATEGIES, name)(cls)
+
+    return deco
 
 
 def register_processor(name: str, *, options: type, rank: int):

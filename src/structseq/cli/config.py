@@ -15,7 +15,7 @@ from rich.table import Table
 from structseq.cli.options import stdout_console
 from structseq.config import Config, schemas
 from structseq.errors import ConfigError
-from structseq.fields import walk_fields
+from structseq.fields import section_schema, walk_fields
 
 console = stdout_console()
 KINDS = ("model", "head", "task")
@@ -88,7 +88,9 @@ def find_schema(name: str) -> tuple[str, type]:
     """The schema called `name`: a shared section (data, optim, train, decode), a model arch, a head or a task
     type; an unknown name lists every name."""
     hints = typing.get_type_hints(Config)
-    shared = {f.name: hints[f.name] for f in dataclasses.fields(Config) if "choose" not in f.metadata}
+    shared = {
+        f.name: section_schema(f, hints[f.name]) for f in dataclasses.fields(Config) if "choose" not in f.metadata
+    }
     if name in shared:
         return name, shared[name]
     for kind in KINDS:

@@ -33,11 +33,17 @@ Set = typer.Option(
     help="decode.KEY=VALUE, checked by the config schema (repeatable), e.g. --set decode.len_penalty=0.6; "
     "model.pretrained=DIR points a run at its moved base folder (its content hash is still checked)",
 )
-Sample = typer.Option(False, "--sample", help="draw from the model (ancestral sampling) instead of searching")
-TopK = typer.Option(0, "--top-k", help="with --sample: only the K most probable tokens (0: all)")
-TopP = typer.Option(1.0, "--top-p", help="with --sample: the smallest set of tokens with this much probability")
-Temperature = typer.Option(1.0, "--temperature", help="with --sample: divide log-probabilities by T (near 0: greedy)")
-Seed = typer.Option(0, "--seed", help="with --sample: the random seed (same seed, same samples)")
+Sample = typer.Option(
+    False, "--sample", help="draw from the model (ancestral sampling) instead of searching: decode.strategy=sampling"
+)
+TopK = typer.Option(None, "--top-k", help="with sampling: only the K most probable tokens (0: all) [decode.top_k]")
+TopP = typer.Option(
+    None, "--top-p", help="with sampling: the smallest set of tokens with this much probability [decode.top_p]"
+)
+Temperature = typer.Option(
+    None, "--temperature", help="with sampling: divide log-probabilities by T (near 0: greedy) [decode.temperature]"
+)
+Seed = typer.Option(None, "--seed", help="with sampling: the random seed (same seed, same samples) [decode.seed]")
 Quiet = typer.Option(False, "--quiet", "-q", help="no progress on stderr")
 
 
@@ -75,32 +81,32 @@ def load_for_decoding(
     return load_ensemble(run_paths(runs), checkpoint, device=device, moved=moved).with_overrides([*decode, *given])
 
 
-def check_beam_clash(beam: int | None, overrides: list[str]) -> None:
-    """--beam N beside --set decode.beam=M: refused rather than one silently winning."""
-    given = [o for o in overrides if o.split("=", 1)[0].strip() == "decode.beam"]
-    if beam is not None and given:
-        raise ConfigError(f"--beam {beam} and --set {given[-1]} both set the beam: give one of them")
+#: the decoding flags that are shorthands for decode keys: flag -> key
+FLAG_KEYS = {"--beam": "beam", "--top-k": "top_k", "--top-p": "top_p", "--temperature": "temperature", "--seed": "seed"}
 
 
-def sampling_of(sample: bool, top_k: int, top_p: float, temperature: float, seed: int):
-    """The `Sampling` settings when --sample is given; the sampling options alone are an error."""
-    from structseq.decode.search import Sampling
+def check_beam_clash(beam: int | None, overrides: list[str], **flags) -> None:
+    """A flag (--beam N, --seed S, ...) beside --set decode.KEY=M for its own key: refused rather than one
+    silently winning."""
+    for flag, value in {"--beam": beam, **{f"--{k.replace('_', '-')}": v for k, v in flags.items()}}.items():
+        given = [o for o in overrides if o.split("=", 1)[0].strip() == f"decode.{FLAG_KEYS[flag]}"]
+        if value is not None and given:
+            raise ConfigError(
+                f"{flag} {value} and --set {given[-1]} both set decode.{FLAG_KEYS[flag]}: give one of them"
+            )
 
-    if sample:
-        return Sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    changed = [
-        name
-        for name, value, default in (
-            ("--top-k", top_k, 0),
-            ("--top-p", top_p, 1.0),
-            ("--temperature", temperature, 1.0),
-            ("--seed", seed, 0),
+
+def sampling_overrides(run, sample: bool, top_k, top_p, temperature, seed) -> list[str]:
+    """The decode keys the sampling flags stand for: --sample is decode.strategy=sampling, --seed S is
+    decode.seed=S, ...; a sampling flag for a run that does not sample (without --sample) is refused."""
+    flags = {"--top-k": top_k, "--top-p": top_p, "--temperature": temperature, "--seed": seed}
+    given = {flag: v for flag, v in flags.items() if v is not None}
+    if given and not sample and run.config.decode.strategy != "sampling":
+        raise ConfigError(
+            f"{', '.join(given)} only apply with --sample (or decode.strategy: sampling); the run decodes with "
+            f"decode.strategy {run.config.decode.strategy or 'null'}"
         )
-        if value != default
-    ]
-    if changed:
-        raise ConfigError(f"{', '.join(changed)} only apply with --sample")
-    return None
+    return ["decode.strategy=sampling"] * sample + [f"decode.{FLAG_KEYS[f]}={v!r}" for f, v in given.items()]
 
 
 def evaluate(
@@ -123,10 +129,10 @@ def evaluate(
     max_len_b: Optional[int] = MaxLenB,
     set_: list[str] = Set,
     sample: bool = Sample,
-    top_k: int = TopK,
-    top_p: float = TopP,
-    temperature: float = Temperature,
-    seed: int = Seed,
+    top_k: Optional[int] = TopK,
+    top_p: Optional[float] = TopP,
+    temperature: Optional[float] = Temperature,
+    seed: Optional[int] = Seed,
     quiet: bool = Quiet,
     metric: list[str] = typer.Option(
         [], "--metric", help="a registered metric to report too (repeatable; plugins included), e.g. --metric chrf"
@@ -145,8 +151,7 @@ def evaluate(
     run's own settings, with a .metrics.json stating them all; an earlier evaluation is replaced only with --overwrite."""
     from structseq.progress import is_main_process
 
-    check_beam_clash(beam, set_)
-    sampling = sampling_of(sample, top_k, top_p, temperature, seed)
+    check_beam_clash(beam, set_, top_k=top_k, top_p=top_p, temperature=temperature, seed=seed)
     run = load_for_decoding(
         runs,
         checkpoint,
@@ -157,6 +162,7 @@ def evaluate(
         threads=threads,
         hint=not quiet,
     )
+    run = run.with_overrides(sampling_overrides(run, sample, top_k, top_p, temperature, seed))
     main = is_main_process()
     m = run.evaluate(
         split,
@@ -165,7 +171,6 @@ def evaluate(
         bleu_tokenize=bleu_tokenize,
         show_progress=not quiet,
         limit=limit,
-        sampling=sampling,
         write_predictions=main,
         overwrite=overwrite,
         metrics=metric,
@@ -204,10 +209,10 @@ def predict(
     max_len_b: Optional[int] = MaxLenB,
     set_: list[str] = Set,
     sample: bool = Sample,
-    top_k: int = TopK,
-    top_p: float = TopP,
-    temperature: float = Temperature,
-    seed: int = Seed,
+    top_k: Optional[int] = TopK,
+    top_p: Optional[float] = TopP,
+    temperature: Optional[float] = Temperature,
+    seed: Optional[int] = Seed,
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     quiet: bool = Quiet,
 ):
@@ -220,8 +225,7 @@ def predict(
 
     if fmt not in all_formats():
         raise ConfigError(f"'--format' must be one of {', '.join(all_formats())}, got {fmt!r}")
-    check_beam_clash(beam, set_)
-    sampling = sampling_of(sample, top_k, top_p, temperature, seed)
+    check_beam_clash(beam, set_, top_k=top_k, top_p=top_p, temperature=temperature, seed=seed)
     run = load_for_decoding(
         runs,
         checkpoint,
@@ -233,20 +237,21 @@ def predict(
         device=check_device(device),
         hint=not quiet,
     )
-    own_format = check_format(fmt, run.task, beam=beam, nbest=nbest, sampling=sampling)  # cli/tagged_output.py
+    own_format = check_format(fmt, run.task, beam=beam, nbest=nbest, sampling=sample or None)  # tagged_output.py
+    run = run.with_overrides(sampling_overrides(run, sample, top_k, top_p, temperature, seed))
     lines = list(stdin_lines())
     if own_format:
         if is_main_process():
             print_tagged(run, lines, fmt, beam=beam)
         return
     if nbest is None and fmt == "text":
-        outputs = run.predict(lines, beam=beam, where="<stdin>", sampling=sampling, show_progress=not quiet)
+        outputs = run.predict(lines, beam=beam, where="<stdin>", show_progress=not quiet)
         if is_main_process():
             for out in outputs:
                 print(out)
         return
     examples = run.parse_lines(lines, "<stdin>")
-    lists = run.search(examples, nbest=nbest or 1, beam=beam, sampling=sampling, show_progress=not quiet)
+    lists = run.search(examples, nbest=nbest or 1, beam=beam, show_progress=not quiet)
     if is_main_process():
         print_candidates(lines, lists, fmt)
 
@@ -338,6 +343,6 @@ def print_metrics(m: dict) -> None:
     if "settings" in m:
         from structseq.evaluation import describe
 
-        console.print(f"settings: {describe(m['settings'])}", highlight=False)
+        console.print(f"settings: {describe(m['settings'], m.get('strategy'))}", highlight=False)
     if "predictions" in m:
         console.print(f"predictions: {m['predictions']}")

@@ -299,7 +299,10 @@ class Config:
     )
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    decode: DecodeConfig = field(
+        default_factory=lambda: decode_schema()(),
+        metadata={"schema": lambda: decode_schema(), "help": "decoding: shared keys and each strategy's own"},
+    )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -417,3 +420,4 @@ def load_config(path: str | Path | None = None, overrides: list[str] = ()) -> Co
 
 # the cross-key checks live beside the schemas (they import nothing of this module)
 from structseq.config.checks import check_config  # noqa: E402
+from structseq.config.decode import decode_schema  # noqa: E402

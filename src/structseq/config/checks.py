@@ -3,6 +3,7 @@ ConfigError naming the keys. `config_from_dict` runs them on every config it bui
 
 from __future__ import annotations
 
+from structseq.config.decode import check_decode
 from structseq.errors import ConfigError
 from structseq.fields import declared
 from structseq.registry import ARCHS, HEADS, METRICS, TASKS
@@ -29,6 +30,7 @@ def check_config(cfg) -> None:
             f"'{cfg.task.type}'; choices: {', '.join(metrics)}"
         )
     arch.check_serves(task.name)
+    check_decode(cfg.decode)
     head = declared(cfg.model, "head")
     if head is not None and HEADS.get(head[1].type).needs_attention and not arch.attention:
         raise ConfigError(

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from structseq.data.example import Example
 from structseq.data.vocab import Vocab
-from structseq.decode.search import Sampling
+from structseq.decode.sampling import Sampling
 from structseq.decode.strategies import Candidate, Settings, choose
 from structseq.errors import ConfigError
 from structseq.progress import progress
@@ -51,18 +51,17 @@ def run(
     `Candidate`s, best first (`Strategy.outputs`); a tagger's, each word's k best tags (`tagging.Tagging`).
     Batches of `decode_cfg.batch_size` sentences sorted by source length, inputs from `task.decode_batch`
     (`decode_inputs`, or given each example's index, for errors naming it), progress labelled
-    `task.progress_label`; one generator seeded with `sampling.seed` for the whole call."""
+    `task.progress_label`; a sampling strategy draws from one generator seeded with `decode.seed` (or
+    `sampling.seed`) for the whole call. `beam` (an explicit --beam) is refused by a strategy that keeps none."""
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise ConfigError(f"'--nbest' must be an integer >= 1, got {nbest!r}")
     d = decode_cfg
     device = next(model.parameters()).device
-    generator = None
-    if sampling is not None:
-        generator = torch.Generator(device=device).manual_seed(sampling.seed)
-    beam = d.beam if beam is None else beam
-    settings = Settings(beam, nbest, d.len_penalty, d.early_stopping, sampling, generator)
+    settings = Settings(d.beam if beam is None else beam, nbest, d.len_penalty, d.early_stopping, sampling, options=d)
     name = "sampling" if sampling is not None else d.strategy
     strategy = choose(name, settings, model.search_interface, type(model).__name__)
+    if beam is not None and beam > 1 and "beam" not in strategy.reads:
+        raise ConfigError(f"'--beam' {beam}: decode.strategy '{strategy.name}' keeps no beam; leave --beam out")
     out: list[Any] = [None] * len(examples)
     label = "sample" if sampling else task.progress_label
     for chunk in length_sorted_batches(examples, d.batch_size, label, show_progress):

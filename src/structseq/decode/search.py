@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from structseq.data.vocab import Vocab
-from structseq.errors import StructseqError
+from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import output_limit, sentence_state
 from structseq.state import map_state
 
@@ -42,6 +42,7 @@ class Hypotheses:
     tokens: list[list[int]]  # best hypothesis per sentence, without </s>
     scores: list[float]  # its total log-probability (including </s>)
     nbest: list[list[tuple[list[int], float]]] | None = None  # all beam entries, best first
+    ended: list[list[bool]] | None = None  # whether each entry (of `nbest`, else the best) ended in </s>
 
 
 def max_lengths(src: Tensor, a: float, b: int, pad: int = Vocab.pad) -> Tensor:
@@ -110,6 +111,36 @@ def within_model(model, inputs: Mapping[str, Tensor], max_len: Tensor) -> Tensor
     return torch.minimum(max_len, limit)
 
 
+class Step:
+    """How one step chooses (fairseq's `Search.step`): given the open hypotheses' log-probabilities (n, K, V)
+    and scores (n, K), the candidates (n, C): their scores, the open hypothesis each extends (`origin`,
+    0..K-1) and its token. The loop (`search`) does the rest: which candidates finish (`may_finish`), which
+    K stay open (`select`), stopping, the length penalty and n-best lists. This one is beam search: the 2K
+    best continuations; the first K may finish, the K best unfinished stay open."""
+
+    def start(self, K: int, device) -> Tensor:
+        """Each sentence's K initial scores: one open hypothesis (identical beams at the start: keep one)."""
+        scores = torch.full((K,), float("-inf"), device=device)
+        scores[0] = 0.0
+        return scores
+
+    def step(self, lp: Tensor, scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        n, K, V = lp.shape
+        cand, flat = (scores[..., None] + lp).view(n, K * V).topk(min(2 * K, K * V), dim=1)
+        return cand, flat // V, flat % V
+
+    def may_finish(self, C: int, K: int, device) -> Tensor:
+        """Which of the C candidates may finish (ending in </s> or at the limit): the first K."""
+        return torch.arange(C, device=device) < K
+
+    def select(self, cand: Tensor, K: int) -> tuple[Tensor, Tensor]:
+        """The K candidates that stay open (those that ended are -inf in `cand`): scores and positions."""
+        return cand.topk(K, dim=1)
+
+
+BEAM = Step()
+
+
 def beam_search(
     model,
     inputs: Mapping[str, Tensor],
@@ -123,29 +154,62 @@ def beam_search(
     eos_at_limit: bool = True,
     early_stopping: bool | str = False,
 ) -> Hypotheses:
-    """Beam search with finished hypotheses kept aside (fairseq's and transformers' design). `max_len` (B,):
-    each sentence's output length limit (see `max_lengths`; `eos_at_limit`: the module's docstring).
+    """Beam search: `search` with the beam `Step`; `max_len` (B,): each sentence's output length limit."""
+    return search(
+        model, inputs, max_len, BEAM, beam=beam, len_penalty=len_penalty, nbest=nbest, eos=eos, bos=bos, pad=pad,
+        eos_at_limit=eos_at_limit, early_stopping=early_stopping,
+    )  # fmt: skip
 
-    Each step takes the 2K best continuations of the K open hypotheses; those ending in </s> among the first
-    K are finished and join the sentence's K best finished ones, ranked by `normalized` (score / length **
-    len_penalty, the length counting </s>); the K best others stay open. A finished hypothesis is never
-    evicted by an open one, so the search never returns worse than an output it has found. A sentence stops
-    (transformers' `early_stopping`, same semantics) once K are finished and: True: at once; False: the best
-    open score over its current length ** len_penalty cannot beat the worst finished (transformers' default
-    heuristic); "never": no open hypothesis can beat the worst finished at any length up to the limit (exact:
-    textbook beam search). It also stops when nothing is open, and without n-best lists as soon as no open
-    hypothesis can beat the best finished one (this changes no result). A stopped sentence leaves the batch."""
-    rule = _stop_rule(early_stopping)
+
+@torch.no_grad()
+def search(
+    model,
+    inputs: Mapping[str, Tensor],
+    max_len: Tensor,
+    rule: Step = BEAM,
+    *,
+    beam: int = 1,
+    copies: int = 1,
+    len_penalty: float = 1.0,
+    nbest: bool = False,
+    eos: int = Vocab.eos,
+    bos: int = Vocab.bos,
+    pad: int = Vocab.pad,
+    eos_at_limit: bool = True,
+    early_stopping: bool | str = False,
+    processors=None,
+) -> Hypotheses:
+    """The one search loop: K = `beam` hypotheses per sentence (in each of `copies` independent searches of
+    it: samples), each step's choice made by `rule` (`Step`); `max_len` (B,): each sentence's output length
+    limit (see `max_lengths`; `eos_at_limit`: the module's docstring). `processors` (transformers'
+    `LogitsProcessor` convention: `(input_ids (rows, 1 + t) from <s>, scores (rows, V)) -> scores`) change
+    each step's log-probabilities before <pad>, <s> and the limit are applied.
+
+    Each step's candidates that end (</s>, or the limit) and that `rule.may_finish` join the sentence's K best
+    finished ones, ranked by `normalized` (score / length ** len_penalty, the length counting </s>); the ones
+    `rule.select` picks among the others stay open. A finished hypothesis is never evicted by an open one, so
+    the search never returns worse than an output it has found. A sentence stops (transformers'
+    `early_stopping`, same semantics) once K are finished and: True: at once; False: the best open score over
+    its current length ** len_penalty cannot beat the worst finished (transformers' default heuristic);
+    "never": no open hypothesis can beat the worst finished at any length up to the limit (exact: textbook beam
+    search). It also stops when nothing is open, and without n-best lists as soon as no open hypothesis can
+    beat the best finished one (this changes no result). A stopped sentence leaves the batch. With `copies` >
+    1, a sentence's n-best list is the best of each copy, ranked by `normalized`."""
+    stop = _stop_rule(early_stopping)
     max_len = within_model(model, inputs, max_len)
+    B0 = max_len.shape[0]
+    if copies > 1:
+        max_len = max_len.repeat_interleave(copies)
     B, K = max_len.shape[0], beam
     device = max_len.device
     shared = sentence_state(model)
     state = model.init_state(model.encode(inputs))
-    expand = torch.arange(B, device=device).repeat_interleave(K)
+    if K > WIDE:  # before the state is copied K times: a beam the output vocabulary cannot fill is refused
+        _check_width(model, state, K, B0, bos, device)
+    expand = torch.arange(B0, device=device).repeat_interleave(copies * K)
     state = map_state(state, lambda t: t.index_select(0, expand))
     T = int(max_len.max()) + 1
-    scores = torch.full((B, K), float("-inf"), device=device)
-    scores[:, 0] = 0.0  # identical beams at the start: keep one
+    scores = rule.start(K, device).expand(B, K).clone()
     history = torch.empty(B, K, 0, dtype=torch.long, device=device)
     fin_norm = torch.full((B, K), float("-inf"), device=device)  # finished: normalised score, best first
     fin_score = torch.full((B, K), float("-inf"), device=device)
@@ -155,30 +219,31 @@ def beam_search(
     limit = max_len.to(device)  # (n,)
     alive = torch.arange(B, device=device)  # original index of each open sentence
     done: dict[int, tuple] = {}  # original index -> (fin_hist, fin_score, fin_len, fin_norm, history) when it left
-    rank_ok = torch.arange(2 * K, device=device) < K  # only the first K continuations may finish
     for t in range(T):
         n = alive.shape[0]
         log_probs, state = model.step(prev, state)
         V = log_probs.shape[-1]
         lp = log_probs.view(n, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
+        if processors:
+            ids = torch.cat([prev.new_full((n * K, 1), bos), history.reshape(n * K, t)], 1)
+            lp = processors(ids, lp.view(n * K, V)).view(n, K, V)
         lp[..., [pad, bos]] = float("-inf")  # never generate padding or a second <s>
         at_limit = (t >= limit)[:, None]
         if eos_at_limit:  # forced </s> at the length limit
             is_eos = torch.arange(V, device=device) == eos
             lp = torch.where(at_limit[..., None] & ~is_eos, float("-inf"), lp)
-        cand, flat = (scores[..., None] + lp).view(n, K * V).topk(min(2 * K, K * V), dim=1)
-        origin, token = flat // V, flat % V
+        cand, origin, token = rule.step(lp, scores)
         ends = (token == eos) | at_limit  # without eos_at_limit, an output at the limit ends unterminated
-        new = ends & rank_ok[: cand.shape[1]] & cand.isfinite()
+        new = ends & rule.may_finish(cand.shape[1], K, device) & cand.isfinite()
         if bool(new.any()):
             hist = torch.cat([history.gather(1, origin[..., None].expand(n, -1, t)), token[..., None]], 2)
             lengths = t + (token != eos).long()  # tokens kept: an output ended at the limit keeps its last
             fin = _keep_best((fin_norm, fin_score, fin_len, fin_hist), cand, new, lengths, hist, len_penalty, pad)
             fin_norm, fin_score, fin_len, fin_hist = fin
-        scores, keep_k = cand.masked_fill(ends, float("-inf")).topk(K, dim=1)
+        scores, keep_k = rule.select(cand.masked_fill(ends, float("-inf")), K)
         origin, token = origin.gather(1, keep_k), token.gather(1, keep_k)
         history = torch.cat([history.gather(1, origin[..., None].expand(n, K, t)), token[..., None]], 2)
-        settled = _settled(rule, fin_norm, scores[:, 0], limit, t, len_penalty, top_only=not nbest)
+        settled = _settled(stop, fin_norm, scores.max(1).values, limit, t, len_penalty, top_only=not nbest)
         reorder = origin + torch.arange(n, device=device)[:, None] * K  # (n, K) rows of the new states
         shrunk = bool(settled.any())
         if shrunk:
@@ -193,21 +258,45 @@ def beam_search(
         rows = reorder.view(-1)
         state = _reorder(state, lambda x: x.index_select(0, rows), shared, shrunk=shrunk)
         prev = token.view(-1)
-    lists = [_entries(done[b], (eos, pad, bos)) for b in range(B)]
-    return Hypotheses([e[0][0] for e in lists], [e[0][1] for e in lists], lists if nbest else None)
+    lists = [_entries(done[b], eos, (eos, pad, bos)) for b in range(B)]
+    if copies > 1:  # each copy's best, ranked as the search ranks
+        lists = [[e[0] for e in lists[b * copies : (b + 1) * copies]] for b in range(B0)]
+        lists = [sorted(e, key=lambda x: -normalized(x[1], len(x[0]), len_penalty, x[2])) for e in lists]
+    ended = [[x[2] for x in e] for e in lists]
+    pairs = [[(toks, s) for toks, s, _ in e] for e in lists]
+    kept = pairs if nbest or copies > 1 else None
+    return Hypotheses(
+        [e[0][0] for e in pairs], [e[0][1] for e in pairs], kept, ended if kept else [e[:1] for e in ended]
+    )
 
 
-def _entries(done: tuple, specials: tuple[int, ...]) -> list[tuple[list[int], float]]:
-    """A stopped sentence's finished hypotheses (tokens, score), best first; only when every continuation
-    scored -inf (e.g. NaN outputs), its raw history instead."""
+#: beams up to this width are searched without asking the model its vocabulary size first
+WIDE = 64
+
+
+def _check_width(model, state, K: int, B: int, bos: int, device) -> None:
+    """A ConfigError for a beam wider than the model's output vocabulary (its first step's width: one step on
+    an unshared copy of the state), which can never be filled at the first step and, copied K times, took
+    all memory."""
+    rows = torch.arange(B, device=device)
+    V = model.step(torch.full((B,), bos, device=device), map_state(state, lambda t: t.index_select(0, rows)))[0]
+    if K > V.shape[-1]:
+        raise ConfigError(
+            f"'decode.beam' {K}: wider than the model's {V.shape[-1]} output tokens (a beam it cannot fill); "
+            f"use at most {V.shape[-1]}"
+        )
+
+
+def _entries(done: tuple, eos: int, specials: tuple[int, ...]) -> list[tuple[list[int], float, bool]]:
+    """A stopped sentence's finished hypotheses (tokens, score, whether it ended in </s>), best first; only
+    when every continuation scored -inf (e.g. NaN outputs), its raw history instead."""
     hist, sc, ln, norm, raw = (x.tolist() for x in done)
-    entries = [(hist[k][: ln[k]], sc[k]) for k in range(len(norm)) if norm[k] != float("-inf")]
-    return entries or [([t for t in raw if t not in specials], float("-inf"))]
-
-
-def _without_eos(tokens: list[int], eos: int) -> list[int]:
-    """An output without its final </s> (one ended at the length limit without </s> keeps every token)."""
-    return tokens[:-1] if tokens and tokens[-1] == eos else tokens
+    entries = [
+        (hist[k][: ln[k]], sc[k], ln[k] < len(hist[k]) and hist[k][ln[k]] == eos)
+        for k in range(len(norm))
+        if norm[k] != float("-inf")
+    ]
+    return entries or [([t for t in raw if t not in specials], float("-inf"), True)]
 
 
 def _keep_best(fin: tuple, cand: Tensor, new: Tensor, lengths: Tensor, hist: Tensor, len_penalty: float, pad: int):
@@ -241,108 +330,10 @@ def _settled(rule: str, fin_norm: Tensor, best_open: Tensor, limit: Tensor, t: i
     return settled | (fin_norm[:, 0] >= exact) if top_only else settled
 
 
-def normalized(score: float, n_tokens: int, len_penalty: float) -> float:
-    """What beam search ranks by: score / length ** len_penalty, the length counting </s> (n_tokens + 1)."""
-    return score / (n_tokens + 1) ** len_penalty if len_penalty else score
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Ancestral sampling settings: logits / temperature, then the `top_k` most probable tokens (0: all), then
-    the smallest set of them whose probability reaches `top_p` (1: all); `seed` seeds the draws."""
-
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self):
-        from structseq.errors import ConfigError
-
-        if not 0 < self.temperature < float("inf"):  # inf: every log-probability 0 / inf, a NaN draw
-            raise ConfigError(
-                f"'--temperature' must be > 0 and finite, got {self.temperature} (near zero: greedy; large: uniform)"
-            )
-        if self.top_k < 0:
-            raise ConfigError(f"'--top-k' must be >= 0 (0: no limit), got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"'--top-p' must be in (0, 1], got {self.top_p}")
-
-
-def _draw(lp: Tensor, s: Sampling, generator: torch.Generator | None) -> Tensor:
-    """One token per row of log-probabilities (n, V) under the sampling settings."""
-    logits = lp / s.temperature
-    if s.top_k:
-        kth = logits.topk(min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if s.top_p < 1:
-        sorted_logits, order = logits.sort(-1, descending=True)
-        probs = sorted_logits.softmax(-1)
-        drop = probs.cumsum(-1) - probs >= s.top_p  # the mass before this token already reaches top_p
-        drop[:, 0] = False
-        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-    return torch.multinomial(logits.softmax(-1), 1, generator=generator)[:, 0]
-
-
-@torch.no_grad()
-def sample(
-    model,
-    inputs: Mapping[str, Tensor],
-    max_len: Tensor,
-    sampling: Sampling = Sampling(),
-    *,
-    n: int = 1,
-    len_penalty: float = 1.0,
-    generator: torch.Generator | None = None,
-    eos: int = Vocab.eos,
-    bos: int = Vocab.bos,
-    pad: int = Vocab.pad,
-    eos_at_limit: bool = True,
-) -> Hypotheses:
-    """`n` samples per sentence (`nbest`: ranked as beam search ranks, by `normalized`; `tokens`/`scores`: the
-    first). A score is the sample's log-probability under the model itself (untempered, unfiltered, </s>
-    included), so it compares with beam and teacher-forced scores. The length limit and the ban on <pad>/<s>
-    are beam search's; a finished sample leaves the batch. `generator` (on the model's device) makes the draws
-    reproducible; its own default is torch's global generator."""
-    max_len = within_model(model, inputs, max_len)
-    B = max_len.shape[0]
-    device = max_len.device
-    rows = torch.arange(B, device=device).repeat_interleave(n)
-    state = model.init_state(model.encode(inputs))
-    state = map_state(state, lambda t: t.index_select(0, rows))
-    limit = max_len.to(device)[rows]
-    alive = torch.arange(B * n, device=device)
-    history = torch.empty(B * n, 0, dtype=torch.long, device=device)
-    scores = torch.zeros(B * n, device=device)
-    prev = torch.full((B * n,), bos, dtype=torch.long, device=device)
-    done: dict[int, tuple[list[int], float]] = {}
-    for t in range(int(max_len.max()) + 1):
-        lp, state = model.step(prev, state)
-        lp = lp.float().nan_to_num(nan=float("-inf"))
-        lp[:, [pad, bos]] = float("-inf")
-        is_eos = torch.arange(lp.shape[-1], device=device) == eos
-        at_limit = t >= limit
-        if eos_at_limit:  # forced </s> at the length limit
-            lp = torch.where(at_limit[:, None] & ~is_eos, float("-inf"), lp)
-        lp = torch.where(~lp.isfinite().any(-1, keepdim=True) & is_eos, 0.0, lp)  # nothing left (a diverged model)
-        token = _draw(lp, sampling, generator)
-        scores = scores + lp.gather(1, token[:, None])[:, 0]
-        history = torch.cat([history, token[:, None]], 1)
-        ended = (token == eos) | at_limit
-        if bool(ended.any()):
-            for i in ended.nonzero()[:, 0].tolist():
-                done[int(alive[i])] = (_without_eos(history[i].tolist(), eos), float(scores[i]))
-            keep = (~ended).nonzero()[:, 0]
-            if keep.numel() == 0:
-                break
-            alive, history, scores, limit, token = alive[keep], history[keep], scores[keep], limit[keep], token[keep]
-            state = map_state(state, lambda x: x.index_select(0, keep), owned=True)
-        prev = token
-    nbest = []
-    for b in range(B):
-        entries = [done[b * n + k] for k in range(n)]
-        nbest.append(sorted(entries, key=lambda e: -normalized(e[1], len(e[0]), len_penalty)))
-    return Hypotheses([e[0][0] for e in nbest], [e[0][1] for e in nbest], nbest)
+def normalized(score: float, n_tokens: int, len_penalty: float, ended: bool = True) -> float:
+    """What beam search ranks by: score / length ** len_penalty, the length counting </s> (n_tokens + 1) when
+    the output `ended` in </s>, else (an output cut at the length limit) its n_tokens alone."""
+    return score / (n_tokens + int(ended)) ** len_penalty if len_penalty else score
 
 
 def sequence_log_prob(log_probs: Tensor, tgt_out: Tensor, pad: int = Vocab.pad) -> Tensor:

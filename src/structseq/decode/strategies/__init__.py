@@ -10,19 +10,28 @@ key, from `check_fits` when training starts or `--set` changes it; a saved run's
 a warning, `saved_strategy`); null picks the built-in default for the interface and the settings
 (`Strategy.default`).
 
-A new strategy is one file (here, or a plugin module from $STRUCTSEQ_PLUGINS). A sequence strategy gets the
-model, its named inputs, each sentence's length limit and the model's special ids, and returns
-`Hypotheses` (n-best lists when asked); `run` does the rest:
+A new strategy is one file (here, or a plugin module from $STRUCTSEQ_PLUGINS). A sequence strategy is a step
+rule (`structseq.decode.search.Step`, fairseq's `Search.step`: how one step chooses among the continuations)
+inside the one search loop (`structseq.decode.search.search`: length limit, stopping rules, length penalty,
+finished hypotheses, n-best lists), with its own `decode` keys declared where it is registered
+(`options=`: a dataclass of `structseq.fields.option`s, validated like every config key, listed by
+`structseq config decode`, read from `self.settings.options`):
 
-    @register_strategy("my-search")
+    @register_strategy("my-search", options=MyOptions)
     class MySearch(Strategy):
-        def search(self, model, inputs, max_len, ids):
-            ...  # model.encode / init_state / step, as structseq.decode.search does
+        def rule(self, ids):
+            return MyStep(self.settings.options.strength)
 
-A strategy over another interface overrides `outputs` too (`structseq.decode.strategies.tagging`).
+(`structseq.decode.strategies.diverse` is a whole one.) A strategy may instead override `search` (the model,
+its inputs, each sentence's length limit and the special ids -> `Hypotheses`); one over another interface
+overrides `outputs` too (`structseq.decode.strategies.tagging`).
 
-Built in: `greedy`, `beam` (n-best lists too), `sampling` (sequence); `tree-greedy`, `tree-beam` (tree: the
-k best trees of each word, k = decode.beam); `tag-kbest` (tags: the k best labels of each word).
+A strategy refuses, in one line, a setting it cannot honour (`check`: greedy a beam or n-best list above 1);
+a key of another strategy's options is refused by the config (`structseq.config.checks`).
+
+Built in: `greedy`, `beam` (n-best lists too), `sampling`, `diverse-beam` (sequence); `tree-greedy`,
+`tree-beam` (tree: the k best trees of each word, k = decode.beam); `tag-kbest` (tags: the k best labels of
+each word).
 
 Ensembles are models, not strategies (`structseq.decode.ensemble.Ensemble`, as fairseq's `EnsembleModel`
 beside its `Search` classes): averaging members' next-token distributions is a model's `step`, so every
@@ -32,7 +41,6 @@ ensemble strategy would have to re-implement each search.
 
 from __future__ import annotations
 
-import abc
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,15 +50,16 @@ import torch
 from torch import Tensor
 
 from structseq.data.vocab import Vocab
-from structseq.decode.search import Hypotheses, Sampling, max_lengths, normalized
+from structseq.decode.sampling import Sampling
+from structseq.decode.search import BEAM, Hypotheses, Step, max_lengths, normalized, search
 from structseq.errors import ConfigError
 from structseq.registry import STRATEGIES
 
 
 class Candidate(NamedTuple):
     """One output of an n-best list or a sample: its tokens, its log-probability (</s> included), what beam
-    search ranks by (`search.normalized`: the score over its length in model tokens + 1 ** decode.len_penalty)
-    and the model's output ids (without </s>; a detokenised output may not give them back)."""
+    search ranks by (`search.normalized`: the score over its length in model tokens ** decode.len_penalty, the
+    length counting </s> where it ended in one, not for an output cut at the length limit) and the model's output ids (without </s>; a detokenised output may not give them back)."""
 
     tokens: list[str]
     score: float
@@ -61,7 +70,8 @@ class Candidate(NamedTuple):
 @dataclass(frozen=True)
 class Settings:
     """What a strategy reads: the beam, the n-best size, the length penalty and stopping rule (`decode`
-    section), sampling settings and the generator that draws them."""
+    section), sampling settings and the generator that draws them (else from the options' seed), the `decode`
+    section itself (`options`: a strategy's own keys) and the per-step processors (a `ProcessorList`)."""
 
     beam: int = 1
     nbest: int = 1
@@ -69,27 +79,53 @@ class Settings:
     early_stopping: bool | str = False
     sampling: Sampling | None = None
     generator: torch.Generator | None = None
+    options: Any = None
+    processors: Any = None
 
 
-class Strategy(abc.ABC):
+class Strategy:
     """One way to search a batch; `settings` as `Settings`. `interface`: the model interface it searches
-    (`Model.search_interface`)."""
+    (`Model.search_interface`); `options`: the dataclass of its own `decode` keys (`register_strategy`);
+    `reads`: the shared `decode` keys it honours (what an evaluation's settings line shows)."""
 
     name: str = ""
     interface: ClassVar[str] = "sequence"
+    options: ClassVar[type | None] = None
+    reads: ClassVar[tuple[str, ...]] = ("beam", "len_penalty", "early_stopping", "max_len_a", "max_len_b")
 
     def __init__(self, settings: Settings):
         self.settings = settings
+        self.check()
+
+    def check(self) -> None:
+        """A one-line ConfigError for a setting this strategy cannot honour (none here)."""
 
     @classmethod
     def default(cls, settings: Settings) -> bool:
         """Whether `decode.strategy: null` picks this one for its interface under `settings` (built-ins only)."""
         return False
 
-    @abc.abstractmethod
+    @property
+    def width(self) -> int:
+        """The hypotheses kept per sentence: max(beam, nbest)."""
+        return max(self.settings.beam, self.settings.nbest)
+
+    def rule(self, ids: Mapping) -> Step:
+        """How one step chooses (`structseq.decode.search.Step`): beam search's here."""
+        return BEAM
+
     def search(self, model, inputs: Mapping[str, Tensor], max_len: Tensor, ids: Mapping) -> Hypotheses:
-        """Hypotheses for the batch (`Hypotheses.nbest` when `settings.nbest` > 1); `ids`: the special ids
-        (`eos`, `bos`, `pad`, `eos_at_limit`) where they are not `Vocab`'s."""
+        """Hypotheses for the batch (`Hypotheses.nbest`, cut to `settings.nbest`, when it is > 1): the one
+        loop with this strategy's `rule`; `ids`: the special ids (`eos`, `bos`, `pad`, `eos_at_limit`) where
+        they are not `Vocab`'s."""
+        s = self.settings
+        hyp = search(
+            model, inputs, max_len, self.rule(ids), beam=self.width, len_penalty=s.len_penalty, nbest=s.nbest > 1,
+            early_stopping=s.early_stopping, processors=s.processors, **ids,
+        )  # fmt: skip
+        if s.nbest > 1:
+            hyp.nbest, hyp.ended = [e[: s.nbest] for e in hyp.nbest], [e[: s.nbest] for e in hyp.ended]
+        return hyp
 
     def outputs(self, model, inputs: Mapping[str, Tensor], task, vocabs, decode_cfg) -> list[Any]:
         """Each sentence's outputs, what `run` returns: here its n-best list of `Candidate`s, best
@@ -99,14 +135,15 @@ class Strategy(abc.ABC):
         max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=specials.get("pad", Vocab.pad))
         hyp = self.search(model, inputs, max_len, specials)
         lists = hyp.nbest if hyp.nbest is not None else [[(t, s)] for t, s in zip(hyp.tokens, hyp.scores)]
+        ended = hyp.ended or [[True] * len(e) for e in lists]  # a plugin's Hypotheses: outputs ended in </s>
         return [
             [
                 Candidate(
-                    task.output_words(toks, vocabs), score, normalized(score, len(toks), d.len_penalty), tuple(toks)
+                    task.output_words(toks, vocabs), score, normalized(score, len(toks), d.len_penalty, e), tuple(toks)
                 )
-                for toks, score in entries[:n]
+                for (toks, score), e in zip(entries[:n], ends)
             ]
-            for entries in lists
+            for entries, ends in zip(lists, ended)
         ]
 
 
@@ -178,6 +215,7 @@ def decode(
     pad: int = Vocab.pad,
     eos_at_limit: bool = True,
     strategy: str | None = None,
+    processors=None,
 ) -> Hypotheses:
     """Greedy (beam 1) or beam search with a per-sentence length limit (e.g. `max_lengths(src, a, b)`).
 
@@ -187,6 +225,6 @@ def decode(
     pretrained tokenizer's own); `eos_at_limit`: whether the last position the length limit allows must be
     </s> (the module's docstring); `strategy`: a registered strategy's name (`structseq.decode.strategies`),
     else chosen from the settings."""
-    settings = Settings(beam, nbest, len_penalty, early_stopping, sampling, generator)
+    settings = Settings(beam, nbest, len_penalty, early_stopping, sampling, generator, processors=processors)
     ids = {"eos": eos, "bos": bos, "pad": pad, "eos_at_limit": eos_at_limit}
     return choose(strategy, settings).search(model, inputs, max_len, ids)

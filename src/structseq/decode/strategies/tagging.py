@@ -37,6 +37,7 @@ class TagStrategy(Strategy):
     """A search of one output per word: `search(model, inputs)` -> `Searched`; k = max(1, settings.beam)."""
 
     interface = "tree"
+    reads = ("beam",)  # k: each word's k best
 
     @property
     def k(self) -> int:
