@@ -24,7 +24,7 @@ from structseq.decode.processors.builtin import (  # noqa: E402
     TopP,
     sampling_warpers,
 )
-from structseq.decode.search import Sampling, _draw  # noqa: E402
+from structseq.decode.sampling import Sampling, _draw  # noqa: E402
 from structseq.errors import ConfigError  # noqa: E402
 
 V = 23

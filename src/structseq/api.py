@@ -104,14 +104,6 @@ class Run(NamedVocabs):
         task.load_state_dict(self.task.state_dict())
         return replace(self, config=cfg, task=task)
 
-    def strategy_name(self, beam: int | None = None) -> str:
-        """The strategy that decodes this run (`decode.strategy`, or its interface's default for the settings)."""
-        from structseq.decode.strategies import Settings, choose
-
-        d = self.config.decode
-        settings = Settings(d.beam if beam is None else beam, options=d)
-        return choose(d.strategy, settings, self.model.search_interface, type(self.model).__name__).name
-
     def sampled(self, sampling: Sampling | None) -> Run:
         """This run decoding by `sampling` (None: itself): `decode.strategy=sampling` with its settings as
         `decode` keys, the one route of every sampled output (recorded, named and seeded as they are)."""

@@ -114,6 +114,7 @@ def evaluate(
     evaluation of the same name, or a file structseq did not write, be replaced; `metrics`: registered metrics
     to report besides the task's (`--metric`)."""
     from structseq.config import _bleu_tokenizers
+    from structseq.decode.strategies import strategy_of
     from structseq.fields import check_value
 
     check_beam(beam)
@@ -154,7 +155,7 @@ def evaluate(
     )
     if "src" in run.vocabs:
         metrics["source_oov_tokens"] = sum(t not in run.vocabs["src"] for e in examples for t in e.source)
-    metrics["strategy"] = run.strategy_name(beam)
+    metrics["strategy"] = strategy_of(run.model, run.config.decode, beam)
     _note_variant(run, metrics, limit, settings["sampling"])
     metrics["settings"] = settings
     if target is not None:
@@ -205,7 +206,7 @@ def own_keys(strategy: str | None) -> dict:
     """The `decode` keys strategy `strategy` declares (`register_strategy(options=)`): name -> field."""
     from structseq.registry import STRATEGIES
 
-    options = getattr(STRATEGIES.get(strategy), "options", None) if strategy in STRATEGIES else None
+    options = STRATEGIES.get(strategy).options if strategy in STRATEGIES else None
     return {f.name: f for f in dataclasses.fields(options)} if options else {}
 
 

@@ -300,8 +300,11 @@ class Config:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(
-        default_factory=lambda: decode_schema()(),
-        metadata={"schema": lambda: decode_schema(), "help": "decoding: shared keys and each strategy's own"},
+        default_factory=lambda: decode_schema(DecodeConfig)(),
+        metadata={
+            "schema": lambda: decode_schema(DecodeConfig),
+            "help": "decoding: shared keys and each strategy's own",
+        },
     )
 
     def to_dict(self) -> dict:

@@ -18,7 +18,7 @@ def strategy_keys() -> dict[str, tuple[str, dataclasses.Field, typing.Any]]:
     """key -> (the strategy that declares it, its field, its type hint), in registration order."""
     out: dict[str, tuple[str, dataclasses.Field, typing.Any]] = {}
     for name, cls in STRATEGIES.items():
-        options = getattr(cls, "options", None)
+        options = cls.options
         if options is None:
             continue
         hints = typing.get_type_hints(options)
@@ -38,16 +38,14 @@ def _schema(base: type, keys: tuple) -> type:
     return dataclasses.make_dataclass(base.__name__, fields, bases=(base,))
 
 
-def decode_schema() -> type:
-    """`DecodeConfig` with every registered strategy's keys (a name-for-name subclass, cached)."""
-    from structseq.config import DecodeConfig
-
-    shared = {f.name for f in dataclasses.fields(DecodeConfig)}
+def decode_schema(base: type) -> type:
+    """`base` (`DecodeConfig`) with every registered strategy's keys (a name-for-name subclass, cached)."""
+    shared = {f.name for f in dataclasses.fields(base)}
     keys = strategy_keys()
     clash = sorted(shared & keys.keys())
     if clash:
         raise RegistryError(f"strategy '{keys[clash[0]][0]}' declares decode.{clash[0]}, a shared decode key")
-    return _schema(DecodeConfig, tuple(keys.items()))
+    return _schema(base, tuple(keys.items()))
 
 
 def check_decode(decode) -> None:

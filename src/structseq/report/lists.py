@@ -91,9 +91,19 @@ def extensions() -> list[str]:
         (OPTIMIZERS, _itself),
         (SCHEDULES, _itself),
     ):
-        names = ", ".join(f"`{n}`" for n in sorted(builtin(registry, defined_by)))
+        found = builtin(registry, defined_by)
+        names = ", ".join(f"`{n}`" + (_own_keys(found[n]) if registry is STRATEGIES else "") for n in sorted(found))
         rows.append(f"| {registry.kind} | `{registry.key}` | {names} |")
     return rows
+
+
+def _own_keys(strategy) -> str:
+    """A strategy's own decode keys (`register_strategy(options=)`), as ` (decode.KEY, ...)`; '' for none."""
+    import dataclasses
+
+    if strategy.options is None:
+        return ""
+    return " (" + ", ".join(f"decode.{f.name}" for f in dataclasses.fields(strategy.options)) + ")"
 
 
 def _default(f):

@@ -173,6 +173,12 @@ def choose(name: str | None, settings: Settings, interface: str | None = "sequen
     return cls(settings)
 
 
+def strategy_of(model, decode_cfg, beam: int | None = None) -> str:
+    """The name of the strategy that decodes `model` under `decode_cfg` (and an explicit `beam`)."""
+    settings = Settings(decode_cfg.beam if beam is None else beam, options=decode_cfg)
+    return choose(decode_cfg.strategy, settings, model.search_interface, type(model).__name__).name
+
+
 def check_fits(name: str | None, model, where: str = "") -> None:
     """`choose`'s ConfigError when `decode.strategy` names a strategy that does not search `model`: checked
     where a model is built for training and where a run's decode settings change, before any batch; `where`
