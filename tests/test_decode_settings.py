@@ -217,3 +217,19 @@ def test_an_input_leaving_no_room_for_an_output_is_the_documented_error():
         decode(Bounded(), {"src": src}, torch.tensor([5, 5]))
     hyp = decode(Bounded(), {"src": src[:1]}, torch.tensor([5]))
     assert len(hyp.tokens[0]) <= 1
+
+
+# ---------------------------------------------------------------------------------------------- processors
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "sampling", "diverse-beam"])
+def test_configured_processors_apply_at_every_step_of_every_strategy(strategy):
+    """decode.processors reach the one loop whatever the strategy: min_length keeps </s> away until 6 tokens
+    (outputs without it are shorter), no_repeat_ngram of size 1 leaves no token twice in an output."""
+    run = api.load_run(OLD_RUN).with_overrides(["decode.max_len_b=12", f"decode.strategy={strategy}"])
+    examples = run.parse_lines(LINES.splitlines())
+    plain = run.search(examples, beam=None if strategy in ("greedy", "sampling") else 2)
+    assert any(len(c[0].tokens) < 6 for c in plain)
+    longer = run.with_overrides(["decode.processors={min_length: {tokens: 6}}"])
+    got = longer.search(examples, beam=None if strategy in ("greedy", "sampling") else 2)
+    assert all(len(c[0].ids) >= 6 for c in got)
+    once = run.with_overrides(["decode.processors={no_repeat_ngram: {size: 1}}"]).search(examples)
+    assert all(len(set(c[0].ids)) == len(c[0].ids) for c in once)

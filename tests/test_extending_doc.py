@@ -107,28 +107,34 @@ def test_the_plugin_dataset_is_listed_shown_and_evaluated_by_name(walkthrough):
 
 
 def test_the_plugin_strategy_decodes_a_sequence_run_through_predict_with_its_setting(walkthrough):
-    """The doc's word-reward strategy: with reward 0 it is beam search; a large reward lengthens every output;
-    its key is refused under another strategy and out of its bounds."""
+    """The doc's sibling-beam strategy: with penalty 0 it is beam search; with a prohibitive one each hypothesis
+    continues only with its best token, so the best output is greedy's; its key is refused under another
+    strategy and out of its bounds."""
     tmp, env, _ = walkthrough
     run = ROOT / "tests" / "fixtures" / "old_runs" / "lstm"
-    lines = "dax lug\nlug blicket wif\nlug kiki wif fep\n"
-    outputs = []
-    reward = ["--set", "decode.strategy=word-reward", "--set"]
-    for extra in ([], [*reward, "decode.word_reward=0"], [*reward, "decode.word_reward=20"]):
-        done = subprocess.run(
-            [sys.executable, "-m", "structseq.cli", "predict", str(run), "-q", "--beam", "3", *extra],
+    lines = "dax lug\nlug blicket wif\nlug kiki wif fep\nwif dax lug kiki\n"
+
+    def predict(*extra):
+        return subprocess.run(
+            [sys.executable, "-m", "structseq.cli", "predict", str(run), "-q", *extra],
             input=lines, capture_output=True, text=True, env=env, cwd=tmp, timeout=300,
         )  # fmt: skip
+
+    sibling = ["--set", "decode.strategy=sibling-beam", "--set"]
+    outputs = []
+    for extra in (["--beam", "4"], ["--beam", "4", *sibling, "decode.sibling_penalty=0"], ["--beam", "1"]):
+        done = predict(*extra)
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout.splitlines())
     assert outputs[0] == outputs[1]
-    assert all(len(r.split()) > len(b.split()) for b, r in zip(outputs[0], outputs[2]))
-    for extra, words in ((["decode.word_reward=2"], "word-reward"), ([*reward[1:], "decode.word_reward=-1"], ">= 0")):
-        done = subprocess.run(
-            [sys.executable, "-m", "structseq.cli", "predict", str(run), "-q", "--set", *extra],
-            input=lines, capture_output=True, text=True, env=env, cwd=tmp, timeout=300,
-        )  # fmt: skip
-        assert done.returncode == 2 and "decode.word_reward" in done.stderr and words in done.stderr, done.stderr
+    done = predict("--beam", "4", *sibling, "decode.sibling_penalty=1000")
+    assert done.returncode == 0 and done.stdout.splitlines() == outputs[2], done.stderr
+    for extra, words in (
+        (["decode.sibling_penalty=2"], "sibling-beam"),
+        ([*sibling[1:], "decode.sibling_penalty=-1"], ">= 0"),
+    ):
+        done = predict("--set", *extra)
+        assert done.returncode == 2 and "decode.sibling_penalty" in done.stderr and words in done.stderr, done.stderr
 
 
 def test_the_seq2seq_gru_trains_evaluates_test_and_predicts(walkthrough):

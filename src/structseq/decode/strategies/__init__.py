@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
 
 import torch
@@ -130,8 +130,13 @@ class Strategy:
     def outputs(self, model, inputs: Mapping[str, Tensor], task, vocabs, decode_cfg) -> list[Any]:
         """Each sentence's outputs, what `run` returns: here its n-best list of `Candidate`s, best
         first, searched within the length limit of `decode_cfg.max_len_a`/`max_len_b`, with the task's
-        special ids (`task.special_ids`) and words (`task.output_words`)."""
+        special ids (`task.special_ids`) and words (`task.output_words`), and `decode_cfg.processors` applied at
+        every step (`structseq.decode.processors`, over `task.output_space`)."""
         d, specials, n = decode_cfg, task.special_ids(), self.settings.nbest
+        if self.settings.processors is None and d.processors:  # built once per decoding, used at every step
+            from structseq.decode.processors import build_processors
+
+            self.settings = replace(self.settings, processors=build_processors(d, task.output_space(vocabs)))
         max_len = max_lengths(inputs["src"], d.max_len_a, d.max_len_b, pad=specials.get("pad", Vocab.pad))
         hyp = self.search(model, inputs, max_len, specials)
         lists = hyp.nbest if hyp.nbest is not None else [[(t, s)] for t, s in zip(hyp.tokens, hyp.scores)]
