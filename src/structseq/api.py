@@ -105,12 +105,8 @@ class Run(NamedVocabs):
         return replace(self, config=cfg, task=task)
 
     def sampled(self, sampling: Sampling | None) -> Run:
-        """This run decoding by `sampling` (None: itself): `decode.strategy=sampling` with its settings as
-        `decode` keys, the one route of every sampled output (recorded, named and seeded as they are)."""
-        if sampling is None:
-            return self
-        keys = asdict(sampling)
-        return self.with_overrides(["decode.strategy=sampling", *(f"decode.{k}={v!r}" for k, v in keys.items())])
+        """This run decoding by `sampling` (`Sampling.overrides`: the one route of a sampled output); None: itself."""
+        return self.with_overrides(sampling.overrides()) if sampling is not None else self
 
     # ---------------------------------------------------------------- prediction
     @torch.no_grad()
@@ -122,8 +118,7 @@ class Run(NamedVocabs):
         show_progress: bool = False,
         sampling: Sampling | None = None,
     ) -> list[Any]:
-        """The task's prediction for each example (tokens for seq2seq); with `sampling`, one sample each
-        (`sampled`: decode.strategy sampling)."""
+        """The task's prediction for each example (tokens for seq2seq); with `sampling`, one sample each."""
         if sampling is not None:
             return self.sampled(sampling).decode_examples(examples, beam=beam, show_progress=show_progress)
         return self.task.predict(self.model, examples, self.vocabs, beam=beam, show_progress=show_progress)
@@ -159,7 +154,6 @@ class Run(NamedVocabs):
             vocabs=self.vocabs,
             nbest=nbest,
             beam=beam,
-            sampling=sampling,
             show_progress=show_progress,
         )
 

@@ -47,6 +47,12 @@ class Sampling:
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"'--top-p' must be in (0, 1], got {self.top_p}")
 
+    def overrides(self) -> list[str]:
+        """These settings as the `decode` keys of the sampling strategy (`--set` items): the one route of every
+        sampled output, recorded, named and seeded as any decode key."""
+        keys = (f"decode.{k}={getattr(self, k)!r}" for k in ("temperature", "top_k", "top_p", "seed"))
+        return ["decode.strategy=sampling", *keys]
+
 
 def _draw(lp: Tensor, s: Sampling, generator: torch.Generator | None) -> Tensor:
     """One token per row of log-probabilities (n, V) under the sampling settings: temperature first, then

@@ -155,19 +155,6 @@ class Task(abc.ABC):
         tree's {position: symbol id}) as the task's tag; None where it is not a well-formed one."""
         raise ConfigError(f"the {self.name} task has no tagging outputs")
 
-    def output_size(self, vocabs: Vocabs) -> int:
-        """How many output ids the model scores at each step."""
-        return len(vocabs["tgt"])
-
-    def output_space(self, vocabs: Vocabs):
-        """What per-step processors know of the outputs (`structseq.decode.processors.OutputSpace`): each id's
-        token, the special ids, and the output words of given ids."""
-        from structseq.decode.processors import OutputSpace
-
-        ids = {k: v for k, v in self.special_ids().items() if k in ("eos", "bos", "pad")}
-        tokens = self.output_pieces(range(self.output_size(vocabs)), vocabs)
-        return OutputSpace(tokens, detokenize=lambda x: self.output_words(x, vocabs), **ids)
-
     def output_pieces(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
         """Output ids as the model's own tokens (`<unk>` and subword pieces kept), as `score` lists them."""
         return [vocabs["tgt"].itos[i] for i in ids]

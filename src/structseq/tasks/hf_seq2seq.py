@@ -198,9 +198,6 @@ class HFSeq2SeqTask(Seq2SeqTask):
     def output_words(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
         return self.detokenize(ids)
 
-    def output_size(self, vocabs: Vocabs) -> int:
-        return len(self.tokenizer)
-
     def output_pieces(self, ids: Sequence[int], vocabs: Vocabs) -> list[str]:
         return list(self.tokenizer.convert_ids_to_tokens(list(ids)))
 

@@ -133,7 +133,7 @@ class Strategy:
         special ids (`task.special_ids`) and words (`task.output_words`), and `decode_cfg.processors` applied at
         every step (`structseq.decode.processors`, over `task.output_space`)."""
         d, specials, n = decode_cfg, task.special_ids(), self.settings.nbest
-        if self.settings.processors is None and d.processors:  # built once per decoding, used at every step
+        if self.settings.processors is None and (d.processors or d.grammar):  # built once, used at every step
             from structseq.decode.processors import build_processors
 
             self.settings = replace(self.settings, processors=build_processors(d, task.output_space(vocabs)))
