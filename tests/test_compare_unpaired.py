@@ -91,7 +91,8 @@ def test_the_same_seeds_still_pair_and_one_run_against_several(tmp_path):
 
 def test_runs_test_edges():
     assert sig.runs_test([0.5, 0.5], [0.5])["p_value"] == 1.0  # no spread, equal means
-    flat = sig.runs_test([0.6, 0.6], [0.5, 0.5])
-    assert flat["p_value"] == 0.0 and flat["delta"] == pytest.approx(0.1)
+    flat = sig.runs_test([0.6, 0.6], [0.5, 0.5])  # no spread: no certainty either
+    assert flat["p_value"] == 1.0 and flat["delta"] == pytest.approx(0.1) and "do not vary" in flat["note"]
+    assert sig.runs_test([0.9], [0.5, 0.5, 0.5])["p_value"] == 1.0
     with pytest.raises(ValueError, match="three runs"):
         sig.runs_test([0.5], [0.4])

@@ -140,8 +140,9 @@ RUNS_TEST_METHOD = (
 
 def runs_test(xs: Sequence[float], ys: Sequence[float]) -> dict:
     """The two-sided unpaired test of two sides' per-run scores (`RUNS_TEST_METHOD`): {test, delta (mean(xs) -
-    mean(ys)), t, df, p_value, n_a, n_b}. Needs at least three runs in all; sides whose runs all score alike
-    give p = 1 when the means are equal and p = 0 otherwise (no spread to weigh the difference against)."""
+    mean(ys)), t, df, p_value, n_a, n_b}. Needs at least three runs in all. Runs that all score alike leave no
+    spread to weigh a difference against: then p = 1 (no significant difference, stated in `note`), never a
+    certainty that a handful of runs cannot give."""
     (ma, sa), (mb, sb) = mean_sd(xs), mean_sd(ys)
     na, nb = len(xs), len(ys)
     if na + nb < 3:
@@ -155,12 +156,12 @@ def runs_test(xs: Sequence[float], ys: Sequence[float]) -> dict:
     else:
         sd, n = (sa, na) if sa is not None else (sb, nb)
         se, df, name = sd * math.sqrt(1.0 + 1.0 / n), float(n - 1), "one-run"
+    out = {"test": name, "delta": delta, "df": df, "n_a": na, "n_b": nb}
     if se == 0:
-        p, t = (1.0, 0.0) if delta == 0 else (0.0, math.copysign(math.inf, delta))
-    else:
-        t = delta / se
-        p = min(1.0, 2.0 * (1.0 - t_cdf(abs(t), df)))
-    return {"test": name, "delta": delta, "t": t, "df": df, "p_value": p, "n_a": na, "n_b": nb}
+        note = "the runs' scores do not vary: no spread to weigh the difference against, p = 1"
+        return {**out, "t": None, "p_value": 1.0, "note": note}
+    t = delta / se
+    return {**out, "t": t, "p_value": min(1.0, 2.0 * (1.0 - t_cdf(abs(t), df)))}
 
 
 # ---------------------------------------------------------------- paired tests on ratio metrics
