@@ -76,3 +76,14 @@ def test_test_of_a_files_config_is_its_data_test_and_compare_finds_it_by_name(ma
         monkeypatch, capsys, "compare", many / "toy-seed1", many / "toy-seed2", "--split", "test", "--no-evaluate"
     )
     assert code == 0, err
+
+
+def test_compare_takes_the_run_folders_of_a_glob_too(many, monkeypatch, capsys):
+    """Issue 55.1, compare: `compare 'OUT/toy-seed*' ...` skips train-many's logs beside the runs."""
+    for seed in (1, 2):
+        if not (many / f"toy-seed{seed}" / "predictions" / "test.tsv").exists():
+            api.load_run(many / f"toy-seed{seed}").evaluate("test")
+    code, err = run_main(
+        monkeypatch, capsys, "compare", f"{many}/toy-seed*", many / "toy-seed1", "--split", "test", "--no-evaluate"
+    )
+    assert code == 0, err

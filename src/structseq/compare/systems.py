@@ -115,10 +115,16 @@ def report_score(o: Output, metric: str) -> float:
 
 
 def expand(spec: str) -> list[Path]:
-    """A system spec: comma-separated runs or files, each maybe a glob (quoted, so the shell leaves it)."""
+    """A system spec: comma-separated runs or files, each maybe a glob (quoted, so the shell leaves it); a glob
+    takes the run folders and predictions TSVs it matches (`rundir.is_run_folder`: train-many's NAME.log and
+    many.json beside `runs/many/x-seed*` are skipped, as by every command that takes runs)."""
+    from structseq.train.rundir import is_run_folder
+
     out: list[Path] = []
     for part in (p for p in spec.split(",") if p):
         matches = sorted(glob.glob(part)) if glob.has_magic(part) else [part]
+        if glob.has_magic(part):
+            matches = [m for m in matches if is_run_folder(m) or (m.endswith(".tsv") and Path(m).is_file())] or matches
         if not matches or not Path(matches[0]).exists():
             raise StructseqError(f"{part}: no such run directory or predictions file")
         out += [Path(m) for m in matches]
