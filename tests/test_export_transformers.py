@@ -138,3 +138,18 @@ def test_what_marian_cannot_hold_is_refused_naming_why(tmp_path):
         assert r.exit_code == 0 and f"not a transformers model: {why}" in r.stdout
         assert not (tmp_path / f"{name}-out" / "config.json").exists()
         assert (tmp_path / f"{name}-out" / "config.yaml").is_file()
+
+
+def test_without_safetensors_the_export_says_so(exported, tmp_path, monkeypatch):
+    """safetensors comes with the optional hf extra: without it a Transformer exports as a structseq folder and
+    says why; --format transformers refuses in one line."""
+    import importlib.util
+
+    run = exported[1].with_name("run")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "safetensors" else real(name, *a))
+    r = runner.invoke(app, ["export", str(run), "-o", str(tmp_path / "out")])
+    assert r.exit_code == 0 and "not a transformers model: the safetensors package is not installed" in r.stdout
+    assert not (tmp_path / "out" / "config.json").exists() and (tmp_path / "out" / "config.yaml").is_file()
+    r = runner.invoke(app, ["export", str(run), "-o", str(tmp_path / "hf"), "--format", "transformers"])
+    assert r.exit_code != 0 and "safetensors package is not installed" in str(r.exception)

@@ -26,6 +26,7 @@ a temporary name and renamed into place when whole, so a full disk or a kill nev
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -106,6 +107,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None 
             if CAPABILITY in capabilities
             else [f"arch {arch} declares no layout a stock transformers class holds (capability {CAPABILITY})"]
         )
+        if not why and importlib.util.find_spec("safetensors") is None:  # an optional dependency (the hf extra)
+            why = ["the safetensors package is not installed (pip install 'structseq[hf]')"]
         if why and fmt == "transformers":
             raise StructseqError(f"{run_dir}: --format transformers: no transformers class holds it: {'; '.join(why)}")
         marian, record["not_transformers"] = not why, why or None
