@@ -280,12 +280,54 @@ def peak_memory(device: str, reset: bool = False) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def batch_shapes(batch) -> tuple:
+    """A batch's tensor shapes, by name: what a compiled step is specialised on."""
+    return tuple(sorted((k, tuple(v.shape)) for k, v in batch.items() if hasattr(v, "shape")))
+
+
+def epoch_shapes(trainer) -> set:
+    """Every batch shape of the run's next epoch (batches built, not trained on)."""
+    import dataclasses
+
+    progress = dataclasses.replace(trainer.progress)
+    n = len(trainer.batches.epoch(progress.epoch)) - progress.batch_in_epoch
+    return {batch_shapes(trainer.batches.next(progress, trainer.dist)) for _ in range(max(n, 1))}
+
+
+def warm_up(trainer, args) -> dict:
+    """`args.warmup` updates, and with `--warmup-shapes` on until every batch shape of an epoch has run once
+    (each compiled or captured before timing starts; at most `--warmup-max` updates)."""
+    import dataclasses
+
+    wanted, seen, n, t = (epoch_shapes(trainer) if args.warmup_shapes else set()), set(), 0, time.perf_counter()
+    while n < args.warmup or (wanted - seen and n < args.warmup_max):
+        seen.add(batch_shapes(trainer.batches.next(dataclasses.replace(trainer.progress), trainer.dist)))
+        trainer.step()
+        n += 1
+    _sync(args.device)
+    return {
+        "warmup": n,
+        "warmup_s": time.perf_counter() - t,
+        "shapes": len(wanted) or None,
+        "shapes_warmed": len(seen & wanted) if wanted else None,
+    }
+
+
+def wait_for_the_others(folder: Path, n: int, most_s: float = 300.0) -> None:
+    """Say this process is ready (a file in `folder`), then wait until `n` are (at most `most_s` seconds)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"ready-{os.getpid()}-{time.monotonic_ns()}").touch()
+    end = time.monotonic() + most_s
+    while len(list(folder.glob("ready-*"))) < n and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 def measure_train(trainer, precision: str, flops: tuple, gemm: dict, args) -> dict:
     trainer.cfg.train.bf16 = precision == "bf16"  # the loop reads it at every update (autocast)
     peak_memory(args.device, reset=True)
-    for _ in range(args.warmup):
-        trainer.step()
-    _sync(args.device)
+    warm = warm_up(trainer, args)
+    if args.sync_dir:  # K processes time the same window (benchmarks/bench_kscale.py): all warmed up first
+        wait_for_the_others(Path(args.sync_dir), args.sync_n)
     n, tokens, t0 = 0, 0, time.perf_counter()
     while n < args.updates and (n < 2 or time.perf_counter() - t0 < args.max_update_s):
         tokens += trainer.step().target_tokens
@@ -297,7 +339,7 @@ def measure_train(trainer, precision: str, flops: tuple, gemm: dict, args) -> di
     row = {
         "precision": precision,
         "updates": n,
-        "warmup": args.warmup,
+        **warm,
         "seconds": dt,
         "target_tokens": tokens,
         "target_tokens_per_s": tokens / dt,
@@ -367,6 +409,11 @@ def main(argv=None) -> None:
     p.add_argument("--updates", type=int, default=30, help="timed updates (at most; see --max-update-s)")
     p.add_argument("--max-update-s", type=float, default=4.0, help="stop timing updates after this long")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--warmup-shapes", action="store_true", help="warm up until every batch shape of an epoch ran")
+    p.add_argument("--warmup-max", type=int, default=400, help="the most warm-up updates with --warmup-shapes")
+    p.add_argument("--precisions", nargs="*", default=None, help="fp32, bf16 (default: both on CUDA, fp32 on a CPU)")
+    p.add_argument("--sync-dir", default=None, help="after warm-up, wait until --sync-n processes are ready here")
+    p.add_argument("--sync-n", type=int, default=1)
     p.add_argument("--decode-sentences", type=int, default=256)
     p.add_argument("--data-root", default=None, help="benchmark data [default: $STRUCTSEQ_DATA, ../shared/data]")
     p.add_argument("--device-json", type=Path, help="write the machine record (with nvidia-smi) here and exit")
@@ -380,6 +427,7 @@ def main(argv=None) -> None:
     if args.cpu_smoke:
         args.device = args.device or "cpu"
         args.updates, args.warmup, args.decode_sentences = min(args.updates, 2), min(args.warmup, 1), 4
+        args.warmup_max = min(args.warmup_max, 20)
     args.device = args.device or "cuda"
     import torch
 
@@ -407,6 +455,7 @@ def main(argv=None) -> None:
         sections["gemm"].add({"dtype": kind, "n": n, "reps": reps, "flops_per_s": gemm[kind]})
         say(f"gemm {kind} {n}^3: {gemm[kind] / 1e12:.2f} TFLOP/s")
     precisions = ["fp32", "bf16"] if args.device == "cuda" and torch.cuda.is_bf16_supported() else ["fp32"]
+    precisions = [p for p in precisions if args.precisions is None or p in args.precisions]
     work = Path(tempfile.mkdtemp(prefix="bench_gpu-"))
     try:
         for spec in SPECS:
@@ -454,6 +503,7 @@ def run_spec(spec: Spec, args, work: Path, gemm: dict, precisions: list[str], se
         row = sections["train"].add({**common, **measure_train(trainer, precision, flops, gemm, args)})
         say(
             f"train {spec.name} {precision}: {row['target_tokens_per_s']:.0f} target tok/s, "
+            f"{row['s_per_update']:.4f} s/update ({row['updates']} timed after {row['warmup']} warm-up), "
             f"MFU {row['mfu_vs_bf16_gemm']:.3f} of bf16 GEMM, peak {row['peak_memory_mib']:.0f} MiB"
         )
     for beam in (1, 5):

@@ -1,42 +1,54 @@
 #!/usr/bin/env bash
-# The first cell of the Dangle paper at its own budget, on a GPU, in resumable chunks (issue 33): the COGS
-# Transformer (configs/cogs/transformer.yaml with relative positions, M = 16), 45,000 updates of 4,096 tokens,
-# seed 1, train.device=cuda train.bf16=true; then exact match on `gen` and `test`.
+# A cell of the Dangle paper at its own budget, on a GPU, in resumable chunks (issue 33; issue 53: one seed a
+# call, a config switch): --config transformer (the default: configs/cogs/transformer.yaml with relative
+# positions, M = 16), dangle (configs/cogs/dangle.yaml) or rdangle-sep-o4 (configs/cogs/rdangle-sep.yaml,
+# interval 4); 45,000 updates of 4,096 tokens, seed 1, train.device=cuda train.bf16=true; then exact match on
+# `gen` and `test`.
 #
-#   scripts/device_reproduce.sh OUT_DIR [RUN_DIR] [--cpu-smoke] [--budget-s S]
+#   scripts/device_reproduce.sh OUT_DIR [RUN_DIR] [--config NAME] [--cpu-smoke] [--budget-s S]
 #
 # One call trains for at most --budget-s seconds of wall clock (default 530: a device command may run 10
 # minutes), in chunks ended by `timeout --signal=TERM` (structseq finishes the update, saves checkpoints/last.pt
 # and exits; `structseq train --resume` continues bit-exactly). The run directory travels in OUT_DIR packed as
-# run.tar.gz.part-NN (under 16 MiB each; best.pt left out: the paper evaluates the last checkpoint): give that
-# folder (or a plain run directory) as RUN_DIR to the next call to continue. When the budget is reached it
-# evaluates `gen` and `test` (`structseq evaluate RUN --split S --json`), in this call if time is left, else in
-# the next one. OUT_DIR gets: device.json (first), progress.json (after every chunk: updates done, wall seconds,
-# updates per minute, an estimate of the minutes left, each chunk, the evaluations), reproduce.log, the parts.
-# A chunk that ends before its first checkpoint makes the next one twice as long.
+# run.tar.gz.part-NN (15 MiB each, under the 16 MiB a returned file may hold; best.pt left out: the paper
+# evaluates the last checkpoint): keep them under results/gpu/runs/CONFIG-seed1/ and give that folder (carried,
+# or a plain run directory) as RUN_DIR to the next call to continue (the run's config comes with it). When the
+# budget is reached it evaluates `gen` and `test` (`structseq evaluate RUN --split S --json`), in this call if
+# time is left, else in the next one. OUT_DIR gets: device.json (first), progress.json (after every chunk:
+# updates done, wall seconds, updates per minute, an estimate of the minutes left, each chunk, the evaluations),
+# reproduce.log, the parts. A chunk that ends before its first checkpoint makes the next one twice as long.
 # --cpu-smoke: the same on the CPU in seconds (a tiny model on generated files, 120 updates, chunks of 8 s,
-# budget 60 s).
+# budget 60 s); it says its numbers are not measurements, and exits 1 unless it trained to the end and evaluated.
 # --k-runs K (issue 45): seeds 1..K at once through `structseq train-many` (one process each, pinned to its own
 # cores, on the one GPU), with the fast path (optim.num_buckets=16, optim.static_shapes=true: train.compile auto
 # compiles; --plain leaves it out); each run's gen and test are evaluated (labels seedN/gen); progress.json
 # counts the slowest run's updates and the runs' aggregate updates a minute. The parts are left out once every
-# evaluation is done (progress.json holds the results).
-# Environment: PYTHON (default python3), STRUCTSEQ_DATA (the data root holding cogs/), CHUNK_S (longest chunk).
+# evaluation is done (progress.json holds the results). The lease plan runs one seed a call (K runs' parts do not
+# come back: about 45 MiB a run) and measures K runs in a call of its own (scripts/device_kscale.sh).
+# Environment: PYTHON (default python3), STRUCTSEQ_DATA (the data root holding cogs/, or a folder of *.tar.gz of
+# it), CHUNK_S (longest chunk).
 set -uo pipefail
 NAME=device_reproduce
-OUT_DIR="" RUN_IN="" SMOKE="" BUDGET_S="" K="" PLAIN=""
+OUT_DIR="" RUN_IN="" SMOKE="" BUDGET_S="" K="" PLAIN="" WHICH=transformer
 while [ $# -gt 0 ]; do
     case "$1" in
         --cpu-smoke) SMOKE=1 ;;
         --k-runs) K=$2; shift ;;
         --plain) PLAIN=1 ;;
+        --config) WHICH=$2; shift ;;
         --budget-s) BUDGET_S=$2; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
         *) if [ -z "$OUT_DIR" ]; then OUT_DIR=$1; else RUN_IN=$1; fi ;;
     esac
     shift
 done
-[ -n "$OUT_DIR" ] || { echo "usage: scripts/device_reproduce.sh OUT_DIR [RUN_DIR] [--cpu-smoke] [--budget-s S] [--k-runs K [--plain]]" >&2; exit 2; }
+[ -n "$OUT_DIR" ] || { echo "usage: scripts/device_reproduce.sh OUT_DIR [RUN_DIR] [--config transformer|dangle|rdangle-sep-o4] [--cpu-smoke] [--budget-s S] [--k-runs K [--plain]]" >&2; exit 2; }
+case "$WHICH" in  # the config and what the shipped file leaves to the command line
+    transformer) CONFIG=configs/cogs/transformer.yaml MODEL_SETS=(--set model.positions=relative --set model.max_relative=16) ;;
+    dangle) CONFIG=configs/cogs/dangle.yaml MODEL_SETS=() ;;
+    rdangle-sep-o4) CONFIG=configs/cogs/rdangle-sep.yaml MODEL_SETS=(--set model.interval=4) ;;
+    *) echo "device_reproduce: --config $WHICH: choose transformer, dangle or rdangle-sep-o4" >&2; exit 2 ;;
+esac
 source "$(dirname "${BASH_SOURCE[0]}")/device_common.sh"
 mkdir -p "$OUT_DIR" && OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 [ -z "$RUN_IN" ] || RUN_IN="$(cd "$RUN_IN" && pwd)" || exit 2
@@ -47,8 +59,7 @@ WORK="$(mktemp -d)"  # the live run: $WORK/run, with $WORK/progress.json (packed
 trap 'rm -rf "$WORK"' EXIT
 RUN="$WORK/run"
 
-CONFIG=configs/cogs/transformer.yaml
-SETS=(--set model.positions=relative --set model.max_relative=16 --set train.device=cuda --set train.bf16=true
+SETS=("${MODEL_SETS[@]}" --set train.device=cuda --set train.bf16=true
       --set train.save_every=1000)  # a hard kill loses at most 1,000 updates (checkpoints change no number)
 EVAL=(gen=gen test=test)  # label=split
 MIN_CHUNK_S=60 EVAL_MIN_S=150 KILL_AFTER=60 MARGIN=10
@@ -62,7 +73,7 @@ for split, n in (("train", 300), ("dev", 20), ("gen", 20), ("test", 20)):
     rows = [[r.choice("abcdefgh") for _ in range(r.randint(2, 7))] for _ in range(n)]
     open(f"{sys.argv[1]}/{split}.tsv", "w").write("".join(f"{' '.join(x)}\t{' '.join(x).upper()}\tcopy\n" for x in rows))
 EOF
-    SETS=(--set model.positions=relative --set model.max_relative=16 --set train.device=cpu --set train.bf16=false
+    SETS=("${MODEL_SETS[@]}" --set train.device=cpu --set train.bf16=false
           --set data.dataset=files --set "data.train=$DATA/train.tsv" --set "data.valid=$DATA/dev.tsv"
           --set "data.test=[$DATA/gen.tsv, $DATA/test.tsv]" --set "data.columns=[source, target, category]"
           --set model.d_model=16 --set model.n_heads=2 --set model.ffn_dim=32 --set optim.max_tokens=128
@@ -74,8 +85,7 @@ fi
 BUDGET_S=${BUDGET_S:-530} CHUNK_S=${CHUNK_S:-530}
 if [ -n "$K" ]; then  # K seeds at once: RUN holds one run directory per seed (train-many names them)
     [ -n "$PLAIN" ] || SETS+=(--set optim.num_buckets=16 --set optim.static_shapes=true)
-    SEEDS=$(seq -s, 1 "$K")
-    EVAL_MIN_S=$((EVAL_MIN_S * K))
+    SEEDS=$(seq -s, 1 "$K")  # each evaluation waits for EVAL_MIN_S on its own: the wait is not K times longer
 fi
 
 # progress RUN_DIR PROGRESS_JSON [CHUNK_JSON | eval LABEL FILE | evaluated LABEL | save]: print "STEP MAX_STEPS
@@ -145,10 +155,11 @@ pack() {  # the run (without best.pt) and the progress into OUT_DIR/run.tar.gz.p
     say "packed: $(du -ch "$OUT_DIR"/run.tar.gz.part-* | tail -1 | cut -f1) in $(ls "$OUT_DIR"/run.tar.gz.part-* | wc -l) part(s)"
 }
 
-say "results in $OUT_DIR; budget ${BUDGET_S}s; $ROOT at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '(no git)')"
+say "results in $OUT_DIR; $WHICH ($CONFIG); budget ${BUDGET_S}s; $ROOT at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '(no git)')"
 write_device_json "$OUT_DIR/device.json"
 DEVICE_NAME=$("$PY" -c "import json, sys; print(json.load(open(sys.argv[1]))['device_name'])" "$OUT_DIR/device.json" 2>/dev/null)
 ensure_structseq
+unpack_data
 if [ -n "$RUN_IN" ]; then
     if compgen -G "$RUN_IN/run.tar.gz.part-*" >/dev/null; then
         say "continuing the run packed in $RUN_IN"
@@ -225,6 +236,15 @@ else
     say "not finished: update $STEP of $MAX; continue with: scripts/device_reproduce.sh NEW_OUT $OUT_DIR"
 fi
 [ -f "$OUT_DIR/progress.json" ] || pack  # nothing ran in this call: what came in goes back out
-say "done in $((SECONDS - T0))s: update $STEP of $MAX; $OUT_DIR/progress.json"
+rc=0
+check_returned || rc=1
+if [ -n "$SMOKE" ]; then  # the smoke's end: every update trained and every split evaluated
+    evaluated=$("$PY" -c "import json, sys; s = json.load(open(sys.argv[1])); print(sum('exact_match' in v for v in s['eval'].values()))" "$OUT_DIR/progress.json" 2>/dev/null || echo 0)
+    if [ "$FINISHED" != 1 ] || [ "$evaluated" -lt $((${#TARGETS[@]} * ${#EVAL[@]})) ]; then
+        say "--cpu-smoke did not reach its end (update $STEP of $MAX, $evaluated evaluations): exit 1"; rc=1
+    fi
+fi
+say "done in $((SECONDS - T0))s: update $STEP of $MAX; $OUT_DIR/progress.json; exit $rc"
 exec >&- 2>&-
 wait "$TEE"
+exit $rc
