@@ -499,3 +499,15 @@ def _record() -> dict:
         "eval_wall_s": 1.0,
         "metrics": {k: {"score": 0.5} for k in ("exact_match", "token_accuracy", "bleu")},
     }
+
+
+def test_every_report_kind_writes_through_the_one_output_rule():
+    """A kind writes its `--out`/`--plot` only through `records.write_output` / `records.save_figure`, which hold
+    the rule that no output replaces a file the command read: no kind opens a file for writing itself."""
+    folder = Path(report.__file__).parent
+    own = {"records.py", "tables.py", "confine.py"}  # the rule itself; the documents; the blocks' confinement
+    for path in sorted(folder.glob("*.py")):
+        if path.name not in own:
+            text = path.read_text(encoding="utf-8")
+            for call in ("atomic_write(", "atomic_open(", "open(", ".write_text(", ".write_bytes(", "savefig("):
+                assert call not in text.replace("fig.savefig(f", ""), (path.name, call)

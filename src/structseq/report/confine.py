@@ -68,7 +68,8 @@ def _refuse(what: str) -> None:
 
 
 def resolve(path, dir_fd=None) -> str | None:
-    """The real absolute path an event names (None: an open descriptor, whose own opening was checked)."""
+    """The real absolute path an event names (None: an open descriptor, whose own opening was checked); a
+    directory descriptor is read from /proc (Linux; elsewhere the hook cannot tell, so the write is refused)."""
     if isinstance(path, int):
         return None
     path = os.fsdecode(path)
