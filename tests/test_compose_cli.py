@@ -60,8 +60,10 @@ def test_degree_command(files):
 
 
 def test_uncertainty_and_build_commands(files, fake_ensemble):
-    for name in ("seed1", "seed2", "seed3"):
+    for name in ("seed1", "seed2", "seed3"):  # run folders (rundir.run_folders: a config.yaml); train-many's log not
         (files / "runs" / name).mkdir(parents=True)
+        (files / "runs" / name / "config.yaml").write_text("{}\n")
+    (files / "runs" / "seed1.log").write_text("train-many's log of seed 1\n")
     out = files / "bench"
     data = ["--train", str(files / "train.txt"), "--pool", str(files / "pool.txt")]
     sizes = ["-k", "40", "-d", "5", "-r", "20", "-s", "8", "--seed", "1"]
@@ -126,7 +128,7 @@ def test_uncertainty_and_build_commands(files, fake_ensemble):
     no_match = runner.invoke(
         cli.app, ["uncertainty", "--ensemble", str(files / "runs" / "none*"), "--pool", str(files / "pool.txt")]
     )
-    assert no_match.exit_code == 2 and "no run directory" in no_match.output
+    assert no_match.exit_code == 2 and "no run folder matches" in no_match.output
 
 
 def test_stats_and_plot_commands(files):
