@@ -5,15 +5,17 @@
 
 Design: one module per kind of record (`results`, `supertag`, `cter`, `gpu`, `ops`, `compose-scale`, `context`,
 `lists`, `bench`), each with `add_arguments(parser)` and `render(args) -> str` (Markdown without a final newline;
-nothing written except a `--plot`/`--out` file the caller names, through `structseq.outputs`; nothing printed
+nothing written except a `--plot`/`--out` file the caller names, through `records.write_output` /
+`records.save_figure`, never over a file the command read; nothing printed
 but `plot: FILE` on stderr for a figure written).
 `KINDS` (kinds.py) is the only list of them: a new table is a new file here and one line in `KINDS`. Records are read
-as UTF-8 by `records.py` (errors name file and line; each object a `Record`, whose missing key is such an error
+as UTF-8 by `records.py` (errors name file and line, NaN and Infinity included; each object a `Record`, whose missing key is such an error
 too; a record of another shape is one line naming the kind and its files, `kinds.run`); mean ± sd cells are
 `metrics.significance.format_mean_sd`.
 A package rather than one module: the kinds together are ~1,500 lines, three times the 450-line rule, and a
-reader looking for one table opens one file. `tables.py` renders the blocks in this process (no interpreter
-per block), so the suite's check is cheap.
+reader looking for one table opens one file. `tables.py` renders `structseq report` blocks in this process (no
+interpreter per block), so the suite's check is cheap; a `python scripts/...` block runs in its own interpreter with its
+writes confined to the root (`confine.py`), and under `--check` to a temporary folder: nothing is written.
 """
 
 from __future__ import annotations
