@@ -5,6 +5,7 @@ every call a script has: open, mkdir, copy, rename, symlink, a folder linked out
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -131,9 +132,16 @@ def test_check_leaves_the_tree_byte_identical_and_a_plain_run_writes_under_the_r
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "doc.md:4:" in done.stderr and "its temporary folder under --check" in done.stderr
     assert _tree(tmp_path) == before
-    (root / "doc.md").write_text(f"<!-- generated: {blocks[0]} -->\nstale\n<!-- /generated -->\n", encoding="utf-8")
+    rec = {"config": "c.yaml", "overrides": [], "split": "test", "seed": 1, "run_dir": "runs/s1", "steps": 100}
+    rec["metrics"] = {"exact_match": {"score": 0.5}}
+    (root / "r.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    (root / "c.jsonl").write_text(json.dumps({**rec, "step": 50}) + "\n", encoding="utf-8")
+    plotted = "structseq report results r.jsonl --curve c.jsonl --curve-only --plot docs/curve.png"  # in-process
+    readers = "".join(f"<!-- generated: {b} -->\nstale\n<!-- /generated -->\n" for b in (blocks[0], plotted))
+    (root / "doc.md").write_text(readers, encoding="utf-8")
     before = _tree(tmp_path)
     assert report("--check").returncode == 1 and _tree(tmp_path) == before  # stale, and still nothing written
+    assert report().returncode == 0 and (root / "docs" / "curve.png").read_bytes().startswith(b"\x89PNG")
 
     (root / "doc.md").write_text(text, encoding="utf-8")
     done = report()
