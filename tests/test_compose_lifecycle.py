@@ -235,11 +235,16 @@ def test_resume_removes_what_a_killed_build_left_and_clean_work_removes_the_fold
     assert _build(tmp_path, *SHARDED).exit_code == 0
     work = _work(tmp_path)  # kept by default: a rerun with another -d/-r/-s or the uncertainty resumes from it
     left = [work / "pool" / ".degree-0.parquet.abc123.tmp", work / "levels" / ".atoms-2.npy.tmp"]
+    left.append(tmp_path / "out" / ".candidates.txt.x1y2z3.tmp")  # an atomic write of an output, killed
     for path in left:
         path.write_bytes(b"partial")
     result = _build(tmp_path, *SHARDED, "--clean-work")
     assert result.exit_code == 0, result.output
-    assert "removed 2 temporary file(s)" in result.output and f"removed {work}" in result.output
+    assert (
+        "removed 3 temporary file(s)" in result.output
+        and not any(path.exists() for path in left)
+        and f"removed {work}" in result.output
+    )
     assert not work.exists() and not (tmp_path / "out" / "work").exists()
 
 

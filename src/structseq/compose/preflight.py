@@ -104,11 +104,13 @@ def _lock(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def remove_leftovers(work: Path) -> int:
-    """Delete what a killed build left in its work folder: temporary files of unfinished writes and DuckDB's spill
-    files. Only under a held `build_lock` (a running build's temporary files are its own). Returns how many."""
+def remove_leftovers(work: Path, out: Path, names: list[str]) -> int:
+    """Delete what a killed build left: temporary files of unfinished writes in its work folder and of its own
+    output files (`names`) in `out`, and DuckDB's spill files. Only under a held `build_lock` (a running build's
+    temporary files are its own). Returns how many."""
     removed = 0
-    for path in work.rglob(".*.tmp"):
+    left = [*work.rglob(".*.tmp"), *(p for name in names for p in out.glob(f".{name}.*.tmp"))]
+    for path in left:
         if path.is_file():
             path.unlink()
             removed += 1

@@ -275,7 +275,8 @@ def build_sharded(
     train, pool, out = [Path(p) for p in train], Path(pool), Path(out_dir)
     _check_settings(config, (runs, ensemble, uncertainty), out, memory_limit, engine, max_length)
     outputs = Outputs([*train, pool, pool_target, *inputs], overwrite=overwrite)
-    for name in build_files(runs is not None or bool(ensemble), uncertainty is not None, pool_target is not None):
+    names = build_files(runs is not None or bool(ensemble), uncertainty is not None, pool_target is not None)
+    for name in names:
         outputs.check(out / name)
     # every cheap check before the first stage: the plans count the lines, so the targets' length is known now
     pool_pieces, train_pieces = plan([pool], shards), plan(list(train), shards)
@@ -288,8 +289,8 @@ def build_sharded(
     check_writable(work, "work files")
     with build_lock(out, work):
         stages.forget()
-        if removed := remove_leftovers(work):
-            log(f"removed {removed} temporary file(s) that a killed build left in {work}")
+        if removed := remove_leftovers(work, out, names):
+            log(f"removed {removed} temporary file(s) that a killed build left in {work} and {out}")
         opts = {"column": column, "max_length": max_length, "memory_limit": memory_limit, "threads": workers}
         runner = _Runner(make_engine(engine, workers, address), progress, log)
         clock = time.perf_counter()
