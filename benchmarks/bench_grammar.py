@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     p.add_argument("--grammar", required=True, help="a registered grammar (decode.grammar)")
     p.add_argument("--split", action="append", required=True, help="a split to decode (repeatable)")
     p.add_argument("--beam", type=int, action="append", help="beam sizes (repeatable; default 1 and 5)")
-    p.add_argument("--limit", type=int, default=None, help="the first N examples of each split only")
+    p.add_argument("--sample", type=int, default=None, help="N examples of each split, evenly spaced (every k-th)")
     p.add_argument("--repeats", type=int, default=1, help="decodings of each setting (the least CPU time kept)")
     p.add_argument("--data-root", default=None)
     p.add_argument("--out", required=True, help="the record's JSON file")
@@ -79,7 +79,8 @@ def main(argv=None) -> int:
     rows = []
     for split in a.split:
         dataset, name, examples = run.load_split(split, a.data_root)
-        examples = examples[: a.limit] if a.limit else examples
+        if a.sample and a.sample < len(examples):
+            examples = examples[:: -(-len(examples) // a.sample)]
         for beam in a.beam or [1, 5]:
             rows.append(
                 {"dataset": dataset, "split": name, "beam": beam, "n": len(examples)}

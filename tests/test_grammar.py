@@ -178,3 +178,21 @@ def test_report_grammar_renders_records(tmp_path, capsys):
     assert "| lstm on cogs (cogs) | gen | 5 | 4 | 25.0% | 0.0% | 50.0% | 75.0% | 2.0 | 2.5 | 1.25 | 3.0 |" in table
     cats = run(parse(["grammar", str(path), "--categories", "gen"]), [])
     assert "| a | 50.0% | 100.0% |" in cats
+
+
+def test_step_cache_follows_reordered_and_dropped_rows():
+    """A search reorders rows between steps (beams) and drops finished ones: each step's masks still equal the
+    masks of the rows' prefixes parsed from the start."""
+    outputs = _cogs("dev")[:30]
+    space = _space(outputs)
+    g = grammar_constraint("cogs", space)
+    rows = [[space.id_of(w, "test") for w in o] for o in outputs]
+    rng = random.Random(1)
+    alive = list(range(len(rows)))
+    for t in range(12):
+        alive = [i for i in alive if len(rows[i]) > t]
+        order = [rng.choice(alive) for _ in range(len(alive) + 3)]  # duplicates too: beams sharing a prefix
+        ids = torch.tensor([[1] + rows[i][:t] for i in order])
+        out = g(ids, torch.zeros(len(order), len(space.tokens)))
+        for r, i in enumerate(order):
+            assert torch.equal(out[r].isfinite(), g.allowed(rows[i][:t])), (t, i)

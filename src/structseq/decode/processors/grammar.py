@@ -32,6 +32,7 @@ from structseq.registry import GRAMMARS, Grammar, register_grammar
 
 #: where a grammar constraint applies among the processors (transformers' rank of prefix constraints)
 GRAMMAR_RANK = 50
+_MULT = 6364136223846793005  # Knuth's MMIX multiplier: the prefix hash's base
 FOLDER = Path(__file__).with_name("grammars")
 
 
@@ -76,9 +77,12 @@ class GrammarConstraint(LogitsProcessor):
         for i, names in enumerate(self.word_terminals):
             for name in names:
                 self.matches[self.index[name], i] = True
-        self._parsers: dict[tuple[int, ...], object] = {}
+        self._now: dict[int, tuple] = {}  # this step's prefixes (by `_hash`): (parser, mask row)
+        self._length, self._powers = -1, torch.ones(1, dtype=torch.long)
         self._tokens: dict[tuple[str, str], object] = {}
-        self._states: dict[tuple, tuple[Tensor, frozenset]] = {}
+        self._states: dict[tuple, tuple[int, frozenset]] = {}
+        self._table = self.matches[-1:].clone()  # each distinct allowed-token mask once; row 0: </s> only
+        self._device_table, self._on = self._table, None  # the table where the scores are
 
     def terminals_of(self, word: str) -> list[str]:
         """The terminals `word` fully matches, highest priority first (strings before patterns)."""
@@ -118,18 +122,20 @@ class GrammarConstraint(LogitsProcessor):
             token = self._tokens[name, word] = Token(name, word)
         return token
 
-    def _state(self, ip) -> tuple[Tensor, frozenset]:
-        """(allowed-token mask (V,), accepted terminals) of a parser, cached by its LALR state stack; a prefix
-        that is not viable (None: a token forced past the grammar, e.g. at the length limit) may only end."""
+    def _state(self, ip) -> tuple[int, frozenset]:
+        """(row of `self._table`: the allowed-token mask, accepted terminals) of a parser, cached by its LALR
+        state stack; a prefix that is not viable (None: a token forced past the grammar, e.g. at the length
+        limit) may only end (row 0)."""
         if ip is None:
-            return self.matches[-1], frozenset()
+            return 0, frozenset()
         key = tuple(ip.state_stack)
         state = self._states.get(key)
         if state is None:
             accepted = self._accepts(ip)
             rows = [self.index[t] for t in accepted if t in self.index]
             mask = self.matches[rows].any(0) if rows else torch.zeros_like(self.matches[-1])
-            state = self._states[key] = (mask, accepted)
+            self._table = torch.cat([self._table, mask[None]])
+            state = self._states[key] = (self._table.shape[0] - 1, accepted)
         return state
 
     def _feed(self, ip, word: str, names: Sequence[str]):
@@ -142,33 +148,62 @@ class GrammarConstraint(LogitsProcessor):
         ip.feed_token(self._token(name, word))
         return ip
 
+    def _after(self, ip, token: int):
+        """A copy of parser `ip` after output id `token` (None: not viable)."""
+        names = self.word_terminals[token] if 0 <= token < len(self.word_terminals) else []
+        return self._feed(ip, self.space.tokens[token] if names else "", names)
+
     def _parser(self, prefix: tuple[int, ...]):
-        """The interactive parser after output ids `prefix`, from its parent's by one word."""
-        if prefix in self._parsers:
-            return self._parsers[prefix]
-        if not prefix:
-            ip = self._root()
-        else:
-            token = prefix[-1]
-            names = self.word_terminals[token] if 0 <= token < len(self.word_terminals) else []
-            ip = self._feed(self._parser(prefix[:-1]), self.space.tokens[token] if names else "", names)
-        self._parsers[prefix] = ip
+        """The parser after output ids `prefix`, from the root word by word (what `allowed` asks; a search's
+        steps take `__call__`'s cache instead)."""
+        ip = self._root()
+        for token in prefix:
+            ip = self._after(ip, token) if ip is not None else None
         return ip
 
     def allowed(self, prefix: Sequence[int]) -> Tensor:
         """The mask (V,) of tokens that may follow output ids `prefix` (without the start token)."""
-        return self._state(self._parser(tuple(prefix)))[0]
+        row = self._state(self._parser(tuple(prefix)))[0]  # may add a row to the table
+        return self._table[row]
+
+    def _hash(self, ids: Tensor) -> Tensor:
+        """Each row's prefix as one int64 (sum of (id + 1) * M ** position, wrapping): a cache key."""
+        t = ids.shape[1]
+        while self._powers.shape[0] < t:
+            self._powers = torch.cat([self._powers, self._powers[-1:] * _MULT])
+        return ((ids + 1) * self._powers[:t]).sum(1)
 
     def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
-        rows = input_ids[:, 1:].tolist()
-        length = len(rows[0]) if rows else 0
-        if length == 0:
-            self._parsers.clear()  # a new batch: the prefixes of earlier ones are not asked for again
-        else:  # a step needs this step's prefixes and their parents only
-            for key in [k for k in self._parsers if len(k) < length - 1]:
-                del self._parsers[key]
-        mask = torch.stack([self.allowed(r) for r in rows]).to(scores.device)
-        return scores.masked_fill(~mask, float("-inf"))
+        ids = input_ids[:, 1:].cpu()
+        n, t = ids.shape
+        # the parsers of the last step's prefixes, keyed by hash: a step feeds each new prefix's last word to its
+        # parent's parser (a search calls every step from t = 0; anything else is parsed from the root)
+        before = self._now if t == self._length + 1 else None
+        now: dict[int, tuple] = {}
+        if t == 0:
+            keys, parents, last = [0] * n, None, None
+        else:
+            h = self._hash(ids)
+            keys = h.tolist()
+            parents = (h - (ids[:, -1] + 1) * self._powers[t - 1]).tolist()
+            last = ids[:, -1].tolist()
+        which = []
+        for i, key in enumerate(keys):
+            entry = now.get(key)
+            if entry is None:
+                if t == 0:
+                    ip = self._root()
+                elif before is not None and parents[i] in before:
+                    ip = before[parents[i]][0]
+                    ip = self._after(ip, last[i]) if ip is not None else None
+                else:
+                    ip = self._parser(tuple(ids[i].tolist()))
+                entry = now[key] = (ip, self._state(ip)[0])
+            which.append(entry[1])
+        self._now, self._length = now, t
+        if self._on != scores.device or self._device_table.shape[0] != self._table.shape[0]:
+            self._device_table, self._on = self._table.to(scores.device), scores.device
+        return scores.masked_fill(~self._device_table[torch.tensor(which, device=scores.device)], float("-inf"))
 
     def accepts(self, words: Sequence[str]) -> bool:
         """Whether `words` (a whole output) is a sentence of the grammar, fed word by word as in decoding."""
