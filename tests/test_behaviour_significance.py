@@ -133,3 +133,64 @@ def test_sacrebleu_paired_checks_lengths_and_seed_and_gives_identical_outputs_p_
         sig.sacrebleu_paired(hyps, hyps[:2], refs, resamples=50)
     with pytest.raises(ValueError, match="seed >= 1"):
         sig.sacrebleu_paired(hyps, hyps, refs, seed=0)
+
+
+# ---------------------------------------------------------------- verdict, within, one system's interval at their edges
+# (survivors of `make mutants-changed BASE=d15a89c` on this module: each test below kills one or more)
+
+
+def _t(p, delta):
+    return {"p_value": p, "delta": delta}
+
+
+@pytest.mark.parametrize(
+    "tests, level, expected",
+    [
+        ([_t(0.04, 1.0)], 0.95, "A"),  # p < alpha: significant, A better
+        ([_t(0.04, -1.0)], 0.95, "B"),
+        ([_t(1.0 - 0.95, 1.0)], 0.95, "="),  # p == alpha is not significant (p < alpha is the rule)
+        ([_t(0.06, 1.0)], 0.95, "="),
+        ([_t(0.04, 1.0)], 0.99, "="),  # the level decides alpha = 1 - level
+        ([_t(0.5, 1.0), _t(0.01, 1.0)], 0.95, "="),  # every pair must be significant
+        ([_t(0.01, 1.0), _t(0.01, -1.0)], 0.95, "="),  # signs disagree
+        ([_t(0.01, 1.0), _t(0.01, 0.0)], 0.95, "="),  # a zero difference agrees with no sign
+        ([_t(0.01, 0.0)], 0.95, "="),
+        ([_t(0.01, 0.0), _t(0.01, 0.0)], 0.95, "="),
+        ([], 0.95, "="),
+    ],
+)
+def test_verdict_at_its_edges(tests, level, expected):
+    assert sig.verdict(tests, level) == expected
+
+
+def test_verdict_default_level_is_95_percent():
+    assert sig.verdict([_t(0.049, 2.0)]) == "A" and sig.verdict([_t(0.051, 2.0)]) == "="
+
+
+def test_within_cuts_to_the_stated_scale_only():
+    assert sig.within([-0.1, 1.2], "fraction") == [0.0, 1.0]
+    assert sig.within([-3.0, 104.0], "percent") == [0.0, 100.0]
+    assert sig.within([-3.0, 104.0], None) == [-3.0, 104.0]  # no stated scale: nothing to cut
+    assert sig.within([-3.0, 104.0], "other") == [-3.0, 104.0]
+    assert sig.within(None, "fraction") is None
+
+
+def test_bootstrap_ci_defaults_are_the_documented_1000_resamples_and_seed_12345():
+    rng = np.random.default_rng(0)
+    stats = np.stack([rng.integers(0, 2, 60), np.ones(60, dtype=np.int64)], axis=1).astype(np.float64)
+    assert sig.bootstrap_ci(stats) == sig.bootstrap_ci(stats, resamples=1000, seed=12345)
+    assert sig.bootstrap_ci(stats) != sig.bootstrap_ci(stats, resamples=1001, seed=12345)
+    assert sig.bootstrap_ci(stats) != sig.bootstrap_ci(stats, resamples=1000, seed=12346)
+
+
+def test_bleu_bootstrap_ci_uses_the_tokenizer_asked():
+    """Character BLEU and 13a BLEU differ on unspaced text: the interval is the one of the tokenizer given."""
+    from sacrebleu.metrics import BLEU
+
+    hyps = ["我喜欢猫和狗", "今天天气很好", "他在看书"]
+    refs = ["我喜欢狗和猫", "今天天气不错", "他在读书"]
+    char = sig.bleu_bootstrap_ci(hyps, refs, "char", 20, 1)
+    plain = sig.bleu_bootstrap_ci(hyps, refs, "13a", 20, 1)
+    assert char["mean"] != plain["mean"]
+    whole = BLEU(tokenize="char").corpus_score(hyps, [refs]).score
+    assert abs(char["mean"] - whole) < 25  # near the corpus score of the same tokenizer

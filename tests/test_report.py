@@ -363,6 +363,7 @@ RECORD_COMMANDS = [
     ("gpu", "decode DIR"),
     ("gpu", "reproduce DIR"),
     ("gpu", "ab --a DIR --b DIR"),
+    ("mutants", "JSON"),
     ("ops", "ops a=JSON"),
     ("ops", "buckets JSON"),
     ("grammar", "JSON"),

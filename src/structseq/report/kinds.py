@@ -19,6 +19,7 @@ KINDS = {
     "compose-scale": ("compose_scale", "the compose corpus-scale benchmark, measured or extrapolated"),
     "bench": ("bench", "benchmark JSON files (benchmarks/*.py), one kind per benchmark"),
     "grammar": ("grammar", "grammar constraints on trained runs: ill-formed outputs, exact match, decoding time"),
+    "mutants": ("mutants", "mutation scores of a change per module (scripts/mutants_changed.py, mutmut)"),
     "lists": ("lists", "the README's lists of tasks, model families, datasets, metrics, extension points"),
 }
 RAW = argparse.RawDescriptionHelpFormatter

@@ -50,6 +50,7 @@ DOCUMENTS = (
     "docs/papers/supertagging.md",
     "docs/papers/context.md",
     "docs/compose-scale.md",
+    "docs/reliability.md",
 )
 BLOCK = re.compile(
     r"^<!-- generated: (?P<command>[^\n]+?) -->\n(?P<text>.*?)^<!-- /generated -->$", re.DOTALL | re.MULTILINE

@@ -1,0 +1,45 @@
+"""Mutation scores of a change (`make mutants-changed BASE=REV`, scripts/mutants_changed.py): per module, the
+mutants mutmut made of the changed functions, how many the suite killed, and the survivors still to look at.
+
+    structseq report mutants results/mutants/changed-d15a89c.json
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .records import read_json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("record", help="a results/mutants/changed-*.json record")
+
+
+def render(a: argparse.Namespace) -> str:
+    rec = read_json(a.record)
+    modules = rec["modules"]
+    out = [
+        "| module | functions | mutants | killed | survived | no test reaches | not run yet | equivalent | score |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    totals = dict.fromkeys(("killed", "survived", "no_tests", "not_run", "equivalent"), 0)
+    for name in sorted(modules):
+        m = modules[name]
+        for k in totals:
+            totals[k] += m[k]
+        n = sum(m[k] for k in totals)
+        score = "-" if m["score"] is None else f"{m['score']:.1%}"
+        out.append(
+            f"| `{name}` | {m['functions']} | {n} | {m['killed']} | {m['survived']} | {m['no_tests']} | "
+            f"{m['not_run']} | {m['equivalent']} | {score} |"
+        )
+    decided = totals["killed"] + totals["survived"] + totals["no_tests"]
+    overall = f"{totals['killed'] / decided:.1%}" if decided else "-"
+    state = "finished" if rec["finished"] else "stopped by its budget (a rerun goes on)"
+    out.append(
+        f"\n{rec['tool']}, functions changed from `{rec['base']}` to `{rec['head']}`, {len(rec['tests'])} test files, "
+        f"{rec['minutes']} min, {state}; overall {overall} of {decided:,} decided mutants. Score = killed / "
+        "(killed + survived + no test reaches); timeouts count as killed, equivalent mutants "
+        "(scripts/mutants_equivalent.yaml, each with why) are left out."
+    )
+    return "\n".join(out)

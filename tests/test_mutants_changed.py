@@ -1,0 +1,208 @@
+"""scripts/mutants_changed.py (`make mutants-changed`): which functions a change touches, in mutmut's own names;
+which tests it chooses; how mutmut's outcomes become a score per module; and the report of it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("mutants_changed", ROOT / "scripts" / "mutants_changed.py")
+mc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mc)
+
+SOURCE = """\
+import functools
+
+
+def first(x):
+    return x + 1
+
+
+@functools.cache
+def second(x):
+    def inner(y):
+        return y
+    return inner(x)
+
+
+class Box:
+    size = 3
+
+    def grow(self, n):
+        return self.size + n
+
+    @property
+    def area(self):
+        return self.size ** 2
+"""
+
+
+def test_keys_are_mutmuts_own_names():
+    """Every function and method, named as mutmut names them (its make_mutant_key is the reference)."""
+    from mutmut.utils.format_utils import make_mutant_key
+
+    expected = [
+        make_mutant_key("first"),
+        make_mutant_key("second"),
+        make_mutant_key("grow", "Box"),
+        make_mutant_key("area", "Box"),
+    ]
+    assert mc.function_keys(SOURCE, None) == expected
+
+
+@pytest.mark.parametrize(
+    "touched, keys",
+    [
+        ({5}, ["x_first"]),  # a line of the body
+        ({4}, ["x_first"]),  # the def line itself
+        ({8}, ["x_second"]),  # the decorator line belongs to the function
+        ({11}, ["x_second"]),  # a nested function belongs to its enclosing one
+        ({16}, []),  # a class attribute is no function
+        ({19, 21}, ["x\u01c1Box\u01c1grow", "x\u01c1Box\u01c1area"]),
+        ({2, 3, 7, 24}, []),  # blank lines and imports, past the end
+        (set(), []),
+    ],
+)
+def test_only_the_functions_whose_lines_changed(touched, keys):
+    assert mc.function_keys(SOURCE, touched) == keys
+
+
+def test_changed_lines_and_the_plan_in_a_repository(tmp_path, monkeypatch):
+    """Lines added or edited since BASE (a pure deletion marks the line after it); a new file is whole."""
+
+    def git(*a):
+        subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
+
+    pkg = tmp_path / "src" / "structseq"
+    pkg.mkdir(parents=True)
+    (pkg / "m.py").write_text(SOURCE)
+    git("init", "-q")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "0")
+    git("add", ".")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "base")
+    (pkg / "m.py").write_text(SOURCE.replace("return self.size + n", "return self.size - n"))
+    (pkg / "new.py").write_text("def fresh():\n    return 1\n")
+    git("add", ".")
+    monkeypatch.setattr(mc, "ROOT", tmp_path)
+    assert mc.changed_lines("HEAD", "src/structseq/m.py") == {19}
+    assert mc.changed_lines("HEAD", "src/structseq/new.py") is None
+    assert mc.plan("HEAD", []) == {"src/structseq/m.py": ["x\u01c1Box\u01c1grow"], "src/structseq/new.py": ["x_fresh"]}
+    assert mc.plan("HEAD", ["src/structseq/new.py"]) == {"src/structseq/new.py": ["x_fresh"]}
+
+
+def test_module_names_and_imports():
+    assert mc.module_name("src/structseq/report/tables.py") == "structseq.report.tables"
+    assert mc.module_name("src/structseq/report/__init__.py") == "structseq.report"
+    text = "from . import kinds\nfrom ..outputs import save\nimport structseq.fields\nimport os\n"
+    assert mc.imports_of(text, "structseq.report.tables") == {
+        "structseq.report",
+        "structseq.report.kinds",
+        "structseq.outputs",
+        "structseq.outputs.save",
+        "structseq.fields",
+    }
+
+
+def test_the_score_counts_each_outcome_and_leaves_equivalents_out():
+    codes = {
+        "x_grow__mutmut_1": 1,  # killed
+        "x_grow__mutmut_2": 0,  # survived
+        "x_grow__mutmut_3": 33,  # no test reaches it
+        "x_grow__mutmut_4": -24,  # timeout: noticed
+        "x_grow__mutmut_5": None,  # not run yet
+        "x_grow__mutmut_6": 0,  # survived, but listed as equivalent
+        "x_grow_more__mutmut_1": 0,  # another function whose name starts the same: not wanted
+    }
+    codes = {f"structseq.m.{k}": v for k, v in codes.items()}  # as mutmut's .meta files name them
+    got = mc.summarise(
+        {"src/structseq/m.py": codes}, {"src/structseq/m.py": ["x_grow"]}, {"structseq.m.x_grow__mutmut_6": "why"}
+    )["structseq.m"]
+    assert {k: got[k] for k in ("killed", "survived", "no_tests", "not_run", "equivalent")} == {
+        "killed": 2,
+        "survived": 1,
+        "no_tests": 1,
+        "not_run": 1,
+        "equivalent": 1,
+    }
+    assert got["score"] == 0.5
+    assert got["survivors"] == ["structseq.m.x_grow__mutmut_2", "structseq.m.x_grow__mutmut_3"]
+    nothing = mc.summarise({}, {"src/structseq/m.py": ["x_grow"]}, {})["structseq.m"]
+    assert nothing["score"] is None and nothing["killed"] == 0
+
+
+def test_tests_are_chosen_by_what_they_import():
+    chosen = mc.choose_tests({"structseq.metrics.significance"}, [])
+    assert "tests/test_behaviour_significance.py" in chosen  # imports it
+    assert "tests/test_mutants_changed.py" not in chosen
+    assert "tests/extra.py" in mc.choose_tests({"structseq.metrics.significance"}, ["tests/extra.py"])
+
+
+def test_report_renders_the_record(tmp_path, capsys):
+    record = {
+        "base": "d15a89c",
+        "head": "abc1234",
+        "tool": "mutmut 3.8.1",
+        "finished": False,
+        "minutes": 3.5,
+        "tests": ["tests/a.py"],
+        "modules": {
+            "structseq.m": {
+                "killed": 9,
+                "survived": 1,
+                "no_tests": 0,
+                "not_run": 2,
+                "equivalent": 1,
+                "functions": 2,
+                "score": 0.9,
+                "survivors": ["structseq.m.x_f__mutmut_1"],
+            }
+        },
+    }
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(record))
+    from structseq.report import main
+
+    assert main(["mutants", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "| `structseq.m` | 2 | 13 | 9 | 1 | 0 | 2 | 1 | 90.0% |" in out
+    assert "overall 90.0% of 10 decided mutants" in out and "stopped by its budget" in out
+
+
+def test_bad_arguments_are_refused():
+    for argv in (["--base", "no-such-revision-xyz"], ["--base", "HEAD", "--jobs", "0"]):
+        with pytest.raises(SystemExit) as done:
+            mc.main(argv)
+        assert done.value.code == 2
+
+
+@pytest.mark.slow
+def test_a_whole_run_on_one_small_module(tmp_path):
+    """mutmut end to end on one module's changed functions (minutes): a record whose counts add up."""
+    out = tmp_path / "r.json"
+    subprocess.run(
+        [
+            sys.executable,
+            "scripts/mutants_changed.py",
+            "--base",
+            "d15a89c",
+            "--module",
+            "src/structseq/train/device.py",
+            "--budget-minutes",
+            "15",
+            "--out",
+            str(out),
+            "--goal",
+            "0.01",
+        ],
+        cwd=ROOT,
+        check=False,
+    )
+    rec = json.loads(out.read_text())
+    m = rec["modules"]["structseq.train.device"]
+    assert m["killed"] + m["survived"] + m["no_tests"] + m["not_run"] > 0
