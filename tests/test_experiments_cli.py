@@ -146,3 +146,19 @@ def test_report_writes_latex_as_compare_does_and_its_help_is_for_users(monkeypat
         one_line_error(code, err, *words)
     helped = _run("-m", "structseq.cli", "report", "--help")
     assert helped.returncode == 0 and "--format latex" in helped.stdout and "450" not in helped.stdout
+
+
+def test_a_plan_cell_that_names_a_seed_or_config_twice_is_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 52's duplicate seed, in a plan: `seeds: [1, 1]` would record (and average) one run twice."""
+    from cli_run import one_line_error, run_main
+
+    cfg = "configs/scan-jump/lstm-256.yaml"
+    for key, value, word in (("seeds", "[1, 2, 1]", "`seeds` gives 1 twice"), ("configs", f"[{cfg}, {cfg}]", cfg)):
+        cell = {"seeds": "[1]", "configs": f"[{cfg}]", key: value}
+        plan = tmp_path / "plan.yaml"
+        plan.write_text(
+            f"cells:\n  - id: one\n    title: one\n    configs: {cell['configs']}\n    seeds: {cell['seeds']}\n"
+            f"    out: {tmp_path / 'r.jsonl'}\n    runs: {tmp_path / 'runs'}\n"
+        )
+        code, err = run_main(monkeypatch, capsys, "plan", plan)
+        one_line_error(code, err, "cell 1 ('one')", word)

@@ -95,6 +95,10 @@ def _check_cell(c: dict, where: str) -> None:
         raise ConfigError(f"{where}: `seeds` must be a list of integers, got {c['seeds']!r}")
     if not all(isinstance(x, str) for x in c["configs"]):
         raise ConfigError(f"{where}: `configs` must be a list of config files, got {c['configs']!r}")
+    for key in ("seeds", "configs"):  # one run recorded twice would count twice in a cell's mean
+        twice = sorted({str(x) for x in c[key] if c[key].count(x) > 1})
+        if twice:
+            raise ConfigError(f"{where}: `{key}` gives {', '.join(twice)} twice")
     for cfg in c["configs"]:
         if not Path(cfg).is_file():
             raise ConfigError(f"{where}: config {cfg} does not exist")
