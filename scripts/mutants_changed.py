@@ -88,10 +88,11 @@ def module_name(path: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(source: str, module: str) -> set[str]:
-    """The structseq modules a file imports (absolute and relative forms), as dotted names."""
+def imports_of(source: str, module: str, is_package: bool = False) -> set[str]:
+    """The structseq modules a file imports (absolute and relative forms), as dotted names; `is_package`: the file
+    is the package's `__init__.py`, whose relative imports start from the package itself."""
     found: set[str] = set()
-    package = module.rsplit(".", 1)[0] if module else ""
+    package = module if is_package else module.rsplit(".", 1)[0] if module else ""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
@@ -110,7 +111,7 @@ def choose_tests(modules: set[str], extra: list[str]) -> list[str]:
     reach = set(modules)
     for path in (ROOT / "src").rglob("*.py"):
         rel = path.relative_to(ROOT).as_posix()
-        if imports_of(path.read_text(encoding="utf-8"), module_name(rel)) & modules:
+        if imports_of(path.read_text(encoding="utf-8"), module_name(rel), path.name == "__init__.py") & modules:
             reach.add(module_name(rel))
     chosen = []
     for path in sorted((ROOT / "tests").glob("test_*.py")):
