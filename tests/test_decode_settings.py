@@ -233,3 +233,23 @@ def test_configured_processors_apply_at_every_step_of_every_strategy(strategy):
     assert all(len(c[0].ids) >= 6 for c in got)
     once = run.with_overrides(["decode.processors={no_repeat_ngram: {size: 1}}"]).search(examples)
     assert all(len(set(c[0].ids)) == len(c[0].ids) for c in once)
+
+
+@pytest.mark.parametrize(
+    "decode,words",
+    [
+        ({"strategy": "greedy", "beam": 4}, "'beam' 4"),
+        ({"strategy": "diverse-beam", "beam": 4, "groups": 3}, "multiple"),
+    ],
+)
+def test_a_config_whose_strategy_refuses_its_settings_is_refused_before_training(
+    tmp_path, monkeypatch, capsys, decode, words
+):
+    """Validation decodes greedily (beam 1), so the contradiction used to surface only at `evaluate`."""
+    import yaml
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"data": {"dataset": "colors"}, "model": {"arch": "lstm"}, "decode": decode}))
+    code, err = run_main(monkeypatch, capsys, "train", cfg, "-o", tmp_path / "run", "-q")
+    one_line_error(code, err, "c.yaml", words)
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -99,7 +99,7 @@ class Run(NamedVocabs):
         config_from_dict(decode)  # strictly: an unknown key is an error too (a saved config drops unknown keys)
         cfg = config_from_dict({**self.config.to_dict(), **decode}, saved=True)
         given = [f"--set {o}" for o in overrides if str(o).split("=", 1)[0].strip() == "decode.strategy"]
-        check_fits(cfg.decode.strategy, self.model, given[-1] if given else "")
+        check_fits(cfg.decode.strategy, self.model, given[-1] if given else "", cfg.decode)
         task = get_task(cfg)
         task.load_state_dict(self.task.state_dict())
         return replace(self, config=cfg, task=task)

@@ -133,7 +133,7 @@ class Trainer:
             if strategy != cfg.decode.strategy:  # the checkpoints keep the run's config as it was given
                 self.task.cfg = replace(cfg, decode=replace(cfg.decode, strategy=strategy))
         else:  # validation decodes with it: refused before any update
-            check_fits(cfg.decode.strategy, self.model, str(config_file or ""))
+            check_fits(cfg.decode.strategy, self.model, str(config_file or ""), cfg.decode)
         if init is not None:
             self._init_parameters(*init)
         # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)

@@ -184,13 +184,15 @@ def strategy_of(model, decode_cfg, beam: int | None = None) -> str:
     return choose(decode_cfg.strategy, settings, model.search_interface, type(model).__name__).name
 
 
-def check_fits(name: str | None, model, where: str = "") -> None:
-    """`choose`'s ConfigError when `decode.strategy` names a strategy that does not search `model`: checked
-    where a model is built for training and where a run's decode settings change, before any batch; `where`
-    (the config file, or the `--set` item, the value came from) begins the message."""
+def check_fits(name: str | None, model, where: str = "", decode_cfg=None) -> None:
+    """`choose`'s ConfigError when `decode.strategy` names a strategy that does not search `model`, or (given
+    `decode_cfg`) that refuses its settings (`Strategy.check`: greedy a beam above 1, diverse-beam groups that do
+    not divide the beam): checked where a model is built for training and where a run's decode settings change,
+    before any batch; `where` (the config file, or the `--set` item, the value came from) begins the message."""
     if name is not None:
+        settings = Settings() if decode_cfg is None else Settings(decode_cfg.beam, options=decode_cfg)
         try:
-            choose(name, Settings(), model.search_interface, type(model).__name__)
+            choose(name, settings, model.search_interface, type(model).__name__)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}" if where else str(e)) from None
 
