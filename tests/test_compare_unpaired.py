@@ -64,6 +64,7 @@ def test_other_seed_counts_test_every_run_and_the_verdict_follows_the_difference
     b = [_write(tmp_path, f"c{s}", n, s) for s, n in zip((5, 6, 7), (4, 5, 7))]
     md = _compare(tmp_path, a, b, "markdown")
     assert "p (Welch t over runs)" in md and "seeds do not pair up" in md
+    assert "Paired test" not in md and "PairedTest" not in md  # the paragraph names no test that did not run
     report = _compare(tmp_path, a, b)
     em = next(m for m in report["metrics"] if m["name"] == "exact_match")
     xs, ys = [n / 20 for n in (6, 6, 20, 20)], [n / 20 for n in (4, 5, 7)]

@@ -71,11 +71,17 @@ def describe(report: dict) -> str:
         )
     else:
         how = "on each seed pair (" + ", ".join(f"A {_name(x)} vs B {_name(y)}" for x, y in t["pairs"]) + ")"
+    paired = (
+        f"Paired test: {TEST_NAMES[t['name']]} over examples, {t['resamples']} resamples, seed {t['seed']}, {how}; "
+        f"BLEU through {t['bleu']}, tokenizer {t['bleu_tokenize']}. "
+        if not t.get("unpaired")
+        else f"Test: {how}; BLEU tokenizer {t['bleu_tokenize']}. "  # no paired test ran: none is named
+    )
     return (
         f"A = {a['name']} ({_seeds(a)}); B = {b['name']} ({_seeds(b)}); split {report['split'] or '-'}, "
-        f"{report['n_examples']} examples. Paired test: {TEST_NAMES[t['name']]} over examples, {t['resamples']} "
-        f"resamples, seed {t['seed']}, {how}; BLEU through {t['bleu']}, tokenizer {t['bleu_tokenize']}. "
-        f"Intervals: {round(100 * t['level'])}% t interval of the mean over a side's seeds, cut to the metric's "
+        f"{report['n_examples']} examples. "
+        + paired
+        + f"Intervals: {round(100 * t['level'])}% t interval of the mean over a side's seeds, cut to the metric's "
         "range; for a side of one output, sacrebleu's bootstrap interval (mean ± half-width of the 95% percentile "
         f"interval, {t['resamples']} resamples of the examples). "
         + (f"Verdict: {t['verdict']}. " if t.get("verdict") else "")
