@@ -253,3 +253,10 @@ def test_a_config_whose_strategy_refuses_its_settings_is_refused_before_training
     code, err = run_main(monkeypatch, capsys, "train", cfg, "-o", tmp_path / "run", "-q")
     one_line_error(code, err, "c.yaml", words)
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_taggers_settings_line_has_no_length_penalty():
+    from structseq.evaluation import describe
+
+    settings = {"checkpoint": "best", "decode": {"beam": 1, "len_penalty": 1.0, "max_len_a": 2.0, "strategy": None}}
+    assert describe(settings, "tree-greedy") == "checkpoint best, strategy tree-greedy, beam 1"
