@@ -78,6 +78,15 @@ def test_test_of_a_files_config_is_its_data_test_and_compare_finds_it_by_name(ma
     assert code == 0, err
 
 
+def test_test_is_data_test_beside_a_folder_named_test(many, monkeypatch, capsys, tmp_path):
+    """A `test/` folder in the working directory (a project's tests) is not a file: `--split test` is data.test."""
+    (tmp_path / "test").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, err = run_main(monkeypatch, capsys, "evaluate", many / "toy-seed1", "--split", "test", "--overwrite")
+    assert code == 0, err
+    assert (many / "toy-seed1" / "predictions" / "test.tsv").is_file()
+
+
 def test_compare_takes_the_run_folders_of_a_glob_too(many, monkeypatch, capsys):
     """Issue 55.1, compare: `compare 'OUT/toy-seed*' ...` skips train-many's logs beside the runs."""
     for seed in (1, 2):

@@ -84,7 +84,7 @@ def files_split(data, split: str) -> str:
     """`train`, `valid` and `test` of a `dataset: files` config are its `data.train`, `data.valid` and
     `data.test` files (a file of that name in the working directory stays the file); `test` of several test files
     is a ConfigError naming them. Any other split as given."""
-    if data.dataset != "files" or split not in ("train", "valid", "test") or Path(split).exists():
+    if data.dataset != "files" or split not in ("train", "valid", "test") or Path(split).is_file():
         return split
     if split == "test":
         if len(data.test) != 1:
