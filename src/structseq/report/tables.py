@@ -51,6 +51,7 @@ DOCUMENTS = (
     "docs/papers/context.md",
     "docs/compose-scale.md",
     "docs/reliability.md",
+    "docs/decoding.md",
 )
 BLOCK = re.compile(
     r"^<!-- generated: (?P<command>[^\n]+?) -->\n(?P<text>.*?)^<!-- /generated -->$", re.DOTALL | re.MULTILINE
