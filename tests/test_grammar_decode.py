@@ -1,0 +1,61 @@
+"""`decode.grammar` through the public surface: a trained run searched with the grammar (greedy, beam with n-best
+lists, sampling) returns only sentences of the grammar; the CLI takes the key and refuses a wrong one in one
+line; a task's output space tells word outputs (a grammar applies) from subword ones."""
+
+from __future__ import annotations
+
+import pytest
+from tests.cli_run import one_line_error, run_main
+
+from structseq import api
+from structseq.config import config_from_dict
+from structseq.decode.processors.grammar import grammar_constraint
+from structseq.decode.sampling import Sampling
+
+PAIRS = [
+    ("jump", "I_JUMP"),
+    ("walk twice", "I_WALK I_WALK"),
+    ("turn left", "I_TURN_LEFT"),
+    ("run and look", "I_RUN I_LOOK"),
+    ("look thrice", "I_LOOK I_LOOK I_LOOK"),
+    ("jump left", "I_TURN_LEFT I_JUMP"),
+]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("grammar")
+    data = root / "toy.tsv"
+    data.write_text("".join(f"{s}\t{t}\n" for s, t in PAIRS))
+    cfg = config_from_dict(
+        {
+            "data": {"dataset": "files", "train": str(data), "valid": str(data), "test": [str(data)]},
+            "model": {"arch": "lstm", "embed_dim": 16, "hidden_dim": 16, "layers": 1, "dropout": 0.0},
+            "optim": {"lr": 5e-3, "max_tokens": 200},
+            "train": {"max_steps": 3, "valid_every": 3, "seed": 1},
+            "decode": {"batch_size": 4, "max_len_a": 0.0, "max_len_b": 8},
+        }
+    )
+    api.train(cfg, root / "run", show_progress=False)
+    return root / "run"
+
+
+def _sentences(run, lists) -> bool:
+    checker = grammar_constraint("scan", run.task.output_space(run.vocabs))
+    return all(checker.accepts(c.tokens) for entries in lists for c in entries)
+
+
+def test_every_strategy_returns_only_sentences(run_dir):
+    run = api.load_run(run_dir, device="cpu")
+    examples = run.load_split(None)[2]
+    constrained = run.with_overrides(["decode.grammar=scan"])
+    assert run.task.output_space(run.vocabs).detokenize is None  # word outputs: the grammar applies
+    for kw in ({"beam": 1}, {"beam": 3, "nbest": 3}, {"sampling": Sampling(seed=2), "nbest": 4}):
+        assert _sentences(run, constrained.search(examples, **kw)), kw
+
+
+def test_cli_takes_the_grammar_and_refuses_an_unknown_one(run_dir, monkeypatch, capsys, tmp_path):
+    code, err = run_main(monkeypatch, capsys, "evaluate", run_dir, "--set", "decode.grammar=scan", "--beam", "2")
+    assert code == 0, err
+    code, err = run_main(monkeypatch, capsys, "evaluate", run_dir, "--set", "decode.grammar=sql")
+    one_line_error(code, err, "decode.grammar", "sql", "scan")
