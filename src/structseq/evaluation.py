@@ -275,10 +275,10 @@ def describe(settings: dict | None, strategy: str | None = None) -> str:
     decode = dict(settings.get("decode") or {})
     strategy = strategy or decode.get("strategy")
     if strategy in STRATEGIES:
-        keep = {*STRATEGIES.get(strategy).reads, *own_keys(strategy)}
+        keep = {*STRATEGIES.get(strategy).reads, *own_keys(strategy), "processors", "grammar"}  # every strategy's
         decode = {"strategy": strategy, **{k: v for k, v in decode.items() if k in keep}}
     out = [f"checkpoint {settings.get('checkpoint')}"]
-    out += [f"{k} {v}" for k, v in decode.items() if v is not None]
+    out += [f"{k} {v}" for k, v in decode.items() if v is not None and v != {}]
     for key in ("limit", "bleu_tokenize"):
         if settings.get(key) is not None:
             out.append(f"{key} {settings[key]}")
