@@ -140,3 +140,44 @@ def test_training_with_static_shapes_sees_at_most_n_shapes_and_every_example(tmp
         t.step()
     assert sorted(seen) == list(range(len(t.batches.examples)))
     assert len(shapes) <= 3 and all(s[1] == d[1] for s, d in shapes)
+
+
+def _bucket_of(n, buckets):
+    """The smallest bucket length >= n: a plain loop, independent of `bucketed`."""
+    for b in sorted(buckets):
+        if b >= n:
+            return b
+    raise AssertionError(f"{n} exceeds every bucket")
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("budget", [dict(max_tokens=400, batch_size=5), dict(max_tokens=60, batch_size=50)])
+def test_bucket_batches_respect_both_budgets_checked_by_hand(seed, budget):
+    """Issue 52: no batch holds more than `optim.batch_size` examples when `max_tokens` is set too, nor more
+    padded tokens than `max_tokens` (unless it is one example); the padded length and the row count are
+    recomputed with plain loops, not with `batch_shape` / `rows_for`."""
+    lens = lengths(seed=seed)
+    b = bucket_lengths(lens, 5)
+    for batch in make_batches(lens, lens, seed=seed, buckets=b, **budget):
+        length = _bucket_of(max(lens[i] for i in batch) + 1, b)
+        assert len(batch) <= budget["batch_size"]
+        assert len(batch) * length <= budget["max_tokens"] or len(batch) == 1
+        expected_rows = max(1, min(budget["max_tokens"] // length, budget["batch_size"]))
+        assert batch_shape(batch, lens, b, **budget) == (expected_rows, length)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_a_ranks_static_row_count_holds_its_whole_shard(world_size):
+    """Issue 52: under data parallelism each rank pads its shard (`index[rank::world_size]`) to the rows that
+    `batch_shape` gives; that count is rounded up, so the largest shard fits (floored it would not for a
+    bucket of 7 rows over 3 ranks: shards 3, 2, 2 against 2 rows)."""
+    lens = [6] * 7 + [12] * 30
+    b = [7, 13]
+    budget = dict(max_tokens=49, batch_size=None)  # 7 rows of length 7, 3 rows of length 13
+    batches = make_batches(lens, lens, seed=0, buckets=b, **budget)
+    assert sorted(len(x) for x in batches)[-1] == 7
+    for batch in batches:
+        rows, _ = batch_shape(batch, lens, b, world_size=world_size, **budget)
+        shards = [batch[r::world_size] for r in range(world_size)]
+        full = max(1, 49 // _bucket_of(max(lens[i] for i in batch) + 1, b))
+        assert max(len(s) for s in shards) <= rows == -(-full // world_size)
