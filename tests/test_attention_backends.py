@@ -35,7 +35,7 @@ def test_the_flag_is_off_during_a_cuda_call_and_restored_after(on_cuda, flag, ra
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", recorder)
     torch.backends.cuda.enable_cudnn_sdp(flag)
-    q = SimpleNamespace(is_cuda=on_cuda)
+    q = SimpleNamespace(device=torch.device("cuda" if on_cuda else "cpu"))
     if raises:
         with pytest.raises(RuntimeError, match="kernel failed"):
             sdpa_without_cudnn(q, "k", "v", dropout_p=0.5)

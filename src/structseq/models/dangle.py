@@ -56,6 +56,7 @@ from structseq.models.transformer import (
     final_norm,
     layer_args,
 )
+from structseq.nn.accelerator import on_accelerator
 from structseq.nn.layers import EncoderLayer, TokenEmbedding
 from structseq.registry import COMPILES, register_arch
 
@@ -222,7 +223,7 @@ class RDangleSeq2Seq(Autoregressive):
         enc = self.encode(batch)
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
-        steps = self.AUTO_CHUNK_STEPS if tgt_in.device.type == "cpu" else self.AUTO_CHUNK_STEPS_ACCELERATOR
+        steps = self.AUTO_CHUNK_STEPS_ACCELERATOR if on_accelerator(tgt_in) else self.AUTO_CHUNK_STEPS
         size = self.chunk_points or auto_chunk_points(self.interval, T, steps)
         if self.static_shapes:
             outputs = self._fixed_chunks(enc, tgt_in, size)

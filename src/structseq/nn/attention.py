@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from structseq.nn.accelerator import on_accelerator
 from structseq.nn.dropout import dropout
 
 
@@ -26,8 +27,12 @@ def sdpa_without_cudnn(q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
     (results/gpu/2026-11-26-h200) the 6+6 d512 Transformer took 0.80 s an update in bf16 with it, 0.05 s in fp32,
     which cuDNN does not serve. The flag is flipped around the call (1.5 us; `sdpa_kernel` costs 22 us); it is
     process-wide, so another thread's SDPA during the call skips cuDNN too. Hugging Face backbones call SDPA
-    themselves: their callers use `without_cudnn_attention`."""
-    if not (q.is_cuda and torch.backends.cuda.cudnn_sdp_enabled()):
+    themselves: their callers use `without_cudnn_attention`.
+
+    Under `torch.compile` it is plain SDPA: asking the flag there broke the graph at every attention call (31
+    graphs an update for the COGS Transformer, issue 53); the compiled step turns cuDNN's attention off once,
+    outside the model, before it is traced (`structseq.train.compiled.compile_model`)."""
+    if torch.compiler.is_compiling() or not (on_accelerator(q) and torch.backends.cuda.cudnn_sdp_enabled()):
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
     torch.backends.cuda.enable_cudnn_sdp(False)
     try:
@@ -50,9 +55,9 @@ def cudnn_attention_off(on_cuda: bool) -> Iterator[None]:
 
 
 def module_on_cuda(module: nn.Module) -> bool:
-    """Whether the module's weights are on a CUDA device (its first parameter's)."""
+    """Whether the module's weights are on a CUDA device (its first parameter's; `structseq.nn.accelerator`)."""
     first = next(module.parameters(), None)
-    return first is not None and first.is_cuda
+    return first is not None and on_accelerator(first)
 
 
 def without_cudnn_attention(method):

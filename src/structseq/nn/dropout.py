@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from structseq.nn.accelerator import on_accelerator
+
 _TORCH_MASKS = False
 
 
@@ -43,7 +45,7 @@ def keep_mask(shape: tuple[int, ...] | torch.Size, p: float, device: torch.devic
 def dropout_noise(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor:
     """What `dropout(x, p)` multiplies an `x` of this shape by (the same draws, the same rounding): keep / (1 - p),
     in `like`'s dtype and device; 0 < p < 1. Off the CPU: `bernoulli_` draws, as before this module."""
-    if _TORCH_MASKS or like.device.type != "cpu":
+    if _TORCH_MASKS or on_accelerator(like):
         return like.new_empty(shape).bernoulli_(1 - p).div_(1 - p)
     return keep_mask(shape, p, like.device).to(like.dtype).mul_(1.0 / (1.0 - p))
 
@@ -68,7 +70,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return x
-    if p == 1.0 or x.device.type != "cpu" or _TORCH_MASKS:
+    if p == 1.0 or on_accelerator(x) or _TORCH_MASKS:
         return F.dropout(x, p, True)
     return _Dropout.apply(x, p)
 

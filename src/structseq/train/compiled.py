@@ -13,19 +13,33 @@ milliseconds of small kernels. Two levers, each a switch:
   fused Adam (`fused=True`: a few launches for all parameters). `train.compile_backend` picks the backend:
   `inductor` (default, code generation), `aot_eager` / `eager` (capture without code generation: the CPU tests
   and debugging). On a CPU, `on` runs inductor's C++ kernels (slower than eager here, benchmarks/bench_compile.py).
+
+Every question "is this a GPU?" goes through `structseq.nn.accelerator.on_accelerator`, so a CPU test can take
+the GPU's branches (`structseq.testing.accelerator`). Shapes compile once: the recompile limit is set above the
+number of batch shapes the run can see (`recompile_limit`), and a shape past it stops the run with an error
+naming the settings (`shapes_within_limit`) instead of running eager without a word, as torch would.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
+from structseq.errors import ConfigError
+from structseq.nn.accelerator import on_accelerator
 from structseq.registry import ARCHS, COMPILES
+
+# batch shapes beyond `optim.num_buckets` that a run may compile: the first shape's static graph before torch's
+# automatic dynamic shapes recompile it symbolically (the Transformer), and one spare
+SPARE_COMPILES = 2
 
 
 def set_tf32(device: torch.device, enabled: bool) -> None:
     """TF32 for float32 matmuls (cuBLAS) and convolutions (cuDNN) on a CUDA device; nothing on others."""
-    if device.type == "cuda":
+    if on_accelerator(device):
         torch.backends.cuda.matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
 
@@ -47,13 +61,46 @@ def declares_compiles(arch: str) -> bool:
     return COMPILES in ARCHS.get(arch).capabilities
 
 
-def compile_model(model: nn.Module, device: torch.device, backend: str = "inductor") -> nn.Module:
+def recompile_limit(num_buckets: int) -> int:
+    """The compiles per code object a run allows: every length bucket's shape (with `optim.static_shapes`, a
+    model whose Python reads a size, as Dangle's points, compiles once per bucket) plus `SPARE_COMPILES`;
+    torch's default (8) without buckets."""
+    return num_buckets + SPARE_COMPILES if num_buckets else 8
+
+
+def compile_model(model: nn.Module, device: torch.device, backend="inductor", num_buckets: int = 0) -> nn.Module:
     """The model compiled for training steps: CUDA graphs over inductor's kernels on CUDA (`reduce-overhead`: a
-    graph recorded per batch shape), inductor's default mode elsewhere. Shapes: torch's automatic dynamic
-    shapes (a second shape recompiles once with symbolic sizes instead of once per shape); a model whose Python
-    reads a size (Dangle's points) is still specialised per shape, at most `optim.num_buckets` of them."""
-    mode = "reduce-overhead" if device.type == "cuda" and backend == "inductor" else None
+    graph recorded per batch shape), inductor's default mode elsewhere (`backend` may also be a dynamo backend
+    function: the tests' counting one). Shapes: torch's automatic dynamic shapes (a second shape recompiles once
+    with symbolic sizes instead of once per shape); a model whose Python reads a size (Dangle's points) is
+    specialised per shape, at most `optim.num_buckets` of them, below `recompile_limit`, and past it the step
+    raises instead of running eager. On an accelerator cuDNN's attention is turned off here, once for the
+    process, before anything is traced (`structseq.nn.attention.sdpa_without_cudnn` no longer asks inside the
+    model, which broke the graph at every attention call)."""
+    accelerator = on_accelerator(device)
+    if accelerator:
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    limit = recompile_limit(num_buckets)
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, limit)
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    mode = "reduce-overhead" if accelerator and backend == "inductor" else None
     return torch.compile(model, backend=backend, mode=mode)
+
+
+@contextmanager
+def shapes_within_limit(batch: dict) -> Iterator[None]:
+    """Around a compiled model's call on `batch`: a batch shape past the recompile limit is a one-line error
+    naming the settings (torch would run it eager with one warning, and every later such batch silently)."""
+    try:
+        yield
+    except torch._dynamo.exc.FailOnRecompileLimitHit as e:
+        limit = torch._dynamo.config.recompile_limit
+        shape = ", ".join(f"{k} {tuple(v.shape)}" for k, v in batch.items() if isinstance(v, torch.Tensor))
+        raise ConfigError(
+            f"'train.compile': the batch of shape {shape} would compile past the recompile limit ({limit}) and run "
+            "eager; set 'optim.static_shapes: true' with 'optim.num_buckets' (one shape per bucket) or "
+            "'train.compile: off'"
+        ) from e
 
 
 def new_step() -> None:

@@ -47,7 +47,14 @@ from structseq.train.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from structseq.train.compiled import compile_model, compile_wanted, declares_compiles, new_step, set_tf32
+from structseq.train.compiled import (
+    compile_model,
+    compile_wanted,
+    declares_compiles,
+    new_step,
+    set_tf32,
+    shapes_within_limit,
+)
 from structseq.train.device import resolve_device, set_threads
 from structseq.train.loggers import check_loggers, close_quietly_on_error, install_stop_handlers, open_loggers
 from structseq.train.optim import build_optimizer, lr_multiplier
@@ -153,7 +160,9 @@ class Trainer:
             accumulate=cfg.optim.accumulate,
         )
         if self._compiled:  # structseq.train.compiled: the step captured per batch shape
-            self.ddp_model = compile_model(self.ddp_model, self.device, cfg.train.compile_backend)
+            self.ddp_model = compile_model(
+                self.ddp_model, self.device, cfg.train.compile_backend, cfg.optim.num_buckets
+            )
 
     # ------------------------------------------------------------ starting points
     def _load_last(self) -> dict:
@@ -259,7 +268,8 @@ class Trainer:
             if self._compiled:
                 new_step()
             sync = self.dist.no_sync(self.ddp_model) if i < len(batches) - 1 else nullcontext()
-            with sync, self.autocast():
+            shapes = shapes_within_limit(b) if self._compiled else nullcontext()
+            with sync, self.autocast(), shapes:
                 loss, nll, _ = self.task.loss(self.ddp_model, b, cfg.optim.label_smoothing)
                 if b.num_tokens == 0:  # an empty shard still joins the gradient all-reduce
                     loss = loss * 0.0
