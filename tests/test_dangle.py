@@ -204,6 +204,38 @@ def test_fused_input_dropout_is_drawn_per_re_encoding_point(source_dropout):
     assert close(a, b, tgt)[0]
 
 
+@pytest.mark.parametrize("name", ["dangle", "shr-o3-prenorm", "sep-o2-shared"])
+def test_per_batch_dropout_is_one_draw_whatever_the_chunking(name):
+    """Issue 55: `per_batch` (the default of dangle / rdangle-shr / rdangle-sep, as the reference code) drops the
+    source and target embeddings out once per batch: under a fixed seed the fused inputs' prefixes and the outputs
+    are the same with 1 point a chunk, the default chunking and every point in one chunk (the layers' own
+    dropout, drawn per row in the reference too, is set to 0 here so that the outputs can be compared)."""
+    from structseq.nn.layers import TokenEmbedding
+
+    model = make({**VARIANTS[name], "dropout": 0.5}).train()
+    assert model.per_point is False  # the default
+    for m in model.modules():
+        if not isinstance(m, TokenEmbedding) and isinstance(getattr(m, "dropout", None), float):
+            m.dropout = 0.0
+    src, tgt = batch()
+    outs, prefixes = [], []
+    for chunk in (1, 0, 1000):
+        model.chunk_points, seen = chunk, []
+        hook = model.key_encoder.fusion[0].register_forward_pre_hook(lambda _, args: seen.append(args[0].detach()))
+        torch.manual_seed(3)
+        outs.append(model({"src": src, "tgt_in": tgt}).detach())
+        hook.remove()
+        S = src.shape[1]  # each row's first prefix position (y_0 + type_tgt), by (point-major) row
+        prefixes.append(torch.cat([x[:, S] for x in seen]))
+    for out, prefix in zip(outs[1:], prefixes[1:]):
+        assert close(out, outs[0], tgt)[0]
+        assert torch.allclose(prefix, prefixes[0])
+    assert not torch.allclose(prefixes[0][0], prefixes[0][1])  # dropout is on: sentences differ
+    other = make({**VARIANTS[name], "dropout": 0.0}).train()
+    with torch.no_grad():
+        assert not close(other({"src": src, "tgt_in": tgt}), outs[0], tgt)[0]
+
+
 def test_dangle_is_rdangle_shr_with_interval_one():
     dangle, shr = make({"arch": "dangle"}), make({"arch": "rdangle-shr", "interval": 1}, seed=5)
     assert dangle.state_dict().keys() == shr.state_dict().keys()

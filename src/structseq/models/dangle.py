@@ -20,10 +20,16 @@ layers) runs once per batch. `chunk_points` sets how many points share a pass; w
 each chunk's activations are recomputed in the backward pass instead of stored, so training memory is
 that of one chunk (activation checkpointing, about a third more compute).
 
-`source_dropout: per_point` (default): in training the key encoder's inputs (the source embedding with the k0
-layers over it, and the prefix embedding) are dropped out afresh for every (point, sentence) row, as the
-reference's copy of the batch per point draws new masks per point; `per_batch` reuses one draw per sentence at
-every point (structseq before issue 44). The value encoder runs once per batch.
+`source_dropout: per_batch` (default for dangle, rdangle-shr, rdangle-sep): as the reference code
+(github:mswellhao/Dangle at 27223eb, fairseq/fairseq/models/transformer_rdangle_kv_sep.py and
+transformer_rdangle_kv_shared.py), the source is embedded and dropped out once (kv_sep.py:492, kv_shared.py:417), the
+bottom layers run once (kv_sep.py:528, 949) and their output is copied for every point (kv_sep.py:981,
+kv_shared.py:892); the target embedding is dropped once before the loop over points (kv_sep.py:939,
+kv_shared.py:870) and copied into each point's fusion prefix and decoder input (kv_sep.py:992, 1024). Here too: one
+draw per batch whatever `chunk_points` is (before issue 55 the prefix and the decoder's input were drawn again per
+chunk and row, and the default was per_point: seeded runs of these archs changed with the default). `per_point`
+draws the key encoder's source (with the k0 layers) and prefix afresh for every (point, sentence) row, as
+roberta_dangle.py:686 does for the pretrained model (`structseq.models.rdangle_pretrained`, whose default it is).
 """
 
 from __future__ import annotations
@@ -137,7 +143,7 @@ class RDangleSeq2Seq(Autoregressive):
         interval: int = 1,
         chunk_points: int = 0,
         recompute_chunks: bool = False,
-        source_dropout: str = "per_point",
+        source_dropout: str = "per_batch",
     ):
         super().__init__()
         self.per_point = source_dropout == "per_point"
@@ -177,18 +183,25 @@ class RDangleSeq2Seq(Autoregressive):
     # ------------------------------------------------------------------ pieces shared by training and decoding
 
     def prefix_segment(
-        self, tgt_in: Tensor, points: Tensor, sents: Tensor | None = None, length: int | None = None
+        self,
+        tgt_in: Tensor,
+        points: Tensor,
+        sents: Tensor | None = None,
+        length: int | None = None,
+        embedded: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Fusion inputs of R rows, row r being re-encoding point points[r] of sentence sents[r] (default: one
         row per sentence): embedded prefix y_0..y_p + type_tgt, the end marker at p + 1, then padding up to
-        the longest row (or to `length`, known without reading the points). Returns (R, L, D) and the padding
-        mask (R, L)."""
+        the longest row (or to `length`, known without reading the points); `embedded`: the batch's target
+        embedding, dropped out once (`per_batch`). Returns (R, L, D) and the padding mask (R, L)."""
         if sents is None:
             sents = torch.arange(tgt_in.shape[0], device=tgt_in.device)
             points = points.expand(sents.shape[0])
         L = int(points.max()) + 2 if length is None else length
         rows = self.per_point and self.training  # dropout per row (`source_dropout`)
-        emb = self.decoder.embed(tgt_in[:, : L - 1], drop=not rows)  # (B, L-1, D)
+        if embedded is None:
+            embedded = self.decoder.embed(tgt_in[:, : L - 1], drop=not rows)
+        emb = embedded[:, : L - 1]  # (B, L-1, D)
         if rows:  # a fresh mask per (point, sentence) row
             emb = self.decoder.embed.drop(F.pad(emb, (0, 0, 0, 1)).index_select(0, sents)) + self.key_encoder.type_tgt
         else:  # type_tgt added before the rows are gathered: per_batch sums its gradient as before issue 44
@@ -221,6 +234,8 @@ class RDangleSeq2Seq(Autoregressive):
         target are never computed; the outputs at those padding positions come from zero features."""
         src, tgt_in = batch["src"], batch["tgt_in"]
         enc = self.encode(batch)
+        if not (self.per_point and self.training):  # per_batch: the target embedding dropped out once
+            enc["tgt_embedded"] = self.decoder.embed(tgt_in)
         B, T = tgt_in.shape
         lengths = tgt_in.ne(self.pad).sum(1)  # decoder inputs per sentence, <s> included
         steps = self.AUTO_CHUNK_STEPS_ACCELERATOR if on_accelerator(tgt_in) else self.AUTO_CHUNK_STEPS
@@ -277,7 +292,8 @@ class RDangleSeq2Seq(Autoregressive):
         o = self.interval or T
         last = length - 2 if last is None else last
         row_points, pad = group[point_of], enc["src_pad"].index_select(0, sent_of)
-        seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of, length)
+        emb = enc.get("tgt_embedded")
+        seg, seg_pad = self.prefix_segment(tgt_in, row_points, sent_of, length, emb)
         if "src_clean" in enc:  # a fresh mask per (point, sentence) row
             states = self.key_encoder.pre_fuse(self.src_embed.drop(enc["src_clean"].index_select(0, sent_of)), pad)
         else:
@@ -286,6 +302,7 @@ class RDangleSeq2Seq(Autoregressive):
         end = min(last + o, T)  # the top decoder layer only computes the steps of this group
         x, _, attn = self.decoder(
             tgt_in.index_select(0, sent_of)[:, :end],
+            embedded=None if emb is None else emb.index_select(0, sent_of)[:, :end],
             memories={"source": {"pad": pad}},
             cross_kv=self.cross_kv(keys, enc, sent_of),
             need_weights=self.head.needs_attention,
@@ -364,10 +381,9 @@ class DangleConfig(TransformerBlocksConfig):
         "of storing them (peak memory of one chunk, about a third more compute)",
     )
     source_dropout: str = option(
-        "per_point",
-        "training: dropout on the key encoder's source and prefix embeddings, fresh masks at every re-encoding "
-        "point (per_point, as the reference's copy of the batch per point) or one draw reused at every point "
-        "(per_batch)",
+        "per_batch",
+        "training: dropout on the source and target embeddings, one draw per batch reused at every re-encoding "
+        "point (per_batch, as the reference code) or fresh masks for the key encoder at every point (per_point)",
         choices=("per_point", "per_batch"),
     )
 

@@ -75,13 +75,15 @@ class TransformerDecoder(nn.Module):
         offset: int = 0,
         need_weights: bool = False,
         keep_last: int | None = None,
+        embedded: Tensor | None = None,
     ):
         """`memories`: name -> {"pad": (B, S) mask, "keys"/"values": (B, S, D)}; `cross_kv`: per layer, name ->
         cached projected (k, v) (then only "pad" is needed). Returns features (B, T, D), new self-attention
         caches and, per memory, the head-averaged cross-attention {memory: (B, T, S)} of the topmost layer that
         attends to it (the top layer when every layer attends to every memory; None unless asked).
-        `keep_last`: the top layer computes (and returns) the last n positions only."""
-        x = self.embed(tokens, offset)
+        `keep_last`: the top layer computes (and returns) the last n positions only; `embedded`: `tokens` already
+        embedded (and dropped out) by the caller."""
+        x = self.embed(tokens, offset) if embedded is None else embedded
         new_kv, weights = [], None
         last = len(self.layers) - 1
         top = {name: i for i, layer in enumerate(self.layers) for name in layer.memories}  # memory -> its top layer
