@@ -85,9 +85,9 @@ MODELS = {
 }
 
 
-def trainer(tmp_path, model, **optim):
+def trainer(tmp_path, model, path=None, **optim):
     width = {} if model["arch"] == "lstm" else {"d_model": 16, "n_heads": 2, "ffn_dim": 32}
-    path = toy_tsv(tmp_path)
+    path = path or toy_tsv(tmp_path)
     cfg = config_from_dict(
         {
             "data": {"dataset": "files", "train": str(path), "valid": str(path), "test": [str(path)]},
@@ -181,3 +181,41 @@ def test_a_ranks_static_row_count_holds_its_whole_shard(world_size):
         shards = [batch[r::world_size] for r in range(world_size)]
         full = max(1, 49 // _bucket_of(max(lens[i] for i in batch) + 1, b))
         assert max(len(s) for s in shards) <= rows == -(-full // world_size)
+
+
+def test_static_shapes_pad_sources_to_their_buckets_longest_source(tmp_path):
+    """Issue 53: with `optim.static_shapes` a batch's source is padded to the longest source among the training
+    examples of its bucket (one shape per bucket still), its target to the bucket's length: found here with
+    plain loops over the examples; padding to it changes no loss (Dangle, a source shorter than the target)."""
+    r = random.Random(0)  # COGS-like: short sources, targets 1-3 times as long
+    rows = [[r.choice("abcdef") for _ in range(r.randint(1, 4))] for _ in range(60)]
+    lines = [" ".join(x) + "\t" + " ".join(x * r.randint(1, 3)).upper() for x in rows]
+    (tmp_path / "long.tsv").write_text("\n".join(lines) + "\n")
+    t = trainer(tmp_path, MODELS["dangle"], tmp_path / "long.tsv", num_buckets=3, static_shapes=True)
+    buckets, lens = t.batches.buckets, t.batches.lengths
+    longest = {b: 1 for b in buckets}
+    for e, n in zip(t.batches.examples, lens):
+        b = _bucket_of(n + 1, buckets)
+        longest[b] = max(longest[b], len(e["src"]))
+    assert any(longest[b] < b for b in buckets)  # the test data has sources shorter than their bucket
+    shapes = []
+    loss = t.task.loss
+
+    def recording(model, batch, eps):
+        shapes.append((batch["src"].shape[1], batch["tgt_in"].shape[1]))
+        return loss(model, batch, eps)
+
+    t.task.loss = recording
+    for _ in range(len(t.batches.epoch(0))):
+        t.step()
+    assert shapes and all(src == longest[tgt] for src, tgt in shapes)
+    idx = [0, 3, 5]
+    batch = t.task.training_batch([t.batches.examples[i] for i in idx], idx, 1)
+    src_len = batch["src"].shape[1] + 1
+    length = max(src_len, batch["tgt_in"].shape[1]) + 3
+    padded = t.task.pad_batch(batch, 5, length, source_length=src_len)
+    assert padded["src"].shape == (5, src_len) and padded["tgt_in"].shape == (5, length)
+    t.model.train()
+    with torch.no_grad():
+        a, b = (t.task.loss(t.model, x, 0.1)[0] for x in (batch, padded))
+    torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)

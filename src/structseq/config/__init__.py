@@ -156,8 +156,9 @@ class OptimConfig:
     )
     static_shapes: bool = option(
         False,
-        "with num_buckets: pad every batch to its bucket's length and fixed row count (filler rows predict "
-        "nothing): at most num_buckets batch shapes, for train.compile's captured steps",
+        "with num_buckets: pad every batch to its bucket's length (a source to its bucket's longest source) and "
+        "fixed row count (filler rows predict nothing): at most num_buckets batch shapes, for train.compile's "
+        "captured steps; dropout masks are drawn over the padded shape, so a seeded run with dropout changes",
     )
     sentence_avg: bool = option(
         False,

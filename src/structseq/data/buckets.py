@@ -45,6 +45,16 @@ def bucketed(lengths: Sequence[int], buckets: Sequence[int]) -> np.ndarray:
     return b[pos]
 
 
+def source_lengths(src_lengths: Sequence[int], lengths: Sequence[int], buckets: Sequence[int]) -> list[int]:
+    """Per bucket, the longest padded source (`src_lengths`, </s> included) among the examples whose task
+    `lengths` fall in it (1 for a bucket none falls in): a source padded to it rather than to the bucket's
+    length keeps one shape per bucket. Dangle on COGS pads its sources (8.5 tokens on average) far less than to
+    the target's bucket (up to 154): scripts/padding_flops.py counts the work either way."""
+    padded = bucketed(np.asarray(lengths) + 1, buckets)
+    src = np.asarray(src_lengths)
+    return [int(src[padded == b].max()) if (padded == b).any() else 1 for b in buckets]
+
+
 def rows_for(length: int, max_tokens: int | None, batch_size: int | None) -> int:
     """The fixed row count of a bucket's batches: as many as fit `max_tokens` at that padded length (fairseq's
     rule), at most `batch_size`, at least one."""

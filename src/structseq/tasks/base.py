@@ -269,9 +269,15 @@ class Task(abc.ABC):
             [[e.source_text, e.target_text, self.format_prediction(p)] for e, p in zip(examples, predictions)],
         )
 
-    def pad_batch(self, batch: Batch, rows: int, length: int) -> Batch:
-        """`batch` padded to `rows` rows of `length` positions (`optim.static_shapes`), filler rows predicting
-        nothing: the loss, its units and the gradients are those of `batch`. Tasks that can, say how."""
+    def source_length(self, encoded: Encoded) -> int | None:
+        """The padded length of the part of an example that `optim.static_shapes` pads to its bucket's longest
+        (`pad_batch`'s `source_length`: a seq2seq source); None: every tensor is padded to the bucket's length."""
+        return None
+
+    def pad_batch(self, batch: Batch, rows: int, length: int, source_length: int | None = None) -> Batch:
+        """`batch` padded to `rows` rows of `length` positions (`optim.static_shapes`; the source part to
+        `source_length` where the task has one, see `source_length`), filler rows predicting nothing: the loss,
+        its units and the gradients are those of `batch`. Tasks that can, say how."""
         raise ConfigError(f"'optim.static_shapes': the {self.name} task cannot pad its batches to fixed shapes")
 
     # ------------------------------------------------------------------ devices

@@ -158,7 +158,7 @@ class HFSeq2SeqTask(Seq2SeqTask):
     def encode(self, example: Example, vocabs: Vocabs) -> Encoded:
         return {"src": self._pieces(example.source_text), "tgt": self._pieces(example.target_text, target=True)}
 
-    def pad_batch(self, batch: Batch, rows: int, length: int) -> Batch:
+    def pad_batch(self, batch: Batch, rows: int, length: int, source_length: int | None = None) -> Batch:
         """Not offered: the checkpoint's padding and start ids would have to fill the rows (`optim.num_buckets`
         alone still mixes examples of similar length)."""
         return Task.pad_batch(self, batch, rows, length)

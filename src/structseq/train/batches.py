@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from structseq.data.batching import Batch, make_batches
-from structseq.data.buckets import batch_shape, bucket_lengths, distinct_lengths
+from structseq.data.buckets import batch_shape, bucket_lengths, distinct_lengths, source_lengths
 
 
 class TrainingBatches:
@@ -23,6 +23,9 @@ class TrainingBatches:
         self.lengths = [task.length(e) for e in self.examples]
         o = cfg.optim  # length buckets: a few padded shapes (optim.num_buckets, structseq.data.buckets)
         self.buckets = o.num_buckets and bucket_lengths(distinct_lengths(self.examples, self.lengths), o.num_buckets)
+        sources = [task.source_length(e) for e in self.examples]  # static shapes: a source bucket per bucket
+        known = self.buckets and o.static_shapes and None not in sources
+        self.source_buckets = source_lengths(sources, self.lengths, self.buckets) if known else None
         self.plan: list[list[int]] | None = None
         self._cache: tuple[int, list[list[int]]] | None = None
 
@@ -76,7 +79,8 @@ class TrainingBatches:
                 batch_size=o.batch_size,
                 world_size=dist.world_size,
             )
-            batch = self.task.pad_batch(batch, *shape)
+            source = self.source_buckets and self.source_buckets[self.buckets.index(shape[1])]
+            batch = self.task.pad_batch(batch, *shape, source_length=source)
         if self.cfg.train.pin_memory and self.device.type == "cuda":
             batch = batch.pinned()  # the copy below does not make the host wait (train.pin_memory)
         return self.task.to_device(batch, self.device)
