@@ -49,8 +49,11 @@ elif how == "system":
     os.system(f"touch {out}")
 elif how == "fdopen":
     os.close(os.open(out, os.O_WRONLY | os.O_CREAT))
+elif how == "dirfd":  # a folder's descriptor, then a file relative to it (os.open's audit event has no dir_fd)
+    folder = os.open(out.parent if out.parent.exists() else out.parent.parent, os.O_RDONLY)
+    os.close(os.open(out.name, os.O_WRONLY | os.O_CREAT, dir_fd=folder))
 """
-HOWS = ("open", "mkdir", "path", "copy", "rename", "symlink", "linked", "subprocess", "system", "fdopen")
+HOWS = ("open", "mkdir", "path", "copy", "rename", "symlink", "linked", "subprocess", "system", "fdopen", "dirfd")
 
 
 def _repo(tmp_path: Path) -> Path:

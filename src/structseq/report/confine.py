@@ -10,7 +10,8 @@ writing and every file-system change (`open` with a writing mode or flag, `os.mk
 `replace` / `link` / `symlink` / `chmod` / `utime` / ..., `shutil.copyfile` / `copytree` / `rmtree` / `move`),
 resolves its path (symbolic links, `..`, a directory descriptor) and ends the process with one line on stderr and
 exit status `REFUSED` when it lies outside the allowed folders; the same for starting a process (`subprocess`,
-`os.fork`, `os.exec*`, `os.system`, `os.posix_spawn`), whose child the hook would not follow. `mkdir` of a folder
+`os.fork`, `os.exec*`, `os.system`, `os.posix_spawn`), whose child the hook would not follow; and `os.open` of
+a folder outside them (the open event does not carry a `dir_fd`, so a folder's descriptor would reach past it). `mkdir` of a folder
 that exists writes nothing and passes (`Path.mkdir(exist_ok=True)`). Bytecode is not cached
 (`PYTHONDONTWRITEBYTECODE`, set by the caller) and matplotlib's cache and `tempfile` go to the temporary folder.
 
@@ -89,7 +90,12 @@ def _writes(event: str, args: tuple) -> list[str | None]:
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
             isinstance(flags, int) and flags > 0 and flags & WRITE_FLAGS
         )
-        return [resolve(path)] if writing else []
+        if writing:
+            return [resolve(path)]
+        # os.open of a folder (mode None): its descriptor would let a later os.open(NAME, dir_fd=fd) write there,
+        # and the open event carries no dir_fd, so a folder outside is refused when it is opened
+        folder = resolve(path) if mode is None else None
+        return [folder] if folder is not None and os.path.isdir(folder) else []
     found = []
     for i, fd in WRITES.get(event, ()):
         if i < len(args):
