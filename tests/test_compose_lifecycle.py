@@ -319,3 +319,46 @@ def _can_create(folder: Path) -> bool:
         return False
     folder.rmdir()
     return True
+
+
+def test_resume_removes_duckdb_spill_files_a_killed_build_left(tmp_path):
+    """DuckDB's spill folder (work/spill) of a killed build is removed, and counted, by the resumed build."""
+    assert _build(tmp_path, *SHARDED).exit_code == 0
+    spill = _work(tmp_path) / "spill"
+    spill.mkdir(exist_ok=True)
+    planted = [spill / "duckdb_temp_storage-0.tmp", spill / "duckdb_temp_block-1.block"]
+    for path in planted:
+        path.write_bytes(b"spilled")
+    result = _build(tmp_path, *SHARDED)
+    assert result.exit_code == 0, result.output
+    assert "removed 2 temporary file(s)" in result.output and not any(path.exists() for path in planted)
+
+
+@pytest.mark.parametrize(
+    "error, why",
+    [
+        (ValueError("bad magic number\nsecond line"), "unreadable (ValueError: bad magic number)"),
+        (EOFError(), "unreadable (EOFError: truncated?)"),
+        (FileNotFoundError(2, "gone"), "missing (deleted once read"),
+    ],
+)
+def test_a_damaged_work_file_says_why_and_which_folder_to_delete(tmp_path, error, why):
+    """The error's type and first line (or 'truncated?' when it has none); the build-<digest> folder that holds the
+    file, or the file's own folder outside one."""
+    from structseq.compose.preflight import damaged
+
+    inside = tmp_path / "work" / "build-abc" / "levels" / "atoms-2.npy"
+    message = str(damaged(inside, error))
+    assert why in message and "second line" not in message
+    assert f"delete {tmp_path / 'work' / 'build-abc'} and run" in message
+    outside = tmp_path / "elsewhere" / "vocab.parquet"
+    assert f"delete {tmp_path / 'elsewhere'} and run" in str(damaged(outside, error))
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs a folder no one can write in, root included")
+def test_an_output_folder_that_cannot_be_written_is_refused_before_the_first_stage(tmp_path):
+    """The writability probe is a file in the folder itself: /proc exists and is a folder, but holds no new file
+    (chmod cannot show this to root)."""
+    result = _build(tmp_path, *SHARDED, "--work-dir", str(tmp_path / "work"), out="/proc")  # tmp_path / "/proc"
+    _one_error(result, "/proc: cannot write the build's files there")
+    assert not list((tmp_path / "work").rglob("*.json"))
