@@ -103,7 +103,7 @@ def test_the_trainer_asks_the_architecture_and_the_accumulation(tmp_path, monkey
         return compile_wanted(setting, torch.device("cuda"), static_shapes, **kw)
 
     monkeypatch.setattr(loop, "compile_wanted", wanted)
-    monkeypatch.setattr(loop, "compile_model", lambda model, device, backend: model)
+    monkeypatch.setattr(loop, "compile_model", lambda model, device, backend, *shapes: model)
     t = trainer(tmp_path, "t", MODELS[arch], compile="auto")
     t.cfg.optim.accumulate = accumulate  # read again below, as the Trainer read it
     t = loop.Trainer(t.cfg, tmp_path / "again", show_progress=False)
