@@ -4,6 +4,7 @@ is one line that says what to delete."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -360,5 +361,28 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_the_first_sta
     """The writability probe is a file in the folder itself: /proc exists and is a folder, but holds no new file
     (chmod cannot show this to root)."""
     result = _build(tmp_path, *SHARDED, "--work-dir", str(tmp_path / "work"), out="/proc")  # tmp_path / "/proc"
-    _one_error(result, "/proc: cannot write the build's files there")
+    _one_error(result, f"/proc: cannot write the build's files there ({os.strerror(errno.ENOENT)})")
     assert not list((tmp_path / "work").rglob("*.json"))
+
+
+@pytest.mark.skipif(not Path("/proc/meminfo").is_file(), reason="reads the machine's memory from /proc/meminfo")
+def test_the_memory_limit_is_bounded_by_this_machines_memory_unless_on_ray():
+    """The local bound is the machine's memory (reference: /proc/meminfo's MemTotal, which leaves out what the
+    kernel reserves); with --engine ray the merges run on its nodes, so up to 1 PiB."""
+    from structseq.compose.preflight import memory_limit_bytes, physical_memory
+    from structseq.errors import ConfigError
+
+    (total,) = [
+        int(line.split()[1]) * 1024
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    ]
+    assert total <= physical_memory() <= total * 1.25
+    twice = f"{2 * total}"
+    with pytest.raises(
+        ConfigError, match=f"more than this machine's memory \\({physical_memory() / 1000**3:.1f} GB\\)"
+    ):
+        memory_limit_bytes(twice, "local")
+    assert memory_limit_bytes(twice, "ray") == 2 * total
+    with pytest.raises(ConfigError, match="more than"):
+        memory_limit_bytes(f"{2**51}", "ray")
