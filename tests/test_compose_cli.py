@@ -55,6 +55,11 @@ def test_degree_command(files):
         cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "--max-n", "2"]
     )
     assert stdout.exit_code == 0 and stdout.stdout.startswith("line\tlength")
+    negative = runner.invoke(
+        cli.app, ["degree", "--train", str(files / "train.txt"), "--pool", str(files / "pool.txt"), "--max-n", "-1"]
+    )
+    assert negative.exit_code == 2 and "--max-n must be >= 1, or 0 for no bound" in " ".join(negative.output.split())
+    assert "max_n" not in negative.output
     missing = runner.invoke(cli.app, ["degree", "--train", str(files / "nope.txt"), "--pool", str(files / "pool.txt")])
     assert missing.exit_code == 2 and "no such file" in missing.output
 

@@ -95,3 +95,23 @@ def test_score_nbest_refuses_an_id_that_is_not_one_of_the_models(tmp_path, monke
     nbest.write_text(entry([size - 1, 0]), encoding="utf-8")
     code, err = run_main(monkeypatch, capsys, "score", OLD_RUN, "--nbest", nbest, "--format", "json")
     assert code == 0, err
+
+
+def test_score_nbest_refuses_a_line_that_is_not_a_whole_number(tmp_path, monkeypatch, capsys):
+    """An entry's `line` of 3.7 was read as line 3 (int()); like the ids, only a whole number >= 1 is a line:
+    anything else is one line naming FILE:LINE, exit 2."""
+    from cli_run import one_line_error, run_main
+
+    nbest = tmp_path / "nbest.json"
+
+    def entry(line) -> str:
+        return json.dumps({"line": line, "input": "dax lug", "nbest": [{"ids": [5]}]}) + "\n"
+
+    for line in (3.7, True, "3", 0, -2):
+        nbest.write_text(entry(1) + entry(line), encoding="utf-8")
+        code, err = run_main(monkeypatch, capsys, "score", OLD_RUN, "--nbest", nbest)
+        one_line_error(code, err, f"{nbest}:2: ")
+        assert "line" in err and repr(line) in err
+    nbest.write_text(entry(1) + entry(2), encoding="utf-8")
+    code, err = run_main(monkeypatch, capsys, "score", OLD_RUN, "--nbest", nbest, "--format", "json")
+    assert code == 0, err

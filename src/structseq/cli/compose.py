@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from structseq.cli.compose_sharded import Opt, run_sharded, sharded_summary
-from structseq.cli.options import OVERWRITE_HELP, DataRoot
+from structseq.cli.options import OVERWRITE_HELP, DataRoot, MaxN
 from structseq.compose.corpus import read_corpora, read_limited, read_sentences, use_data_root, write_tsv
 from structseq.compose.degree import DEFAULT_MAX_N, NgramDictionary, score_pool
 from structseq.compose.plot import (
@@ -62,7 +62,7 @@ TrainOpt = Annotated[
 ]
 MinCountOpt = Annotated[int, typer.Option(help="A word seen fewer times than this in train is OOV.")]
 AtomOpt = Annotated[int, typer.Option(help="An n-gram seen more times than this in train is an atom.")]
-MaxNOpt = Annotated[int, typer.Option(help="Longest atom n-gram in words; 0: no bound (the paper states none).")]
+MaxNOpt = Annotated[int, MaxN]
 ColumnOpt = Annotated[Optional[int], typer.Option(help="TSV column holding the sentence (default 0 for .tsv files).")]
 
 

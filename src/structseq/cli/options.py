@@ -91,3 +91,13 @@ def stdout_console():
                 self.widen_to = None
 
     return PipeAwareConsole()
+
+
+def _max_n(value: int) -> int:
+    if value < 0:
+        raise typer.BadParameter(f"--max-n must be >= 1, or 0 for no bound, got {value}")
+    return value
+
+
+#: `compose`'s longest atom n-gram (0 -> max_n=None); a negative value is refused in the option's own words.
+MaxN = typer.Option(help="Longest atom n-gram in words; 0: no bound (the paper states none).", callback=_max_n)

@@ -108,11 +108,13 @@ def read_nbest(path: Path) -> tuple[list[str], list[list[int]], list[dict], list
         try:
             obj = json.loads(text)
             entries = [list(e["ids"]) for e in obj["nbest"]]
-            line, source = int(obj["line"]), str(obj["input"])
+            line, source = obj["line"], str(obj["input"])
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(
                 f"{path}:{n}: not an n-best line of `predict --nbest N --format json` with ids ({e!r})"
             ) from None
+        if type(line) is not int or line < 1:  # 3.7, true, "3", 0: not an input line number (bool is an int)
+            raise ConfigError(f"{path}:{n}: an n-best entry's line is a whole number >= 1, got {line!r}")
         for rank, r in enumerate(entries, 1):
             bad = [i for i in r if type(i) is not int or i < 0]  # 3.7, true, "3", -1: not an id (bool is an int)
             if bad:
