@@ -162,3 +162,30 @@ def test_a_plan_cell_that_names_a_seed_or_config_twice_is_one_line(tmp_path, mon
         )
         code, err = run_main(monkeypatch, capsys, "plan", plan)
         one_line_error(code, err, "cell 1 ('one')", word)
+
+
+def test_two_configs_of_one_run_name_are_refused_and_a_run_of_another_config_is_not_reused(
+    tmp_path, monkeypatch, capsys
+):
+    """Review of issue 55.6: exp1/model.yaml and exp2/model.yaml both named their runs model-s1, so the second
+    config's record was the first config's model. Now the pair is refused in one line naming both; and a
+    finished run folder started with another config is an error naming the key, never evaluated as this one."""
+    import shutil
+
+    from cli_run import one_line_error, run_main
+
+    old_run = Path(__file__).parent / "fixtures" / "old_runs" / "lstm"
+    for exp, lr in (("exp1", "0.01"), ("exp2", "0.02")):
+        (tmp_path / exp).mkdir()
+        text = (old_run / "config.yaml").read_text().replace("  lr: 0.01\n", f"  lr: {lr}\n")
+        (tmp_path / exp / "model.yaml").write_text(text)
+    one, two, out = tmp_path / "exp1" / "model.yaml", tmp_path / "exp2" / "model.yaml", tmp_path / "r.jsonl"
+    code, err = run_main(monkeypatch, capsys, "sweep", one, two, "--seeds", "1", "--out", out, "--runs", tmp_path)
+    one_line_error(code, err, str(one), str(two), "model-sSEED")
+    assert not out.exists()
+    run = tmp_path / "runs" / "model-s1"  # exp1's finished run (the fixture: lr 0.01), then exp2 asks for it
+    shutil.copytree(old_run, run)
+    shutil.copy(run / "checkpoints" / "best.pt", run / "checkpoints" / "last.pt")
+    code, err = run_main(monkeypatch, capsys, "sweep", two, "--seeds", "1", "--out", out, "--runs", tmp_path / "runs")
+    one_line_error(code, err, str(run), "optim.lr 0.01 -> 0.02", "--runs")
+    assert not out.exists()

@@ -185,7 +185,7 @@ def one(
     t0 = time.time()
     try:
         with _KeepCheckpoints(run_dir, curve_every) if curve_every else _Nothing():
-            summary = _train(cfg, run_dir)
+            summary = _train(cfg, run_dir, (config, seed, overrides))
     except DivergedError as e:  # a seed that diverges is a result too: recorded, never averaged in
         rec = {
             **_record(config, overrides, seed, run_dir, None, time.time() - t0, 0.0, cfg.train.max_steps, None),
@@ -220,14 +220,18 @@ def one(
 INTERRUPTED = "; run the command again to resume"
 
 
-def _train(cfg, run_dir: Path) -> dict:
-    """Train `cfg` into `run_dir`, or resume it there; nothing when its last checkpoint is already final."""
+def _train(cfg, run_dir: Path, started: tuple) -> dict:
+    """Train `cfg` into `run_dir`, or resume it there; nothing when its last checkpoint is already final. A run
+    already there must have been started as `started` (config, seed, overrides), decoding settings aside
+    (they apply at evaluation): another config's run of the same name is an error, never reused."""
     from structseq import api
     from structseq.train.checkpoint import load_checkpoint
+    from structseq.train.many import continued
 
     last = run_dir / "checkpoints" / "last.pt"
     if not last.exists():
         return api.train(cfg, run_dir, show_progress=False)
+    continued(run_dir, *started, command="sweep", out_option="--runs", free=("decode.",))
     if load_checkpoint(last)["progress"]["step"] < cfg.train.max_steps:
         return api.resume(run_dir, show_progress=False)
     return {}
@@ -241,7 +245,7 @@ def train_only(config: str, seed: int, runs: str, overrides: list[str]) -> str:
     cfg = load_config(config, overrides)
     cfg.train.seed = seed
     name = run_name(config, seed, overrides)
-    summary = _train(cfg, Path(runs) / name)
+    summary = _train(cfg, Path(runs) / name, (config, seed, overrides))
     if summary.get("stopped") == "interrupted":
         return f"{name}: interrupted at update {summary['steps']}{INTERRUPTED}"
     return f"{name}: trained"
@@ -291,6 +295,14 @@ def check_sweep(configs, seeds, jobs: int, overrides, curve_every: int, curve_se
     twice = sorted({c for c in configs if list(configs).count(c) > 1})
     if twice:
         raise ConfigError(f"config {twice[0]} given twice: its runs would be recorded and averaged twice")
+    named: dict[str, str] = {}
+    for config in configs:
+        name = run_name(config, 0, list(overrides))
+        if (first := named.setdefault(name, config)) != config:
+            raise ConfigError(
+                f"configs {first} and {config} both name their runs {name.removesuffix('-s0')}-sSEED: one would "
+                "reuse the other's runs; rename one (or move it into configs/DATASET/)"
+            )
     if not seeds:
         raise ConfigError("--seeds names no seed; give e.g. --seeds 1,2,3")
     if jobs < 1:

@@ -77,11 +77,20 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def continued(run: Path, config: Path, seed: int, overrides: Sequence[str]) -> tuple[list[str], int]:
+def continued(
+    run: Path,
+    config: Path,
+    seed: int,
+    overrides: Sequence[str],
+    *,
+    command: str = "train-many",
+    out_option: str = "--out",
+    free: Sequence[str] = (),
+) -> tuple[list[str], int]:
     """How the run in `run` (with a last checkpoint) continues as `config` + `overrides` at `seed`: the `--set`
     it resumes with (a larger `train.max_steps` extends it) and its budget. Any other difference from the
-    config it was started with is a StructseqError naming the run and the keys (`--resume` keeps the saved
-    config: training on would silently ignore the edit)."""
+    config it was started with is a StructseqError naming `command`, the run and the keys (`--resume` keeps the
+    saved config: training on would silently ignore the edit); keys starting with one of `free` may differ."""
     from structseq.config import absolute_paths, config_from_dict, load_config
     from structseq.train.checkpoint import RUN_KEYS, load_checkpoint
     from structseq.train.resume import RUNTIME_SETTINGS
@@ -90,7 +99,9 @@ def continued(run: Path, config: Path, seed: int, overrides: Sequence[str]) -> t
     saved_cfg = config_from_dict(dict(load_checkpoint(run / "checkpoints" / "last.pt", RUN_KEYS)["config"]), saved=True)
     saved = _flat(saved_cfg.to_dict())
     differ = [
-        k for k in sorted(set(wanted) | set(saved)) if k not in RUNTIME_SETTINGS and wanted.get(k) != saved.get(k)
+        k
+        for k in sorted(set(wanted) | set(saved))
+        if k not in RUNTIME_SETTINGS and not k.startswith(tuple(free)) and wanted.get(k) != saved.get(k)
     ]
     extend = wanted["train.max_steps"] > saved["train.max_steps"]
     differ = [k for k in differ if not (k == "train.max_steps" and extend)]
@@ -98,8 +109,8 @@ def continued(run: Path, config: Path, seed: int, overrides: Sequence[str]) -> t
         shown = "; ".join(f"{k} {saved.get(k)!r} -> {wanted.get(k)!r}" for k in differ[:4])
         more = f" (and {len(differ) - 4} more)" if len(differ) > 4 else ""
         raise StructseqError(
-            f"train-many: {run} was started with another config ({shown}{more}); it would continue with its "
-            "saved one: give another --out, or remove the run to start it over"
+            f"{command}: {run} was started with another config ({shown}{more}); it would continue with its "
+            f"saved one: give another {out_option}, or remove the run to start it over"
         )
     return ([f"train.max_steps={wanted['train.max_steps']}"] if extend else []), wanted["train.max_steps"]
 
