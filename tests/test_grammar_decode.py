@@ -22,11 +22,10 @@ PAIRS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def _toy_run(tmp_path_factory, pairs):
     root = tmp_path_factory.mktemp("grammar")
     data = root / "toy.tsv"
-    data.write_text("".join(f"{s}\t{t}\n" for s, t in PAIRS))
+    data.write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
     cfg = config_from_dict(
         {
             "data": {"dataset": "files", "train": str(data), "valid": str(data), "test": [str(data)]},
@@ -38,6 +37,11 @@ def run_dir(tmp_path_factory):
     )
     api.train(cfg, root / "run", show_progress=False)
     return root / "run"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return _toy_run(tmp_path_factory, PAIRS)
 
 
 def _sentences(run, lists) -> bool:
@@ -59,3 +63,13 @@ def test_cli_takes_the_grammar_and_refuses_an_unknown_one(run_dir, monkeypatch, 
     assert code == 0, err
     code, err = run_main(monkeypatch, capsys, "evaluate", run_dir, "--set", "decode.grammar=sql")
     one_line_error(code, err, "decode.grammar", "sql", "scan")
+
+
+def test_a_grammar_none_of_whose_words_the_model_outputs_is_one_line(tmp_path_factory, monkeypatch, capsys):
+    """Review of the grammar constraint: a model whose outputs hold no word the grammar can start with scored
+    every first token -inf (greedy emitted a word outside the grammar, beam and sampling nothing); now one line
+    naming the grammar, exit 2, for every strategy."""
+    lowercase = _toy_run(tmp_path_factory, [(s, t.lower()) for s, t in PAIRS])  # i_jump: no SCAN action
+    for strategy in (["--beam", "1"], ["--beam", "2"], ["--set", "decode.strategy=sampling"]):
+        code, err = run_main(monkeypatch, capsys, "evaluate", lowercase, "--set", "decode.grammar=scan", *strategy)
+        one_line_error(code, err, "decode.grammar", "'scan'", "ACTION")

@@ -83,6 +83,12 @@ class GrammarConstraint(LogitsProcessor):
         self._states: dict[tuple, tuple[int, frozenset]] = {}
         self._table = self.matches[-1:].clone()  # each distinct allowed-token mask once; row 0: </s> only
         self._device_table, self._on = self._table, None  # the table where the scores are
+        if not self.allowed(()).any():  # every first score -inf: greedy picked a word outside, a beam nothing
+            first = " ".join(sorted(self._state(self._root())[1]))
+            raise ConfigError(
+                f"'decode.grammar': no output word of this model can start a sentence of grammar '{grammar.name}' "
+                f"(its first terminals: {first}); decode without decode.grammar or with a grammar of its outputs"
+            )
 
     def terminals_of(self, word: str) -> list[str]:
         """The terminals `word` fully matches, highest priority first (strings before patterns)."""
