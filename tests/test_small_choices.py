@@ -128,7 +128,7 @@ def test_small_choices_are_said_or_refused(tmp_path, monkeypatch):
     assert "pair 2, 'B ZEBRA'" in r.output
 
     r = runner.invoke(app, ["evaluate", run, "--split", str(data), "--beam", "2", "--set", "decode.beam=3"])
-    assert r.exit_code != 0 and "--beam 2 and --set decode.beam=3 both set the beam" in str(r.exception)
+    assert r.exit_code != 0 and "--beam 2 and --set decode.beam=3 both set decode.beam" in str(r.exception)
 
     monkeypatch.setattr(progress, "LINE_EVERY", 0.0)
     r = runner.invoke(app, ["evaluate", run, "--split", str(data), "--batch-size", "25", "--limit", "60"])

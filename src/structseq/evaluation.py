@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from structseq.config import apply_overrides, config_from_dict
-from structseq.data.registry import SplitSpec
+from structseq.data.registry import SplitSpec, dataset_split
 from structseq.errors import ConfigError, StructseqError
 
 if TYPE_CHECKING:
@@ -74,8 +74,9 @@ def load_split(run, split: str | None = None, data_root=None):
 
 def default_split(data) -> str:
     """The split an evaluation without one takes: the first of `data.test`, and for a `dataset: files` config
-    with one test file `test` (so that its predictions are test*.tsv whether or not `--split test` was given)."""
-    if data.dataset == "files" and len(data.test) == 1:
+    with one test file `test` (so that its predictions are test*.tsv whether or not `--split test` was given); a
+    named dataset's split there (`cognition:cg-test`) keeps its own name."""
+    if data.dataset == "files" and len(data.test) == 1 and dataset_split(data.test[0]) is None:
         return "test"
     return data.test[0] if data.test else "test"
 
