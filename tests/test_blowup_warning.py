@@ -42,3 +42,22 @@ def test_train_and_score_warn_when_the_logits_blew_up(tmp_path):
     r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "again")])
     assert r.exit_code == 0, r.output
     assert "valid | update 1" in r.output and "warning: valid_loss" in r.output and "nats a token" in r.output
+
+
+def test_a_target_unk_masked_by_head_mask_special_is_not_a_blow_up(tmp_path):
+    """Review of issue 55: with head.mask_special a target <unk> (a word outside the target vocabulary) scores
+    about -1e5 (models.heads.MASKED) on purpose, and `score` said the activations blew up; now only the <unk>
+    warning, while a sane model's other tokens are still checked."""
+    data = toy_tsv(tmp_path, n=20)
+    d = toy_config(data, max_steps=3, valid_every=0).to_dict()
+    d["model"]["head"] = {"type": "softmax", "mask_special": True}
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(d))
+    assert runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "run"), "-q"]).exit_code == 0, "train"
+    source, target = data.read_text().splitlines()[0].split("\t")
+    pairs = tmp_path / "oov.tsv"
+    pairs.write_text(f"{source}\t{target} zzzunseen\n")
+    r = runner.invoke(app, ["score", str(tmp_path / "run"), "--pairs", str(pairs), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert "scored as <unk>" in r.output and min(yaml.safe_load(r.stdout.splitlines()[-1])["token_scores"]) < -5e4
+    assert "blew up" not in r.output

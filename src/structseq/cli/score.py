@@ -76,9 +76,14 @@ def score(
             file=sys.stderr,
             flush=True,
         )
+    from structseq.data.vocab import SPECIALS
     from structseq.metrics.blowup import token_warning
+    from structseq.models.heads import MASKED, SPECIAL_OUTPUTS
 
-    blowup = token_warning([r["token_scores"] for r in rows])
+    # head.mask_special scores a target <unk> (<s>, <pad>) about MASKED (-1e5) on purpose: not a blow-up
+    names = {SPECIALS[i] for i in SPECIAL_OUTPUTS}
+    masked = [[t in names and x < MASKED / 2 for t, x in zip(r["tokens"], r["token_scores"])] for r in rows]
+    blowup = token_warning([r["token_scores"] for r in rows], masked)
     if blowup:
         import sys
 

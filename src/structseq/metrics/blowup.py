@@ -29,9 +29,11 @@ def loss_warning(loss: float, name: str = "valid_loss") -> str | None:
     return f"warning: {name} {loss:.4g} nats a token: {WHY}"
 
 
-def token_warning(token_scores: Sequence[Sequence[float]]) -> str | None:
-    """The warning for scored targets (each its tokens' log-probabilities) holding a token below -`BLOWUP_NATS`."""
-    low = [(min(s), i) for i, s in enumerate(token_scores, 1) if s and min(s) < -BLOWUP_NATS]
+def token_warning(token_scores: Sequence[Sequence[float]], skip: Sequence[Sequence[bool]] = ()) -> str | None:
+    """The warning for scored targets (each its tokens' log-probabilities) holding a token below -`BLOWUP_NATS`;
+    a token whose `skip` flag is set (a special output a head masks on purpose) is not a blow-up."""
+    kept = [[x for j, x in enumerate(s) if not (skip and skip[i][j])] for i, s in enumerate(token_scores)]
+    low = [(min(s), i) for i, s in enumerate(kept, 1) if s and min(s) < -BLOWUP_NATS]
     if not low:
         return None
     worst, where = min(low)
