@@ -490,6 +490,26 @@ def test_probe_extrapolates_a_short_run_and_decodes_to_the_reference_lengths(tmp
     assert [len(t) for t in decode(pricing._NoEos(run.model), inputs, wanted).tokens] == wanted.tolist()
 
 
+def test_probe_of_an_empty_test_split_is_one_error_naming_it(tmp_path):
+    """Review: a probe whose test split holds no example divided by zero (ZeroDivisionError); now a ConfigError
+    naming the config and the split."""
+    import pytest
+    import yaml
+
+    from structseq.errors import ConfigError
+    from structseq.experiments import probe as pricing
+    from test_train import toy_config, toy_tsv
+
+    data, empty = toy_tsv(tmp_path, n=20), tmp_path / "empty.tsv"
+    empty.write_text("")
+    d = toy_config(data, max_steps=5, valid_every=0).to_dict()
+    d["data"]["test"] = [str(empty)]
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(d))
+    with pytest.raises(ConfigError, match=f"{config}'s test split {empty} holds no example"):
+        pricing.probe(str(config), 1, [], steps=(1, 2), batches=1)
+
+
 def test_plan_errors_name_the_file_and_cell(tmp_path, monkeypatch):
     import pytest
 

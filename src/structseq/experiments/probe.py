@@ -55,7 +55,7 @@ def probe(
         run = api.load_run(run_dir)
         run.config.decode = cfg.decode
         rng = random.Random(seed)
-        evals = {split: _time_decoding(run, run.load_split(split)[2], batches, rng) for split in cfg.data.test}
+        evals = {split: _time_decoding(run, _examples(run, split, config), batches, rng) for split in cfg.data.test}
     decode_s = sum(e["seconds"] for e in evals.values())
     curve_points = len(range(curve_every, cfg.train.max_steps, curve_every)) if curve_every else 0
     return {
@@ -76,6 +76,16 @@ def probe(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
         ).stdout.strip(),
     }
+
+
+def _examples(run, split: str, config: str) -> list:
+    """The examples of test split `split`; none is a ConfigError naming it (a decoding time per example of none)."""
+    examples = run.load_split(split)[2]
+    if not examples:
+        from structseq.errors import ConfigError
+
+        raise ConfigError(f"plan --probe: {config}'s test split {split} holds no example: nothing to time")
+    return examples
 
 
 def _time_decoding(run, examples, batches: int, rng) -> dict:
