@@ -386,3 +386,11 @@ def test_the_memory_limit_is_bounded_by_this_machines_memory_unless_on_ray():
     assert memory_limit_bytes(twice, "ray") == 2 * total
     with pytest.raises(ConfigError, match="more than"):
         memory_limit_bytes(f"{2**51}", "ray")
+    # the exact bounds are allowed, one byte past them is not (the documented "at least 64MB", "at most")
+    assert memory_limit_bytes("64MB", "local") == 64 * 1000**2
+    with pytest.raises(ConfigError, match="at least 64MB"):
+        memory_limit_bytes(f"{64 * 1000**2 - 1}", "local")
+    assert memory_limit_bytes(f"{physical_memory()}", "local") == physical_memory()
+    assert memory_limit_bytes(f"{2**50}", "ray") == 2**50
+    with pytest.raises(ConfigError, match="DuckDB would never spill to disk before running out: give at most that$"):
+        memory_limit_bytes(f"{2**50 + 1}", "ray")
