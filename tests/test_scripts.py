@@ -510,6 +510,26 @@ def test_probe_of_an_empty_test_split_is_one_error_naming_it(tmp_path):
         pricing.probe(str(config), 1, [], steps=(1, 2), batches=1)
 
 
+def test_probe_decodes_with_the_configs_processors_and_grammar(tmp_path):
+    """Review: the probe built its strategy without decode.processors, decode.grammar or the strategy's own keys,
+    so it timed another decoding than the run's; now as `decode.batched.run` builds it: a grammar none of whose
+    words the toy model outputs is refused there too (it was ignored)."""
+    import pytest
+    import yaml
+
+    from structseq.errors import ConfigError
+    from structseq.experiments import probe as pricing
+    from test_train import toy_config, toy_tsv
+
+    d = toy_config(toy_tsv(tmp_path, n=20), max_steps=5, valid_every=0).to_dict()
+    d["model"] = {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8, "layers": 1, "dropout": 0.0}
+    config = tmp_path / "cfg.yaml"
+    config.write_text(yaml.safe_dump(d))
+    assert pricing.probe(str(config), 1, [], steps=(1, 2), batches=1)["eval"]
+    with pytest.raises(ConfigError, match="grammar 'scan'"):
+        pricing.probe(str(config), 1, ["decode.grammar=scan"], steps=(1, 2), batches=1)
+
+
 def test_plan_errors_name_the_file_and_cell(tmp_path, monkeypatch):
     import pytest
 

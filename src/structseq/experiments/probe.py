@@ -96,6 +96,7 @@ def _time_decoding(run, examples, batches: int, rng) -> dict:
 
     from structseq.data.vocab import Vocab
     from structseq.decode import max_lengths
+    from structseq.decode.processors import build_processors
     from structseq.decode.strategies import Settings, choose
 
     task, model, d = run.task, run.model, run.config.decode
@@ -105,6 +106,9 @@ def _time_decoding(run, examples, batches: int, rng) -> dict:
     forced = model.autoregressive  # decodes token by token (`Task.decode_inputs` serves it)
     device = next(model.parameters()).device
     times = []
+    # as `decode.batched.run` decodes: the strategy's own keys (decode.groups, sampling) and the processors
+    processors = build_processors(d, task.output_space(run.vocabs)) if d.processors or d.grammar else None
+    settings = Settings(d.beam, 1, d.len_penalty, d.early_stopping, options=d, processors=processors)
     for c in picked:
         part = [examples[i] for i in chunks[c]]
         t = time.perf_counter()
@@ -112,7 +116,7 @@ def _time_decoding(run, examples, batches: int, rng) -> dict:
             inputs = task.to_device(task.decode_inputs(part, run.vocabs), device)
             wanted = task.batch(part, run.vocabs)["tgt_out"].ne(Vocab.pad).sum(1).to(device)
             limit = torch.minimum(max_lengths(inputs["src"], d.max_len_a, d.max_len_b), wanted)
-            strategy = choose(d.strategy, Settings(d.beam, 1, d.len_penalty, d.early_stopping))
+            strategy = choose(d.strategy, settings, model.search_interface, type(model).__name__)
             with torch.no_grad():
                 strategy.search(_NoEos(model), inputs, limit, {})
         else:
