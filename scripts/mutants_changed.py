@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     copy = prepare_copy(wanted, tests)
     finished = run_mutmut(copy, wanted, args.budget_minutes * 60, args.jobs)
     summary = summarise(read_metas(copy), wanted, load_equivalent())
+    finished = finished or all(s["not_run"] == 0 and s["score"] is not None for s in summary.values())
     base = re.sub(r"[^A-Za-z0-9_.-]", "_", args.base)
     out = args.out or ROOT / "results" / "mutants" / f"changed-{base}.json"
     record = {

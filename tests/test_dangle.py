@@ -376,9 +376,9 @@ def test_beam_search_reorders_every_cache(name):
 def test_each_variant_translates_unseen_combinations(arch, tmp_path, learned_seed, learned):
     """Word-by-word translation of 2-4 word sequences over 8 words: trained on 1,200 sequences, tested on
     200 others (novel combinations of known words), within 300 seeded updates. Test exact match over train
-    seeds 1-5 (`STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5 pytest -m learned`, one thread, torch 2.13, 2026-12-07 after
+    seeds 1-5 (`STRUCTSEQ_LEARNED_SEEDS=1,2,3,4,5 pytest -m learned`, one thread, AMD EPYC, torch 2.13, 2026-12-07 after
     the issue 55 dropout changes (one target embedding, one source dropout draw a batch): dangle 0.985-1.0,
-    rdangle-shr 0.93-0.98, rdangle-sep 0.86-0.93; on 2026-11-27: 0.94-1.0, 0.935-0.99, 0.85-0.94); each
+    rdangle-shr 0.93-0.98, rdangle-sep 0.86-0.93; on 2026-11-27, Intel Xeon: 0.94-1.0, 0.935-0.99, 0.85-0.94); each
     threshold sits at least 0.13 (26 sentences) below its worst seed."""
     import itertools
     import random
