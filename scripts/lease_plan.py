@@ -31,12 +31,13 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from structseq.testing.process import run_with_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -257,17 +258,8 @@ def run_call(c: Call, out: Path, factor: float, env: dict, outs: dict[str, Path]
         command = command.replace(".device-run", shlex.quote(str(outs[c.continues])))
     print(f"[lease_plan] lease {c.lease} {c.name}: {command} (limit {limit:.0f}s)", flush=True)
     t = time.monotonic()
-    p = subprocess.Popen(["bash", "-c", command], cwd=ROOT, env=env, start_new_session=True)
-    try:
-        rc = p.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGINT)
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-        rc = "time limit"
+    rc = run_with_budget(["bash", "-c", command], limit, grace_s=30, cwd=ROOT, env=env)
+    rc = "time limit" if rc is None else rc
     wall = time.monotonic() - t
     bad = [] if rc == 0 else [f"exit {rc}"]
     if wall > limit:

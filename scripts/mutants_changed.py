@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 
 from structseq.paths import data_root
+from structseq.testing.process import run_with_budget
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutants-work"
@@ -229,19 +229,10 @@ def run_mutmut(copy: Path, wanted: dict[str, list[str]], budget_s: float, jobs: 
     }
     mutmut = Path(sys.executable).with_name("mutmut")
     cmd = [str(mutmut), "run", "--max-children", str(jobs), *globs]
-    proc = subprocess.Popen(cmd, cwd=copy, env=env, start_new_session=True)
-    try:
-        proc.wait(timeout=budget_s)
-        return proc.returncode == 0
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    rc = run_with_budget(cmd, budget_s, grace_s=60, cwd=copy, env=env)
+    if rc is None:
         print(f"budget of {budget_s / 60:.0f} min spent: the next call goes on where this one stopped", file=sys.stderr)
-        return False
+    return rc == 0
 
 
 def main(argv: list[str] | None = None) -> int:
