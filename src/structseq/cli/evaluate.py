@@ -343,6 +343,6 @@ def print_metrics(m: dict) -> None:
     if "settings" in m:
         from structseq.evaluation import describe
 
-        console.print(f"settings: {describe(m['settings'], m.get('strategy'))}", highlight=False)
+        console.print(f"settings: {describe(m['settings'], m.get('strategy'))}", highlight=False, soft_wrap=True)
     if "predictions" in m:
         console.print(f"predictions: {m['predictions']}")
