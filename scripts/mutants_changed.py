@@ -2,23 +2,35 @@
 
     python scripts/mutants_changed.py --base d15a89c                  # the functions changed since d15a89c
     python scripts/mutants_changed.py --base main~3 --budget-minutes 20 --module src/structseq/outputs.py
+    python scripts/mutants_changed.py --base d15a89c --module src/structseq/compose/*.py --jobs 1
+    python scripts/mutants_changed.py --base d15a89c --module src/structseq/outputs.py --retry  # after new tests
     python scripts/mutants_changed.py --base d15a89c --list           # what would be mutated, and the tests chosen
 
 Where `scripts/mutants.py` replays hand-written bugs (it cannot find what nobody thought of), this runs mutmut's
 own operators (operators, constants, comparisons, arguments, return values, ...) on every function or method whose
 lines the change touches, and runs, for each mutant, only the tests that reach that function (mutmut records which
 tests call which function in one instrumented run first). The work happens in a copy of the checkout under
-`.mutants-work/` (ignored by git), so the working tree is never touched; it is resumable: a rerun skips the mutants
-already decided, so `--budget-minutes` (default 55) can stop it and the next call goes on.
+`.mutants-work/BASE/` (ignored by git), so the working tree is never touched.
 
-Tests are chosen statically: every test file that imports a changed module, or a module that imports one directly
-(the CLI's commands included), plus `--tests`. Tests run in the test process through `structseq.cli.main`, so the
-mutated code is what they reach; `PYTHONPATH` points at the mutated copy, so a test's subprocess reaches it too.
+One copy serves every call for a base, whatever its `--module`: mutmut mutates all the changed files there and
+sees one unchanging configuration, so it keeps its verdicts and its test-to-function record from call to call.
+A call names to mutmut only the functions that still have an undecided mutant (mutmut reruns whatever it is
+named), so `--budget-minutes` (default 55) can stop it and the next call goes on; `--retry` also reruns the
+survivors, after tests were added for them. Several modules in one call share mutmut's start (its instrumented
+stats run, the clean run of the tests, the forced failure), which costs minutes on this suite.
 
-Result: `results/mutants/changed-<BASE>.json` (or `--out`), one entry per module: killed, survived, no tests,
-timeouts, not yet run, and score = killed / (killed + survived + no tests), equivalent mutants (listed with why in
-`scripts/mutants_equivalent.yaml`) left out of both. `structseq report mutants FILE` renders it
-(docs/reliability.md). Exit 1 when a module decided so far scores under `--goal` (default 0.9).
+Tests are chosen statically: every test file (tests/ and its folders) that imports a changed module, or a module
+that imports one directly (the CLI's commands included), plus `--tests`; the copy's suite is the union of the
+files chosen so far, the others ignored through PYTEST_ADDOPTS, so a call that adds test files costs only the
+stats of the new tests. Tests run in the test process through `structseq.cli.main`, so the mutated code is what
+they reach and mutmut's stats see it; `PYTHONPATH` points at the mutated copy, so a test's subprocess reaches it
+too, but mutmut does not count a function reached only from a subprocess as reached ("no tests").
+
+Result: `results/mutants/changed-<BASE>.json` (or `--out`), one entry per changed module: killed, survived, no
+tests, timeouts, not yet run, and score = killed / (killed + survived + no tests), equivalent mutants (listed with
+why in `scripts/mutants_equivalent.yaml`) left out of both; a module this copy has decided nothing of keeps its
+entry of the earlier record. `structseq report mutants FILE` renders it (docs/reliability.md). Exit 1 when a
+module decided so far scores under `--goal` (default 0.9).
 """
 
 from __future__ import annotations
@@ -114,7 +126,7 @@ def choose_tests(modules: set[str], extra: list[str]) -> list[str]:
         if imports_of(path.read_text(encoding="utf-8"), module_name(rel), path.name == "__init__.py") & modules:
             reach.add(module_name(rel))
     chosen = []
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
         if imports_of(path.read_text(encoding="utf-8"), "") & reach:
             chosen.append(path.relative_to(ROOT).as_posix())
     return sorted(set(chosen) | set(extra))
@@ -189,9 +201,39 @@ def read_metas(copy: Path) -> dict[str, dict[str, int | None]]:
     return metas
 
 
-def prepare_copy(wanted: dict[str, list[str]], tests: list[str]) -> Path:
-    """The checkout's files (tracked and untracked, not ignored) in WORK/repo, with mutmut's configuration."""
-    copy = WORK / "repo"
+def read_state(work: Path, base: str) -> dict:
+    """What the copy in `work` (one per base) holds: the files mutmut mutates there and the test files chosen
+    so far."""
+    state = work / "state.json"
+    if state.exists():
+        return json.loads(state.read_text(encoding="utf-8"))
+    return {"base": base, "files": [], "tests": []}
+
+
+def write_state(work: Path, state: dict) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    tmp = work / ".state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, work / "state.json")
+
+
+def ignored_tests(root: Path, tests: list[str]) -> list[str]:
+    """Every test file under `root`/tests that is not among `tests` (pytest's --ignore of them, through
+    PYTEST_ADDOPTS, restricts the run to `tests` without changing mutmut's configuration)."""
+    keep = set(tests)
+    every = (p.relative_to(root).as_posix() for p in sorted((root / "tests").rglob("test_*.py")))
+    return [t for t in every if t not in keep]
+
+
+def prepare_copy(work: Path, files: list[str], new_files: list[str]) -> Path:
+    """The checkout's files (tracked and untracked, not ignored) in WORK/repo, with mutmut's configuration.
+
+    Every call gives mutmut the same configuration (all the changed files mutated, test selection `tests`), so
+    mutmut keeps its verdicts and its record of which test calls which function from call to call: a call on
+    other modules, or with more test files, costs only the stats of the new tests (the test files a call
+    chooses are given through PYTEST_ADDOPTS, run_mutmut). A file that joins `files` (`new_files`) is mutated
+    afresh, and every test's stats are taken again, as no test reached its trampolines before."""
+    copy = work / "repo"
     listed = git("ls-files", "-co", "--exclude-standard", "-z").split("\0")
     for rel in filter(None, listed):
         src, dst = ROOT / rel, copy / rel
@@ -199,14 +241,19 @@ def prepare_copy(wanted: dict[str, list[str]], tests: list[str]) -> Path:
             if not dst.exists() or dst.read_bytes() != src.read_bytes():
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dst)
+    kept = set(listed)
+    for tree in (copy / "src", copy / "tests", copy / "mutants" / "src", copy / "mutants" / "tests"):
+        # a module or test moved or removed since the last call
+        for stale in [p for p in tree.rglob("*.py") if p.relative_to(tree.parent).as_posix() not in kept]:
+            stale.unlink()
     text = (copy / "pyproject.toml").read_text(encoding="utf-8").split("\n[tool.mutmut]")[0].rstrip()
     # mutmut runs the tests in copy/mutants/, where it puts src/ and tests/: what else they read goes too
     top = sorted({rel.split("/")[0] for rel in listed if rel} - {"src", "tests", "pyproject.toml"})
     config = {
         "source_paths": ["src"],
         "also_copy": top,
-        "only_mutate": sorted(wanted),
-        "pytest_add_cli_args_test_selection": tests,
+        "only_mutate": sorted(files),
+        "pytest_add_cli_args_test_selection": ["tests"],
         "pytest_add_cli_args": ["-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly"],
         "process_isolation": "fork",
         "timeout_multiplier": 5.0,
@@ -215,24 +262,70 @@ def prepare_copy(wanted: dict[str, list[str]], tests: list[str]) -> Path:
     lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]
     (copy / "pyproject.toml").write_text(text + "\n\n[tool.mutmut]\n" + "\n".join(lines) + "\n", encoding="utf-8")
     (copy / "mutants" / "src").mkdir(parents=True, exist_ok=True)  # importable before mutmut fills it
+    for rel in files:
+        # mutmut takes a file newer than its source for mutated: one it copied without mutating (a file new to
+        # `files`), or one whose writing a budget cut short (its .meta, written after it, is missing or older)
+        mutated, meta = copy / "mutants" / rel, copy / "mutants" / f"{rel}.meta"
+        if (
+            rel in new_files
+            or not meta.exists()
+            or (mutated.exists() and meta.stat().st_mtime < mutated.stat().st_mtime)
+        ):
+            mutated.unlink(missing_ok=True)
+            meta.unlink(missing_ok=True)
+    if new_files:
+        (copy / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     return copy
 
 
-def run_mutmut(copy: Path, wanted: dict[str, list[str]], budget_s: float, jobs: int) -> bool:
-    """mutmut on the wanted functions' mutants until done or out of budget; True when it finished."""
-    globs = [f"{module_name(p)}.{k}__mutmut_*" for p, keys in wanted.items() for k in keys]
+def to_run(metas: dict[str, dict[str, int | None]], wanted: dict[str, list[str]], retry: bool) -> list[str]:
+    """mutmut's names for the mutants this call runs: a glob per wanted function that has a mutant not yet
+    decided (or was never mutated), and with `retry` each survivor and mutant no test reached by name.
+    mutmut reruns whatever it is named, decided or not: naming only these is what makes a call resume."""
+    names = []
+    for path, keys in wanted.items():
+        module = module_name(path)
+        codes = metas.get(path)
+        for key in keys:
+            prefix = f"{module}.{key}__mutmut_"
+            mine = {} if codes is None else {k: c for k, c in codes.items() if k.startswith(prefix)}
+            if codes is None or any(c is None for c in mine.values()):
+                names.append(f"{prefix}*")
+            elif retry:
+                names.extend(k for k, c in sorted(mine.items()) if c in SURVIVED | NO_TESTS)
+    return names
+
+
+def run_mutmut(copy: Path, names: list[str], tests: list[str], budget_s: float, jobs: int) -> bool:
+    """mutmut on the named mutants with `tests` as the suite until done or out of budget; True when it finished."""
+    ignore = " ".join(f"--ignore={t}" for t in ignored_tests(copy, tests))
     env = {
         **os.environ,
         "PYTHONPATH": str(copy / "mutants" / "src"),
         "OMP_NUM_THREADS": "1",
         "STRUCTSEQ_DATA": str(data_root().resolve()),
+        "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} {ignore}".strip(),
     }
     mutmut = Path(sys.executable).with_name("mutmut")
-    cmd = [str(mutmut), "run", "--max-children", str(jobs), *globs]
+    cmd = [str(mutmut), "run", "--max-children", str(jobs), *names]
     rc = run_with_budget(cmd, budget_s, grace_s=60, cwd=copy, env=env)
     if rc is None:
         print(f"budget of {budget_s / 60:.0f} min spent: the next call goes on where this one stopped", file=sys.stderr)
     return rc == 0
+
+
+def merge(old: dict | None, new: dict) -> dict:
+    """The record `new`, keeping from `old` (an earlier record of the same base) each module this copy has
+    decided nothing of (scored in another checkout, or before the copy was made), and adding up the minutes."""
+    if not old or old.get("base") != new["base"]:
+        return new
+    modules = dict(new["modules"])
+    for name, entry in old.get("modules", {}).items():
+        mine = modules.get(name)
+        if mine is None or (mine["score"] is None and not mine["equivalent"]):
+            modules[name] = entry
+    tests = sorted(set(old.get("tests", [])) | set(new["tests"]))
+    return {**new, "minutes": round(old.get("minutes", 0) + new["minutes"], 1), "tests": tests, "modules": modules}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
     p.add_argument("--goal", type=float, default=0.9, help="the score each module must reach (exit 1 otherwise)")
     p.add_argument("--out", type=Path, help="the record (default results/mutants/changed-BASE.json)")
+    p.add_argument("--retry", action="store_true", help="rerun the survivors too (after adding tests for them)")
+    p.add_argument("--work", type=Path, default=WORK, help="where the copies live (default .mutants-work/)")
     p.add_argument("--list", action="store_true", help="print the functions and tests chosen, run nothing")
     args = p.parse_args(argv)
     if args.budget_minutes <= 0 or args.jobs < 1 or not 0 < args.goal <= 1:
@@ -252,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         git("rev-parse", "--verify", f"{args.base}^{{commit}}")
     except subprocess.CalledProcessError:
         p.error(f"--base {args.base!r} is not a revision of this repository")
-    wanted = plan(args.base, args.module)
+    everything = plan(args.base, [])
+    wanted = {f: keys for f, keys in everything.items() if not args.module or f in args.module}
     if not wanted:
         print(f"no function of src/structseq changed since {args.base}")
         return 0
@@ -263,33 +359,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tests ({len(tests)}): {' '.join(tests)}")
         return 0
     started = time.monotonic()
-    copy = prepare_copy(wanted, tests)
-    finished = run_mutmut(copy, wanted, args.budget_minutes * 60, args.jobs)
-    summary = summarise(read_metas(copy), wanted, load_equivalent())
-    finished = finished or all(s["not_run"] == 0 and s["score"] is not None for s in summary.values())
     base = re.sub(r"[^A-Za-z0-9_.-]", "_", args.base)
+    work = args.work / base
+    state = read_state(work, args.base)
+    files = sorted(f for f in set(state["files"]) | set(everything) if (ROOT / f).is_file())
+    suite = sorted(t for t in set(state["tests"]) | set(tests) if (ROOT / t).is_file())  # moved tests drop out
+    copy = prepare_copy(work, files, [f for f in files if f not in state["files"]])
+    write_state(work, {**state, "files": files, "tests": suite})
+    names = to_run(read_metas(copy), wanted, args.retry)
+    if names:
+        run_mutmut(copy, names, suite, args.budget_minutes * 60, args.jobs)
+    metas = read_metas(copy)
+    summary = summarise(metas, everything, load_equivalent())
     out = args.out or ROOT / "results" / "mutants" / f"changed-{base}.json"
     record = {
         "base": args.base,
         "head": git("rev-parse", "--short", "HEAD").strip(),
         "tool": f"mutmut {metadata.version('mutmut')}",
-        "finished": finished,
+        "finished": False,
         "minutes": round((time.monotonic() - started) / 60, 1),
-        "tests": tests,
+        "tests": suite,
         "modules": summary,
     }
+    record = merge(json.loads(out.read_text(encoding="utf-8")) if out.exists() else None, record)
+    generated = all(f in metas for f in everything)
+    record["finished"] = generated and all(s["not_run"] == 0 for s in record["modules"].values())
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, out)
-    low = [m for m, s in summary.items() if s["score"] is not None and s["score"] < args.goal]
-    for m, s in summary.items():
+    for m in sorted(module_name(f) for f in wanted):
+        s = record["modules"][m]
         score = "-" if s["score"] is None else f"{s['score']:.1%}"
         print(
             f"{m}: {score} ({s['killed']} killed, {s['survived']} survived, {s['no_tests']} no tests, "
             f"{s['not_run']} not run, {s['equivalent']} equivalent)"
         )
     print(f"record: {out}")
+    low = [m for m, s in record["modules"].items() if s["score"] is not None and s["score"] < args.goal]
     return 1 if low else 0
 
 

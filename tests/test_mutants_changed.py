@@ -147,7 +147,8 @@ def test_tests_are_chosen_by_what_they_import():
     assert "tests/extra.py" in mc.choose_tests({"structseq.metrics.significance"}, ["tests/extra.py"])
 
 
-def test_report_renders_the_record(tmp_path, capsys):
+def render_record(tmp_path, capsys, modules: dict) -> str:
+    """`structseq report mutants` of a record holding `modules`: what it prints."""
     record = {
         "base": "d15a89c",
         "head": "abc1234",
@@ -155,25 +156,28 @@ def test_report_renders_the_record(tmp_path, capsys):
         "finished": False,
         "minutes": 3.5,
         "tests": ["tests/a.py"],
-        "modules": {
-            "structseq.m": {
-                "killed": 9,
-                "survived": 1,
-                "no_tests": 0,
-                "not_run": 2,
-                "equivalent": 1,
-                "functions": 2,
-                "score": 0.9,
-                "survivors": ["structseq.m.x_f__mutmut_1"],
-            }
-        },
+        "modules": modules,
     }
     path = tmp_path / "changed.json"
     path.write_text(json.dumps(record))
     from structseq.report import main
 
     assert main(["mutants", str(path)]) == 0
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_report_renders_the_record(tmp_path, capsys):
+    entry = {
+        "killed": 9,
+        "survived": 1,
+        "no_tests": 0,
+        "not_run": 2,
+        "equivalent": 1,
+        "functions": 2,
+        "score": 0.9,
+        "survivors": ["structseq.m.x_f__mutmut_1"],
+    }
+    out = render_record(tmp_path, capsys, {"structseq.m": entry})
     assert "| `structseq.m` | 2 | 13 | 9 | 1 | 0 | 2 | 1 | 90.0% |" in out
     assert "overall 90.0% of 10 decided mutants" in out and "stopped by its budget" in out
 
@@ -199,6 +203,8 @@ def test_a_whole_run_on_one_small_module(tmp_path):
             "src/structseq/train/device.py",
             "--budget-minutes",
             "15",
+            "--work",
+            str(tmp_path / "work"),
             "--out",
             str(out),
             "--goal",
@@ -210,3 +216,68 @@ def test_a_whole_run_on_one_small_module(tmp_path):
     rec = json.loads(out.read_text())
     m = rec["modules"]["structseq.train.device"]
     assert m["killed"] + m["survived"] + m["no_tests"] + m["not_run"] > 0
+
+
+def test_tests_in_folders_are_chosen(tmp_path, monkeypatch):
+    """Tests that mirror the package (tests/decode/test_x.py) are chosen as the flat ones are."""
+    (tmp_path / "src" / "structseq").mkdir(parents=True)
+    (tmp_path / "tests" / "decode").mkdir(parents=True)
+    (tmp_path / "tests" / "decode" / "test_x.py").write_text("from structseq.decode import beam\n")
+    (tmp_path / "tests" / "test_y.py").write_text("import structseq.decode.beam\n")
+    (tmp_path / "tests" / "test_z.py").write_text("import structseq.other\n")
+    monkeypatch.setattr(mc, "ROOT", tmp_path)
+    assert mc.choose_tests({"structseq.decode.beam"}, []) == ["tests/decode/test_x.py", "tests/test_y.py"]
+    assert mc.ignored_tests(tmp_path, ["tests/test_y.py"]) == ["tests/decode/test_x.py", "tests/test_z.py"]
+
+
+def test_a_call_names_only_what_is_not_decided():
+    """mutmut reruns every mutant it is named: a call names a function only while one of its mutants is undecided
+    (or its file was never mutated), and with --retry the survivors and unreached mutants one by one."""
+    m = "structseq.m."
+    metas = {
+        "src/structseq/m.py": {
+            m + "x_done__mutmut_1": 1,
+            m + "x_done__mutmut_2": 0,  # survived
+            m + "x_done__mutmut_3": 33,  # no test reached it
+            m + "x_half__mutmut_1": 1,
+            m + "x_half__mutmut_2": None,
+            m + "x_other__mutmut_1": None,  # not a wanted function
+        }
+    }
+    wanted = {"src/structseq/m.py": ["x_done", "x_half", "x_bare"], "src/structseq/new.py": ["x_f"]}
+    assert mc.to_run(metas, wanted, retry=False) == [m + "x_half__mutmut_*", "structseq.new.x_f__mutmut_*"]
+    assert mc.to_run(metas, wanted, retry=True) == [
+        m + "x_done__mutmut_2",
+        m + "x_done__mutmut_3",
+        m + "x_half__mutmut_*",
+        "structseq.new.x_f__mutmut_*",
+    ]
+
+
+def _entry(killed, not_run=0):
+    score = killed / killed if killed else None
+    return {"killed": killed, "survived": 0, "no_tests": 0, "not_run": not_run, "equivalent": 0, "score": score}
+
+
+def test_a_record_keeps_what_an_earlier_call_scored():
+    """A call on other modules (or in another checkout's copy) keeps the modules it decided nothing of; the
+    minutes add up; a record of another base is replaced."""
+    old = {"base": "b", "minutes": 5.0, "tests": ["tests/a.py"], "modules": {"p.a": _entry(9), "p.gone": _entry(2)}}
+    new = {"base": "b", "minutes": 1.5, "tests": ["tests/b.py"], "modules": {"p.a": _entry(0, 4), "p.b": _entry(3)}}
+    got = mc.merge(old, new)
+    assert got["modules"] == {"p.a": _entry(9), "p.gone": _entry(2), "p.b": _entry(3)}
+    assert got["minutes"] == 6.5 and got["tests"] == ["tests/a.py", "tests/b.py"]
+    redone = {**new, "modules": {"p.a": _entry(1)}}
+    assert mc.merge(old, redone)["modules"]["p.a"] == _entry(1)  # decided here: this copy's verdicts win
+    assert mc.merge({**old, "base": "other"}, new) == new
+
+
+def test_report_counts_the_modules_not_run_yet(tmp_path, capsys):
+    modules = {
+        "structseq.m": {**_entry(4), "functions": 2, "survivors": []},
+        "structseq.w1": {**_entry(0, 7), "functions": 3, "survivors": []},
+        "structseq.w2": {**_entry(0, 5), "functions": 1, "survivors": []},
+    }
+    out = render_record(tmp_path, capsys, modules)
+    assert "| `structseq.m` | 2 | 4 | 4 | 0 | 0 | 0 | 0 | 100.0% |" in out and "w1`" not in out
+    assert "Not run yet: 2 more changed modules (4 functions, 12 mutants made)" in out

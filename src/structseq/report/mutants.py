@@ -1,5 +1,6 @@
 """Mutation scores of a change (`make mutants-changed BASE=REV`, scripts/mutants_changed.py): per module, the
 mutants mutmut made of the changed functions, how many the suite killed, and the survivors still to look at.
+Modules of which nothing is decided yet are counted in one line under the table, not listed.
 
     structseq report mutants results/mutants/changed-d15a89c.json
 """
@@ -10,6 +11,8 @@ import argparse
 
 from .records import read_json
 
+OUTCOMES = ("killed", "survived", "no_tests", "not_run", "equivalent")
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("record", help="a results/mutants/changed-*.json record")
@@ -18,12 +21,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def render(a: argparse.Namespace) -> str:
     rec = read_json(a.record)
     modules = rec["modules"]
+    waiting = sorted(n for n, m in modules.items() if m["score"] is None and not m["equivalent"])
     out = [
         "| module | functions | mutants | killed | survived | no test reaches | not run yet | equivalent | score |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    totals = dict.fromkeys(("killed", "survived", "no_tests", "not_run", "equivalent"), 0)
-    for name in sorted(modules):
+    totals = dict.fromkeys(OUTCOMES, 0)
+    for name in sorted(set(modules) - set(waiting)):
         m = modules[name]
         for k in totals:
             totals[k] += m[k]
@@ -42,4 +46,11 @@ def render(a: argparse.Namespace) -> str:
         "(killed + survived + no test reaches); timeouts count as killed, equivalent mutants "
         "(scripts/mutants_equivalent.yaml, each with why) are left out."
     )
+    if waiting:
+        functions = sum(modules[n]["functions"] for n in waiting)
+        made = sum(modules[n]["not_run"] for n in waiting)
+        out.append(
+            f"Not run yet: {len(waiting)} more changed modules ({functions:,} functions, {made:,} mutants made), "
+            "none of whose mutants is decided."
+        )
     return "\n".join(out)
