@@ -19,6 +19,7 @@ from structseq.data.example import Example
 from structseq.errors import ConfigError
 from structseq.models import build_model
 from structseq.registry import ARCHS, TASKS, Registry, RegistryError, register_arch
+from structseq.run import layout
 from structseq.tasks import get_task
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "structseq"
@@ -113,6 +114,65 @@ def code_lines(text: str) -> tuple[set[int], ast.Module]:
         if tok.type not in skip:
             lines.update(n for n in range(tok.start[0], tok.end[0] + 1) if n not in docs)
     return lines, tree
+
+
+#: the files and folders of a run directory (`structseq.run.layout` names them)
+RUN_FILES = {
+    layout.LOCK,
+    layout.MARKER,
+    layout.CONFIG,
+    layout.METRICS,
+    layout.HISTORY,
+    layout.DATA_FILES,
+    layout.CHECKPOINTS,
+    layout.PREDICTIONS,
+    layout.TENSORBOARD,
+}
+
+
+def _run_file_literal(node: ast.AST) -> str | None:
+    """The text of a string (or f-string, `{}` for its fields) naming a run directory's file: one of
+    `RUN_FILES` (or a path under one), or a checkpoint `*.pt`; else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif isinstance(node, ast.JoinedStr):
+        text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    else:
+        return None
+    return text if text.split("/")[0] in RUN_FILES or text.endswith(".pt") else None
+
+
+def run_file_paths(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each path `source` builds to a run directory's file: `X / "config.yaml"`,
+    `X.glob("*.pt")`, `os.path.join(X, "checkpoints")`, `X.joinpath(...)`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            parts = [node.right]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            parts = node.args if node.func.attr in ("glob", "rglob", "joinpath", "join") else []
+        else:
+            continue
+        found += [(node.lineno, text) for part in parts if (text := _run_file_literal(part))]
+    return found
+
+
+def test_the_run_file_finder_finds_planted_paths():
+    source = 'p = run / "checkpoints" / f"{name}.pt"\nq = run.glob("*.pt")\nr = os.path.join(run, "config.yaml")\n'
+    assert sorted(line for line, _ in run_file_paths(source)) == [1, 1, 2, 3]
+    assert run_file_paths('metrics["predictions"] = str(path)\nprint(f"{out}/predictions/")\n') == []
+
+
+def test_no_module_outside_structseq_run_spells_a_run_directorys_files():
+    """A run directory's files are named in `structseq.run` only (`layout`): every other module reads and
+    writes them through its functions (issue 56), so the layout has one owner."""
+    found = [
+        f"{path.relative_to(SRC.parent)}:{line}: {text}"
+        for path in sorted(SRC.rglob("*.py"))
+        if (SRC / "run") not in path.parents
+        for line, text in run_file_paths(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "run directory files named outside structseq.run (use structseq.run.layout):\n" + "\n".join(found)
 
 
 def test_code_lines_leave_out_docstrings_comments_and_blanks():

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from structseq.errors import StructseqError
-from structseq.train.averaging import (
+from structseq.run.averaging import (
     average_checkpoints,
     average_states,
     keep_step_checkpoint,
     last_step_checkpoints,
     step_checkpoints,
 )
-from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+from structseq.run.checkpoint import load_checkpoint, save_checkpoint
 
 
 def _ckpt(step, w, *, vocab=("a", "b"), n=None, dtype=torch.float32, model_cfg=None):

@@ -14,7 +14,7 @@ import yaml
 
 from structseq.errors import StructseqError
 from structseq.export import export_run
-from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+from structseq.run.checkpoint import load_checkpoint, save_checkpoint
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 

@@ -10,6 +10,7 @@ import types
 
 import pytest
 
+from structseq.run.layout import tensorboard_dir
 from structseq.train import loggers as lg
 
 
@@ -95,7 +96,7 @@ def test_a_resumed_run_purges_tensorboard_events_after_its_checkpoint(tmp_path, 
     group = lg.open_loggers(tmp_path, {"train": {"tensorboard": True}}, start_step=40)
     group.log(41, {"loss": 1.5, "flag": False})
     group.close()
-    assert seen["purge_step"] == 41 and seen["log_dir"] == str(tmp_path / lg.TENSORBOARD_DIR)
+    assert seen["purge_step"] == 41 and seen["log_dir"] == str(tensorboard_dir(tmp_path))
     assert seen["scalars"] == [("train/loss", 1.5, 41)] and seen["closed"]
 
 

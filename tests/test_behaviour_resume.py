@@ -11,7 +11,7 @@ import pytest
 from structseq.config import config_from_dict
 from structseq.data.vocab import SPECIALS, Vocab
 from structseq.errors import ConfigError, StructseqError
-from structseq.train.resume import (
+from structseq.run.resume import (
     RESUME_OVERRIDES,
     RUNTIME_SETTINGS,
     check_vocabs,

@@ -1,4 +1,4 @@
-"""What `train.rundir` promises: one run at a time (a second lock names the owner; a released lock is free
+"""What `run.directory` promises: one run at a time (a second lock names the owner; a released lock is free
 again), a new run refuses a folder holding a checkpoint or files no run created (naming them) but replaces the
 leftovers of its own kind of folder, only checkpoint temporaries are cleaned, metrics.jsonl is cut back to
 exactly the checkpoint's step (torn lines dropped), and resuming on changed or other data files is refused
@@ -10,17 +10,17 @@ import os
 import pytest
 
 from structseq.outputs import file_digest
-from structseq.train.rundir import (
+from structseq.run.directory import (
     MARKER,
     RunDirError,
     RunLock,
     check_data_files,
     clean_temporaries,
     prepare_new,
-    read_run_config,
     truncate_metrics,
     write_data_files,
 )
+from structseq.run.saved_config import read_run_config
 
 
 def test_one_run_at_a_time_and_a_released_lock_is_free(tmp_path):
@@ -54,6 +54,36 @@ def test_a_new_run_refuses_checkpoints_and_foreign_files(tmp_path):
     (tmp_path / "b" / "metrics.jsonl").unlink()
     prepare_new(tmp_path / "b")  # other files are the user's business
     assert (tmp_path / "b" / MARKER).exists() and (tmp_path / "b" / "notes.txt").exists()
+
+
+def test_an_existing_run_is_refused_before_any_data_is_read(tmp_path, monkeypatch, capsys):
+    """`structseq train -o RUN` (and `api.train`) on a folder holding a run, or files no run created, is refused
+    naming the folder before the config's data is read (`run.start.open_run_dir`): the data path here does not
+    exist, so reading it first would make that the error (it did: the refusal came after the training data and
+    vocabularies were loaded)."""
+    from cli_run import one_line_error, run_main
+    from structseq import api
+    from structseq.run.layout import checkpoint_file
+
+    missing = tmp_path / "nowhere" / "train.tsv"
+    data = {"dataset": "files", "train": str(missing), "valid": str(missing), "test": [str(missing)]}
+    model = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1}
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps({"data": data, "model": {**model, "decoder_layers": 1}}))
+    run = tmp_path / "run"
+    checkpoint_file(run, "last").parent.mkdir(parents=True)
+    checkpoint_file(run, "last").write_bytes(b"a run's checkpoint")
+    code, err = run_main(monkeypatch, capsys, "train", config, "-o", run)
+    one_line_error(code, err, str(run), "already holds a run")
+    assert "nowhere" not in err
+    with pytest.raises(RunDirError, match="already holds a run"):
+        api.train(config, run, show_progress=False)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.yaml").write_text("mine: 1\n")
+    code, err = run_main(monkeypatch, capsys, "train", config, "-o", mine)
+    one_line_error(code, err, str(mine), "holds config.yaml, which no run created")
+    assert "nowhere" not in err and (mine / "config.yaml").read_text() == "mine: 1\n"
 
 
 def test_a_run_that_died_before_its_first_checkpoint_is_replaced(tmp_path):

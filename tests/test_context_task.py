@@ -254,7 +254,7 @@ def test_augmentation_survives_resume(tmp_path):
     )
     assert stopped.run()["stopped"] == "interrupted"
     resume(tmp_path / "b", show_progress=False)
-    from structseq.train.checkpoint import load_checkpoint
+    from structseq.run.checkpoint import load_checkpoint
 
     a = load_checkpoint(tmp_path / "a" / "checkpoints" / "last.pt")["model"]
     b = load_checkpoint(tmp_path / "b" / "checkpoints" / "last.pt")["model"]
@@ -263,7 +263,7 @@ def test_augmentation_survives_resume(tmp_path):
 
 def test_two_phase_training_with_init_from_and_subwords(tmp_path):
     from structseq import api
-    from structseq.train.checkpoint import load_checkpoint
+    from structseq.run.checkpoint import load_checkpoint
     from structseq.train.loop import train
 
     phase1 = _cfg(tmp_path, task={"p_drop_context": 1.0, "subword": "bpe", "subword_vocab_size": 40})
@@ -308,7 +308,7 @@ def test_two_phase_from_a_sentence_level_model(tmp_path, decoder, capsys):
     """Phase one a plain sentence-level model (sequential, no context); phase two a decoder with context
     attention: each context cross-attention starts as its layer's source cross-attention, everything else
     by name; doc-nmt's extra encoder blocks have no twin and still fail clearly."""
-    from structseq.train.checkpoint import load_checkpoint
+    from structseq.run.checkpoint import load_checkpoint
     from structseq.train.loop import Trainer, train
 
     layers = {"decoder_layers": 3, "source_layers": [1, 3], "context_layers": [2]}

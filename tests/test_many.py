@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from structseq.train.checkpoint import load_checkpoint
+from structseq.run.checkpoint import load_checkpoint
 from structseq.train.loop import Trainer
 from structseq.train.many import core_sets, plan_runs
 from test_train import toy_config, toy_tsv

@@ -40,7 +40,7 @@ def test_an_old_run_loads_and_predicts_as_before(name, tmp_path):
 def _saved_with_strategy(tmp_path, strategy):
     """The old tree run as a run trained with `--set decode.strategy=STRATEGY` would be (its checkpoint and its
     config.yaml): a supertagger ignored the key before its searches were strategies."""
-    from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+    from structseq.run.checkpoint import load_checkpoint, save_checkpoint
 
     run_dir = tmp_path / "tree"
     shutil.copytree(OLD / "tree", run_dir)
@@ -94,7 +94,7 @@ def test_structseq_predict_decodes_an_old_run_saved_with_a_strategy_it_ignored(t
 def test_resuming_an_old_tree_run_saved_with_a_sequence_strategy_validates_with_the_default(tmp_path):
     """`--resume` (two more updates, one validation): the saved strategy is treated as null with one warning
     naming the checkpoint, and the run's checkpoints keep its config as it was given."""
-    from structseq.train.checkpoint import load_checkpoint
+    from structseq.run.checkpoint import load_checkpoint
 
     run_dir, path = _saved_with_strategy(tmp_path, "greedy")
     with pytest.warns(UserWarning, match=f"^{re.escape(str(path))}: the checkpoint's 'decode.strategy' 'greedy'"):

@@ -14,9 +14,11 @@ from structseq import api
 from structseq.compose import corpus
 from structseq.data import registry
 from structseq.errors import ConfigError, StructseqError
-from structseq.train import checkpoint, loop
-from structseq.train.checkpoint import init_checkpoint, resolve_checkpoint
-from structseq.train.rundir import RunDirError, read_run_config
+from structseq.run import checkpoint
+from structseq.run.checkpoint import init_checkpoint, resolve_checkpoint
+from structseq.run.layout import RunDirError
+from structseq.run.saved_config import read_run_config
+from structseq.train import loop
 from test_train import toy_config, toy_tsv
 
 CLI_DIR = Path(structseq.cli.__file__).parent

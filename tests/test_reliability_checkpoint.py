@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from structseq.errors import StructseqError
-from structseq.train.checkpoint import (
+from structseq.run.checkpoint import (
     RUN_KEYS,
     content_digest,
     load_checkpoint,

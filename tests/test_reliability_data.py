@@ -19,8 +19,8 @@ from structseq.data.example import Example
 from structseq.data.readers import read_file, read_tsv
 from structseq.data.training import load_training_data
 from structseq.errors import ConfigError, DataError
+from structseq.run.directory import RunDirError
 from structseq.tasks import get_task
-from structseq.train.rundir import RunDirError
 from test_reliability_runs import interrupted_run, toy_tsv
 
 CONTEXT = {"task": {"type": "context-seq2seq"}, "model": {"arch": "context-transformer"}}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_run import one_line_error, run_main
-from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+from structseq.run.checkpoint import load_checkpoint, save_checkpoint
 
 
 @contextmanager

@@ -184,7 +184,7 @@ def test_rng_state_round_trip_restores_python_numpy_and_torch():
 
     import numpy as np
 
-    from structseq.train.rng import rng_state, set_rng_state
+    from structseq.run.rng import rng_state, set_rng_state
 
     random.seed(1), np.random.seed(1), torch.manual_seed(1)
     state = rng_state()
@@ -197,7 +197,7 @@ def test_rng_state_round_trip_restores_python_numpy_and_torch():
 def test_a_checkpoint_whose_checksum_was_removed_is_refused(tmp_path):
     """Mutant checkpoint-without-checksum-accepted: format 2 always carries its checksum."""
     from structseq.errors import StructseqError
-    from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+    from structseq.run.checkpoint import load_checkpoint, save_checkpoint
 
     path = tmp_path / "c.pt"
     save_checkpoint({"model": {"w": torch.ones(2)}}, path)
@@ -211,8 +211,8 @@ def test_a_checkpoint_whose_checksum_was_removed_is_refused(tmp_path):
 
 def test_the_run_lock_is_released_when_preparing_the_directory_fails(tmp_path):
     """Mutant lock-kept-after-failed-prepare: a run refused for a foreign file leaves the directory unlocked."""
+    from structseq.run.directory import RunDirError, RunLock
     from structseq.train.loop import Trainer
-    from structseq.train.rundir import RunDirError, RunLock
     from test_train import toy_config, toy_tsv
 
     run = tmp_path / "run"

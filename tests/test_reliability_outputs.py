@@ -243,7 +243,7 @@ def test_a_warning_at_the_command_line_is_one_line():
 
 
 def test_full_disk_during_a_checkpoint_save_names_the_file(tmp_path, monkeypatch, capsys):
-    from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+    from structseq.run.checkpoint import load_checkpoint, save_checkpoint
     from test_train import toy_config, toy_tsv
 
     path = tmp_path / "checkpoints" / "last.pt"

@@ -12,8 +12,8 @@ from cli_run import one_line_error, run_main  # noqa: E402
 from structseq import api  # noqa: E402
 from structseq.config import absolute_paths, config_from_dict  # noqa: E402
 from structseq.fields import path_keys  # noqa: E402
+from structseq.run.checkpoint import load_checkpoint  # noqa: E402
 from structseq.testing.hf_tiny import tiny_bart  # noqa: E402
-from structseq.train.checkpoint import load_checkpoint  # noqa: E402
 from test_hf_seq2seq import train_config  # noqa: E402
 
 

@@ -10,18 +10,18 @@ import sys
 import pytest
 import yaml
 
-from structseq.train.rundir import (
+from structseq.run.directory import (
     MARKER,
     RunDirError,
     RunLock,
     clean_temporaries,
     prepare_new,
-    read_run_config,
     truncate_metrics,
 )
+from structseq.run.saved_config import read_run_config
 
 HOLD = (
-    "import sys, time; from structseq.train.rundir import RunLock; lock = RunLock(sys.argv[1]).acquire(); "
+    "import sys, time; from structseq.run.directory import RunLock; lock = RunLock(sys.argv[1]).acquire(); "
     "print('locked', flush=True); time.sleep(60)"
 )
 

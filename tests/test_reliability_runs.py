@@ -19,9 +19,9 @@ from structseq import api
 from structseq.cli import app
 from structseq.config import config_from_dict
 from structseq.errors import ConfigError, DataError, StructseqError
-from structseq.train.checkpoint import load_checkpoint, save_checkpoint
+from structseq.run.checkpoint import load_checkpoint, save_checkpoint
+from structseq.run.directory import RunDirError, RunLock
 from structseq.train.loop import Trainer
-from structseq.train.rundir import RunDirError, RunLock
 
 
 def toy_tsv(folder, n=40, name="toy.tsv"):

@@ -113,8 +113,8 @@ def test_predict_on_a_crafted_run_never_runs_its_base_folders_code(tmp_path, mon
     from structseq import api
     from structseq.config import config_from_dict
     from structseq.models.hf_checkpoint import base_digest
+    from structseq.run.checkpoint import load_checkpoint, save_checkpoint
     from structseq.testing.hf_tiny import tiny_bart
-    from structseq.train.checkpoint import load_checkpoint, save_checkpoint
     from test_hf_seq2seq import train_config
 
     base = tiny_bart(tmp_path / "base")

@@ -950,3 +950,23 @@ def test_gpu_table_reads_bench_records_junit_and_progress(tmp_path):
     )
     (rep / "reproduce.log").write_text("step 100: loss 2.000 lr 1\nstep 200: loss 1.500 lr 1\n")
     assert "| 300 | 1,200 | 60 | 300 | 4.0 | 1.500 (step 200) | 0.5000 | not yet |" in gpu.reproduce(rep)
+
+
+def test_module_walk_counts_modules_entries_and_returns_per_package():
+    """scripts/analysis/module_walk.py (docs/architecture.md's walks): per package, the modules entered, the call
+    sites entering it and how often the walk comes back to it after leaving."""
+    walk = _load("module_walk")
+    edges = [
+        ("structseq.cli", "structseq.api"),
+        ("structseq.api", "structseq.train.loop"),
+        ("structseq.train.loop", "structseq.config"),
+        ("structseq.train.loop", "structseq.run.start"),
+        ("structseq.run.start", "structseq.train.progress"),  # back in train/
+        ("structseq.train.progress", "structseq.run.layout"),  # back in run/
+    ]
+    assert walk.summarise(edges) == {
+        "structseq.api": {"modules": 1, "entries": 1, "returns": 0},
+        "structseq.config": {"modules": 1, "entries": 1, "returns": 0},
+        "structseq.run": {"modules": 2, "entries": 2, "returns": 1},
+        "structseq.train": {"modules": 2, "entries": 2, "returns": 1},
+    }

@@ -23,8 +23,8 @@ from structseq.data.readers import read_file, read_jsonl, read_tsv
 from structseq.errors import ConfigError, DataError
 from structseq.metrics.base import MetricInputs
 from structseq.metrics.report import compute_metric
+from structseq.run.checkpoint import load_checkpoint
 from structseq.tasks import get_task
-from structseq.train.checkpoint import load_checkpoint
 
 STEMS = ("walk", "talk", "jump", "look", "play", "call")
 ENDINGS = ("", "ed", "ing", "s")

@@ -14,7 +14,7 @@ from structseq.config import OptimConfig, config_from_dict
 from structseq.data.example import Example
 from structseq.errors import ConfigError, StructseqError
 from structseq.nn.loss import label_smoothed_nll
-from structseq.train.checkpoint import load_checkpoint, save_atomic, save_checkpoint
+from structseq.run.checkpoint import load_checkpoint, save_atomic, save_checkpoint
 from structseq.train.loop import Trainer
 from structseq.train.optim import lr_multiplier
 
@@ -158,7 +158,7 @@ def test_vocabulary_mismatch_on_resume_is_an_error(tmp_path):
 
 def test_vocabulary_in_another_order_on_resume_says_so():
     from structseq.data.vocab import SPECIALS, Vocab
-    from structseq.train.resume import check_vocabs
+    from structseq.run.resume import check_vocabs
 
     saved = [*SPECIALS, "a", "b", "c"]
     with pytest.raises(StructseqError) as e:

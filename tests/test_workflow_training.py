@@ -18,8 +18,8 @@ from structseq.cli import app
 from structseq.config import config_from_dict
 from structseq.errors import ConfigError
 from structseq.metrics import bleu
-from structseq.train.averaging import average_states, step_checkpoints
-from structseq.train.checkpoint import load_checkpoint
+from structseq.run.averaging import average_states, step_checkpoints
+from structseq.run.checkpoint import load_checkpoint
 from structseq.train.loggers import numbers
 from structseq.train.loop import Trainer
 

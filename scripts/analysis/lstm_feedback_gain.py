@@ -71,7 +71,7 @@ def main(argv=None) -> None:
     p.add_argument("--longest", type=int, default=64, help="test examples with the longest targets to decode")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    from structseq.train.checkpoint import load_checkpoint
+    from structseq.run.checkpoint import load_checkpoint
 
     out = {}
     for run in a.runs:

@@ -20,21 +20,20 @@ from typing import Any
 import torch
 
 from structseq import evaluation
-from structseq.config import Config, absolute_paths, apply_overrides, config_from_dict, load_config, moved_paths
+from structseq.config import Config, absolute_paths, apply_overrides, config_from_dict, load_config
 from structseq.data.example import Example
 from structseq.data.vocab import NamedVocabs, Vocab
 from structseq.decode.batched import Candidate
 from structseq.decode.sampling import Sampling
-from structseq.decode.strategies import check_fits, saved_strategy
+from structseq.decode.strategies import check_fits
 from structseq.errors import ConfigError, StructseqError
 from structseq.evaluation import check_beam as _check_beam
 from structseq.evaluation import prediction_label  # noqa: F401  (its old home)
-from structseq.models import build_model
-from structseq.tasks import Task, get_task
+from structseq.run.checkpoint import resolve_checkpoint  # noqa: F401  (the one rule: `api.resolve_checkpoint`)
+from structseq.run.load import LoadedRun, load
+from structseq.tasks import get_task
 from structseq.train import loop
-from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, load_model_state, resolve_checkpoint
 from structseq.train.device import resolve_device
-from structseq.train.rundir import RunDirError, check_directory, read_run_config, warn_config_edits
 
 
 def train(
@@ -70,15 +69,10 @@ def resume(run_dir: str | Path, *, overrides: list[str] = (), data_root=None, sh
 
 
 @dataclass
-class Run(NamedVocabs):
-    """A trained model with its vocabularies, config and task, loaded from a run directory."""
+class Run(LoadedRun, NamedVocabs):
+    """A trained model with its vocabularies, config and task, loaded from a run directory (`LoadedRun`'s
+    fields: run_dir, config, model, vocabs, checkpoint, task)."""
 
-    run_dir: Path
-    config: Config
-    model: torch.nn.Module
-    vocabs: dict[str, Vocab]
-    checkpoint: str
-    task: Task
     members: tuple[str, ...] = ()  # the run directories of an ensemble (`load_ensemble`); () for one run
     checkpoint_files: tuple[Path, ...] = ()  # the checkpoint file of each member: evaluations record their sha256
     saved_decode: dict | None = None  # the run's own decode settings, before `with_overrides`
@@ -329,44 +323,12 @@ class Run(NamedVocabs):
         longer than the run's limits (`data.limits.input_limits`) is a DataError naming its line."""
         return evaluation.load_split(self, split, data_root)
 
-    def evaluate(
-        self,
-        split: str | None = None,
-        *,
-        beam: int | None = None,
-        data_root=None,
-        bleu_tokenize: str | None = None,
-        write_predictions: bool = True,
-        show_progress: bool = False,
-        limit: int | None = None,
-        sampling: Sampling | None = None,
-        overwrite: bool = False,
-        metrics: Sequence[str] = (),
-    ) -> dict:
-        """Decode a split (default: the config's first test split) and compute every metric of the task.
-
-        `split` is a split of the training dataset, a file, or `NAME:SPLIT` of any registered dataset (e.g.
-        `cognition:cg-test`). The report holds the registered metrics the task and the dataset name, each with
-        a signature stating its scale; for seq2seq: exact match, token accuracy, BLEU, NLTK BLEU, per-category
-        exact match; CoGnition splits also get character BLEU and, on cg-test, the compound error rate.
-        `bleu_tokenize` is applied as the config override `data.bleu_tokenize` (a ConfigError for a task that
-        reports no BLEU). `limit`: the split's first N examples only; `sampling`: one sample per example instead
-        of search. What produced the numbers is in the report's `settings`; the predictions go to a file named
-        for what differs from the run's own settings, never replacing another evaluation unless `overwrite`
-        (`structseq.evaluation`). `metrics`: registered metrics (plugins too) to report besides the task's."""
-        return evaluation.evaluate(
-            self,
-            split,
-            beam=beam,
-            data_root=data_root,
-            bleu_tokenize=bleu_tokenize,
-            write_predictions=write_predictions,
-            show_progress=show_progress,
-            limit=limit,
-            sampling=sampling,
-            overwrite=overwrite,
-            metrics=metrics,
-        )
+    def evaluate(self, split: str | None = None, **options) -> dict:
+        """Decode a split (default: the config's first test split) and compute every metric of the task:
+        `structseq.evaluation.evaluate`, asked by `options`, the keywords of `evaluation.EvalOptions` (beam,
+        data_root, bleu_tokenize, write_predictions, show_progress, limit, sampling, overwrite, metrics), which
+        says what each means."""
+        return evaluation.evaluate(self, evaluation.EvalOptions(split, **options))
 
 
 def load_run(
@@ -379,41 +341,11 @@ def load_run(
 
     A missing or garbage config.yaml (when it names the default checkpoint), a corrupt checkpoint or one
     of the wrong layout, format or shapes is an error naming the file; a corrupt `best.pt` is never
-    replaced by another checkpoint (`structseq.train.checkpoint.resolve_checkpoint`, as `train.init_from`)."""
-    run_dir = Path(run_dir)
-    check_directory(run_dir)
-    if not run_dir.exists():
-        raise RunDirError(f"{run_dir}: no such run directory")
-    if checkpoint is None:
-        saved = read_run_config(run_dir)
-        train_section = saved.get("train") or {}
-        checkpoint = train_section.get("eval_checkpoint", "best") if isinstance(train_section, dict) else None
-        if checkpoint not in ("best", "last"):
-            raise RunDirError(
-                f"{run_dir / 'config.yaml'}: 'train.eval_checkpoint' must be best or last, got {checkpoint!r}"
-            )
-    checkpoint, path = resolve_checkpoint(run_dir, checkpoint)
-    ckpt = load_checkpoint(path, RUN_KEYS)
-    warn_config_edits(run_dir, ckpt["config"])  # config.yaml edited: the checkpoint's config is used
-    try:
-        cfg = config_from_dict(dict(ckpt["config"]), saved=True)
-    except ConfigError as e:
-        raise ConfigError(f"{path}: the checkpoint's config: {e}") from None
-    if moved:
-        cfg = moved_paths(cfg, moved, run_dir)
-    try:
-        vocabs = {name: Vocab(tokens) for name, tokens in ckpt["vocab"].items()}
-        task = get_task(cfg)
-        task.load_state_dict(ckpt.get("task") or {})
-        model = build_model(cfg.model, vocabs)
-    except (KeyError, ValueError) as e:
-        raise StructseqError(
-            f"{path}: the checkpoint's vocabularies do not fit its model ({type(e).__name__}: {e})"
-        ) from None
-    load_model_state(model, ckpt["model"], path)
-    cfg.decode.strategy = saved_strategy(cfg.decode.strategy, model, path)  # the task's config too
-    model.to(resolve_device(device)).eval()
-    return Run(run_dir, cfg, model, vocabs, checkpoint, task, (), (path,), asdict(cfg.decode))
+    replaced by another checkpoint (`structseq.run.checkpoint.resolve_checkpoint`, as `train.init_from`).
+    The loading is `structseq.run.load`'s."""
+    loaded, path = load(run_dir, checkpoint, moved=moved)
+    loaded.model.to(resolve_device(device)).eval()
+    return Run(**vars(loaded), checkpoint_files=(path,), saved_decode=asdict(loaded.config.decode))
 
 
 def load_ensemble(

@@ -19,11 +19,12 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from structseq.config import apply_overrides, config_from_dict
 from structseq.data.registry import SplitSpec, dataset_split
 from structseq.errors import ConfigError, StructseqError
+from structseq.run.layout import prediction_files
 
 if TYPE_CHECKING:
     from structseq.decode.sampling import Sampling
@@ -51,7 +52,7 @@ def check_metrics(names: Sequence[str]) -> None:
         )
 
 
-def load_split(run, split: str | None = None, data_root=None):
+def load_split(run: EvaluatedRun, split: str | None = None, data_root=None):
     """(dataset, split name, examples) of a split of the run's dataset, a file, or NAME:SPLIT. An example
     longer than the run's limits (`data.limits.input_limits`) is a DataError naming its line."""
     from structseq.data.limits import input_limits, length_limit, over_limit
@@ -97,36 +98,73 @@ def files_split(data, split: str) -> str:
     return value
 
 
-def evaluate(
-    run,
-    split: str | None = None,
-    *,
-    beam: int | None = None,
-    data_root=None,
-    bleu_tokenize: str | None = None,
-    write_predictions: bool = True,
-    show_progress: bool = False,
-    limit: int | None = None,
-    sampling: Sampling | None = None,
-    overwrite: bool = False,
-    metrics: Sequence[str] = (),
-) -> dict:
-    """`Run.evaluate` (its docstring says what the report holds); `overwrite` lets a different earlier
-    evaluation of the same name, or a file structseq did not write, be replaced; `metrics`: registered metrics
-    to report besides the task's (`--metric`)."""
+class EvaluatedRun(Protocol):
+    """What evaluating needs of a run (`structseq.api.Run` is one): its directory (where the predictions go),
+    config, model, vocabularies and task, the checkpoint's name and files (an ensemble's `members`), its own
+    decode settings, and its decoding."""
+
+    run_dir: Path
+    config: Any
+    model: Any
+    vocabs: dict
+    checkpoint: str
+    task: Any
+    members: tuple[str, ...]
+    checkpoint_files: tuple[Path, ...]
+    saved_decode: dict | None
+
+    def sampled(self, sampling: Sampling | None) -> EvaluatedRun: ...
+
+    def decode_examples(self, examples, *, beam=None, show_progress=False, sampling=None) -> list: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOptions:
+    """What an evaluation is asked (`Run.evaluate`'s keywords, `structseq evaluate`'s options).
+
+    `split`: a split of the training dataset, a file, or `NAME:SPLIT` of any registered dataset (e.g.
+    `cognition:cg-test`; default: the config's first test split); `beam`: another beam than the run's;
+    `bleu_tokenize`: applied as the config override `data.bleu_tokenize` (a ConfigError for a task that reports
+    no BLEU); `limit`: the split's first N examples only; `sampling`: one sample per example instead of search;
+    `write_predictions`: keep the predictions and metrics under the run (`predictions/`); `overwrite`: let a
+    different earlier evaluation of the same name, or a file structseq did not write, be replaced; `metrics`:
+    registered metrics (plugins too) to report besides the task's (`--metric`)."""
+
+    split: str | None = None
+    beam: int | None = None
+    data_root: Any = None
+    bleu_tokenize: str | None = None
+    write_predictions: bool = True
+    show_progress: bool = False
+    limit: int | None = None
+    sampling: Sampling | None = None
+    overwrite: bool = False
+    metrics: Sequence[str] = ()
+
+
+def evaluate(run: EvaluatedRun, options: EvalOptions) -> dict:
+    """Decode a split and compute every metric of the task (`Run.evaluate`, `options`: `EvalOptions`).
+
+    The report holds the registered metrics of the task and the dataset, each with a signature stating its
+    scale; for seq2seq: exact match, token accuracy, BLEU, NLTK BLEU, per-category exact match; CoGnition splits
+    also get character BLEU and, on cg-test, the compound error rate. What produced the numbers is in the
+    report's `settings`; the predictions go to a file named for what differs from the run's own settings, never
+    replacing another evaluation unless `overwrite` (the module's docstring)."""
     from structseq.config import _bleu_tokenizers
     from structseq.decode.strategies import strategy_of
     from structseq.fields import check_value
 
+    o = options
+    split, beam, limit, sampling, bleu_tokenize = o.split, o.beam, o.limit, o.sampling, o.bleu_tokenize
     check_beam(beam)
-    check_metrics(metrics)
+    check_metrics(o.metrics)
     run, sampling = run.sampled(sampling), None  # one route: decode.strategy=sampling and its decode keys
     check_value(bleu_tokenize, {"choices": _bleu_tokenizers}, "--bleu-tokenize")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"'--limit' must be an integer >= 1, got {limit!r}")
     d = run.config.data
     split = split or default_split(d)
-    dataset, split_name, examples = load_split(run, split, data_root)
+    dataset, split_name, examples = load_split(run, split, o.data_root)
     examples = examples[:limit]
     if not examples:
         where = split if SplitSpec.parse(split, d.dataset).kind == "file" else f"{dataset}/{split_name}"
@@ -135,13 +173,12 @@ def evaluate(
     scorer = _scoring_task(run, dataset, bleu_tokenize)
     settings = evaluation_settings(run, beam, limit, sampling, bleu_tokenize)
     target = None
-    if write_predictions:  # refused before anything is decoded
+    if o.write_predictions:  # refused before anything is decoded
         label = prediction_label(split, dataset, split_name) + evaluation_suffix(settings, run_defaults(run))
-        target = _check_target(run.run_dir / "predictions", label, settings, split, overwrite)
-    predictions = run.decode_examples(examples, beam=beam, show_progress=show_progress, sampling=sampling)
-    asked = metrics
+        target = _check_target(prediction_files(run.run_dir, label), settings, split, o.overwrite)
+    predictions = run.decode_examples(examples, beam=beam, show_progress=o.show_progress, sampling=sampling)
     metrics = scorer.evaluate(
-        examples, predictions, dataset=dataset, split=split_name, data_root=data_root, metrics=asked
+        examples, predictions, dataset=dataset, split=split_name, data_root=o.data_root, metrics=o.metrics
     )
     metrics.update(
         {
@@ -165,10 +202,10 @@ def evaluate(
 
 
 # ---------------------------------------------------------------- what produced an evaluation
-def run_defaults(run) -> dict:
+def run_defaults(run: EvaluatedRun) -> dict:
     """What a run evaluates with when told nothing: its train.eval_checkpoint (as resolved: best falls back
     to last), its saved decode settings and BLEU tokenizer."""
-    from structseq.train.checkpoint import resolve_checkpoint
+    from structseq.run.checkpoint import resolve_checkpoint
 
     dirs = run.members or (str(run.run_dir),)
     try:
@@ -182,7 +219,7 @@ def run_defaults(run) -> dict:
     }
 
 
-def evaluation_settings(run, beam, limit, sampling, bleu_tokenize) -> dict:
+def evaluation_settings(run: EvaluatedRun, beam, limit, sampling, bleu_tokenize) -> dict:
     """Everything that made an evaluation's numbers: the checkpoint (its name and each file's sha256), the
     decode settings in force (`beam` applied), the limit, sampling, an ensemble's members, the BLEU tokenizer."""
     from structseq.outputs import file_digest
@@ -302,7 +339,7 @@ def legacy_settings(report: dict) -> dict | None:
     }
 
 
-def _note_variant(run, metrics: dict, limit, sampling) -> None:
+def _note_variant(run: EvaluatedRun, metrics: dict, limit, sampling) -> None:
     """State an ensemble, a limit and sampling in the report (`ensemble`, `limit`, `sampling`) and at the
     end of every signature (`|limit:N`, as recomputed scores in `compare` keep it)."""
     notes = []
@@ -331,7 +368,7 @@ def append_signatures(report, note: str) -> None:
                 append_signatures(v, note)
 
 
-def _scoring_task(run, dataset: str, bleu_tokenize: str | None):
+def _scoring_task(run: EvaluatedRun, dataset: str, bleu_tokenize: str | None):
     """The run's task, or with `bleu_tokenize` the same task under the config override `data.bleu_tokenize`
     (its learned state copied; the run's config is left as it is). A ConfigError when the task reports no
     BLEU on this dataset."""
@@ -351,13 +388,13 @@ def _scoring_task(run, dataset: str, bleu_tokenize: str | None):
 
 
 # ---------------------------------------------------------------- keeping it
-def _check_target(folder: Path, label: str, settings: dict, spec: str, overwrite: bool):
-    """(Outputs, tsv, metrics json) for an evaluation named `label`, refused before decoding when an earlier
-    evaluation of that name was made otherwise (other settings, or its checkpoint file changed since) unless
+def _check_target(paths: tuple[Path, Path], settings: dict, spec: str, overwrite: bool):
+    """(Outputs, tsv, metrics json) for an evaluation at `paths` (`run.layout.prediction_files`), refused before
+    decoding when an earlier evaluation of that name was made otherwise (other settings, or its checkpoint file changed since) unless
     `overwrite`; an input of the evaluation or a file structseq did not write is refused too (`Outputs`)."""
     from structseq.outputs import Outputs
 
-    path, metrics_path = folder / f"{label}.tsv", folder / f"{label}.metrics.json"
+    path, metrics_path = paths
     outputs = Outputs([spec], overwrite=overwrite)
     for target in (path, metrics_path):
         outputs.check(target)
@@ -382,7 +419,7 @@ def _same_but_file(earlier, settings: dict) -> bool:
     }
 
 
-def _write(run, target, examples, predictions, metrics: dict) -> None:
+def _write(run: EvaluatedRun, target, examples, predictions, metrics: dict) -> None:
     """The TSV and its metrics JSON, each atomically; the old metrics file goes first, so a failure midway
     never leaves metrics describing other predictions."""
     outputs, path, metrics_path = target

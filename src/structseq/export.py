@@ -36,8 +36,9 @@ from pathlib import Path
 from structseq.errors import StructseqError
 from structseq.outputs import _umask, atomic_write, plain_name
 from structseq.registry import ARCHS
-from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, resolve_checkpoint, save_checkpoint
-from structseq.train.rundir import check_directory, read_run_config, write_config
+from structseq.run.checkpoint import RUN_KEYS, load_checkpoint, resolve_checkpoint, save_checkpoint
+from structseq.run.layout import check_directory, checkpoint_file
+from structseq.run.saved_config import read_run_config, write_config
 
 #: what an exported structseq checkpoint keeps
 KEEP = ("model", "vocab", "config", "task", "progress")
@@ -151,7 +152,7 @@ def _export_marian(run_dir: Path, name: str, out: Path, record: dict) -> dict:
 
 
 def _export_structseq(ckpt: dict, name: str, out: Path) -> None:
-    save_checkpoint({k: ckpt[k] for k in KEEP if k in ckpt}, out / "checkpoints" / f"{name}.pt")
+    save_checkpoint({k: ckpt[k] for k in KEEP if k in ckpt}, checkpoint_file(out, name))
     write_config(out, dict(ckpt["config"]))
     for vocab, tokens in ckpt["vocab"].items():
         atomic_write(out / "vocab" / f"{vocab}.txt", "".join(f"{t}\n" for t in tokens))

@@ -1,5 +1,5 @@
 """Writing outputs safely: every file the toolkit writes goes through here (a run directory's own files follow
-the same rules through `structseq.train.rundir`, checkpoints through `atomic_open`).
+the same rules through `structseq.run.directory`, checkpoints through `atomic_open`).
 
 - Atomic (`atomic_open`, `atomic_write`): a temporary file in the same folder, flushed to disk (fsync), then
   renamed over the target. A failure midway (a full disk, a kill) leaves the old file whole and no partial

@@ -1,5 +1,5 @@
 """`structseq average RUN --last N` (or `--checkpoints A B ...`): an averaged checkpoint that `evaluate` and
-`predict` load with `--checkpoint NAME` (fairseq's average_checkpoints; see `structseq.train.averaging`)."""
+`predict` load with `--checkpoint NAME` (fairseq's average_checkpoints; see `structseq.run.averaging`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from typing import Optional
 import typer
 
 from structseq.errors import StructseqError
-from structseq.train.averaging import average_checkpoints, last_step_checkpoints
-from structseq.train.checkpoint import resolve_checkpoint
+from structseq.run.averaging import average_checkpoints, last_step_checkpoints
+from structseq.run.checkpoint import resolve_checkpoint
+from structseq.run.layout import TRAINED, checkpoint_file, checkpoints_dir
 
 #: checkpoints an averaged one may never replace: resuming needs last.pt's optimiser state; best.pt is the
 #: run's own selection
-PROTECTED = ("last.pt", "best.pt")
+PROTECTED = tuple(f"{name}.pt" for name in TRAINED)
 
 
 def _resolve_input(run_dir: Path, spec: str) -> Path:
@@ -28,9 +29,9 @@ def _resolve_input(run_dir: Path, spec: str) -> Path:
 def _output(run_dir: Path, out: Optional[Path], default: str) -> Path:
     """`-o`: a file path, or a bare name (no folder, no suffix) for RUN/checkpoints/NAME.pt."""
     if out is None:
-        return run_dir / "checkpoints" / f"{default}.pt"
+        return checkpoint_file(run_dir, default)
     if out.parent == Path(".") and not out.suffix and not out.exists():
-        return run_dir / "checkpoints" / f"{out.name}.pt"
+        return checkpoint_file(run_dir, out.name)
     return out
 
 
@@ -48,7 +49,7 @@ def plan(run_dir: Path, listed: list[str], last: Optional[int], out: Optional[Pa
     resolved = {p.resolve() for p in inputs}
     if target.resolve() in resolved:
         raise StructseqError(f"{target}: is one of the checkpoints being averaged; choose another -o")
-    if target.resolve().parent == (run_dir / "checkpoints").resolve() and target.name in PROTECTED:
+    if target.resolve().parent == checkpoints_dir(run_dir).resolve() and target.name in PROTECTED:
         raise StructseqError(
             f"{target}: an averaged checkpoint never replaces the run's {target.name} "
             "(resuming needs last.pt's optimiser state); choose another -o"
@@ -94,5 +95,5 @@ def average(
     info = average_checkpoints(inputs, target)
     steps = ", ".join(map(str, info["steps"]))
     typer.echo(f"averaged {len(inputs)} checkpoints (steps {steps}) into {target}")
-    if target.resolve().parent == (run_dir / "checkpoints").resolve():
+    if target.resolve().parent == checkpoints_dir(run_dir).resolve():
         typer.echo(f"evaluate it with: structseq evaluate {run_dir} --checkpoint {target.stem}")

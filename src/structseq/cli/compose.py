@@ -116,8 +116,8 @@ def _nonempty(sentences: list[str], paths: Path | list[Path], what: str) -> list
 
 
 def _expand(paths: list[Path]) -> list[Path]:
-    """Let `--ensemble 'runs/seed*'` name every matching run folder (`structseq.train.rundir.run_folders`)."""
-    from structseq.train.rundir import run_folders
+    """Let `--ensemble 'runs/seed*'` name every matching run folder (`structseq.run.layout.run_folders`)."""
+    from structseq.run.layout import run_folders
 
     return run_folders(paths)
 

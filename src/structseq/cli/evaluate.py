@@ -49,7 +49,7 @@ Quiet = typer.Option(False, "--quiet", "-q", help="no progress on stderr")
 
 def run_paths(runs: list[str]) -> list[Path]:
     """The run directories named by RUN arguments, each a directory or a glob of run folders (`run_folders`)."""
-    from structseq.train.rundir import run_folders
+    from structseq.run.layout import run_folders
 
     return run_folders(runs)
 

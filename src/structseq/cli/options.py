@@ -14,7 +14,7 @@ DataRoot = typer.Option(
     help=f"folder with the benchmark data [default: ${ENV_VAR}, then ../shared/data]",
 )
 
-#: Which checkpoint of a run directory to load (resolved by `structseq.train.checkpoint.resolve_checkpoint`).
+#: Which checkpoint of a run directory to load (resolved by `structseq.run.checkpoint.resolve_checkpoint`).
 Checkpoint = typer.Option(
     None,
     "--checkpoint",

@@ -48,10 +48,11 @@ def _is_number(v) -> bool:
 
 def read_run(run_dir: str | Path) -> RunCurves:
     """A run's records (a line that is not a JSON object with a step is an error naming file and line)."""
-    from structseq.train.rundir import read_run_config
+    from structseq.run.layout import metrics_file
+    from structseq.run.saved_config import read_run_config
 
     run_dir = Path(run_dir)
-    path = run_dir / "metrics.jsonl"
+    path = metrics_file(run_dir)
     if not path.is_file():
         raise StructseqError(f"{run_dir}: no metrics.jsonl (is this a training run directory?)")
     records = []

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from structseq.errors import StructseqError
+from structseq.run.layout import config_file, prediction_files
 from structseq.textio import read_text
 
 
@@ -116,9 +117,9 @@ def report_score(o: Output, metric: str) -> float:
 
 def expand(spec: str) -> list[Path]:
     """A system spec: comma-separated runs or files, each maybe a glob (quoted, so the shell leaves it); a glob
-    takes the run folders and predictions TSVs it matches (`rundir.is_run_folder`: train-many's NAME.log and
+    takes the run folders and predictions TSVs it matches (`run.layout.is_run_folder`: train-many's NAME.log and
     many.json beside `runs/many/x-seed*` are skipped, as by every command that takes runs)."""
-    from structseq.train.rundir import is_run_folder
+    from structseq.run.layout import is_run_folder
 
     out: list[Path] = []
     for part in (p for p in spec.split(",") if p):
@@ -140,8 +141,8 @@ def predictions_path(run_dir: Path, split: str, request: dict | None = None) -> 
     from structseq.config import config_from_dict
     from structseq.data.registry import dataset_split
     from structseq.evaluation import evaluation_suffix, prediction_label
-    from structseq.train.checkpoint import resolve_checkpoint
-    from structseq.train.rundir import read_run_config
+    from structseq.run.checkpoint import resolve_checkpoint
+    from structseq.run.saved_config import read_run_config
 
     request = request or {}
     cfg = config_from_dict(read_run_config(run_dir), saved=True)
@@ -160,9 +161,9 @@ def predictions_path(run_dir: Path, split: str, request: dict | None = None) -> 
         "limit": request.get("limit"),
     }
     dataset, name = dataset_split(split) or ("", split)
-    return (
-        run_dir / "predictions" / f"{prediction_label(split, dataset, name)}{evaluation_suffix(wanted, defaults)}.tsv"
-    )
+    return prediction_files(run_dir, f"{prediction_label(split, dataset, name)}{evaluation_suffix(wanted, defaults)}")[
+        0
+    ]
 
 
 def _run_predictions(run_dir: Path, split: str | None, evaluate: bool, data_root, request: dict) -> Path:
@@ -195,7 +196,7 @@ def load_system(
     outputs = []
     for path in expand(spec):
         if path.is_dir():
-            if not (path / "config.yaml").is_file():
+            if not config_file(path).is_file():
                 raise StructseqError(f"{path}: not a run directory (no config.yaml) nor a predictions file")
             path = _run_predictions(path, split, evaluate, data_root, request or {})
         outputs.append(read_predictions(path, system))

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from structseq.experiments import probe as pricing  # `probe()` prices a config without a record
 from structseq.experiments import sweep  # its `one()` trains and records a run
+from structseq.run.layout import checkpoint_file
 
 
 @dataclass
@@ -325,7 +326,7 @@ def _start_point(cells: list[Cell], overrides: list[str]) -> str:
                         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another --run may be training it: wait
                         print(f"{cell.id}: {start}: the next run starts from it; training it if unfinished", flush=True)
                         return sweep.train_only(config, seed, cell.runs, over)
-    if (Path(start) / "checkpoints" / "last.pt").exists():
+    if checkpoint_file(start, "last").exists():
         return ""
     raise SystemExit(f"train.init_from={start}: no such run here, and no run of the plan makes it")
 
@@ -348,7 +349,7 @@ def _chosen(cells: list[Cell], ids: list[str] | None) -> list[Cell]:
 
 
 def run(cells: list[Cell], ids: list[str] | None, dry: bool) -> int:
-    from structseq.train.rundir import RunDirError
+    from structseq.run.directory import RunDirError
 
     rep = sweep
     for cell in _chosen(cells, ids):

@@ -32,7 +32,8 @@ def probe(
 
     from structseq import api
     from structseq.config import load_config
-    from structseq.train.checkpoint import load_checkpoint
+    from structseq.run.checkpoint import load_checkpoint
+    from structseq.run.layout import checkpoint_file
 
     cfg = load_config(config, overrides)
     cfg.train.seed = seed
@@ -48,9 +49,9 @@ def probe(
         if cfg.train.init_from:  # the start point costs nothing per update: time the run from scratch
             short.append("train.init_from=null")
         api.train(cfg, run_dir, overrides=short, show_progress=False)
-        t1 = load_checkpoint(run_dir / "checkpoints" / "last.pt")["progress"]["train_seconds"]
+        t1 = load_checkpoint(checkpoint_file(run_dir, "last"))["progress"]["train_seconds"]
         api.resume(run_dir, overrides=[f"train.max_steps={s2}"], show_progress=False)
-        t2 = load_checkpoint(run_dir / "checkpoints" / "last.pt")["progress"]["train_seconds"]
+        t2 = load_checkpoint(checkpoint_file(run_dir, "last"))["progress"]["train_seconds"]
         per_update = (t2 - t1) / (s2 - s1)
         run = api.load_run(run_dir)
         run.config.decode = cfg.decode

@@ -33,6 +33,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from structseq.run.layout import checkpoint_file, step_file
+
 
 def read_jsonl(path: str | Path) -> list[dict]:
     """The records of a JSON-lines file ([] when it does not exist); a line that is not a JSON object is an error
@@ -95,7 +97,7 @@ class _KeepCheckpoints:
     to checkpoints/step{K}.pt (checkpoints are replaced atomically, so the link keeps that version)."""
 
     def __init__(self, run_dir: Path, every: int):
-        self.dir, self.every, self.seen = run_dir / "checkpoints", every, None
+        self.run_dir, self.every, self.seen = run_dir, every, None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -113,16 +115,16 @@ class _KeepCheckpoints:
             self._poll()
 
     def _poll(self):
-        from structseq.train.checkpoint import load_checkpoint
+        from structseq.run.checkpoint import load_checkpoint
 
-        last = self.dir / "last.pt"
+        last = checkpoint_file(self.run_dir, "last")
         try:
             ino = os.stat(last).st_ino
         except FileNotFoundError:
             return
         if ino == self.seen:
             return
-        tmp = self.dir / f".watch-{ino}.pt"
+        tmp = checkpoint_file(self.run_dir, f".watch-{ino}")
         try:
             os.link(last, tmp)
         except FileNotFoundError:  # replaced between stat and link: the next poll sees the new one
@@ -131,8 +133,8 @@ class _KeepCheckpoints:
             pass
         self.seen = ino
         step = load_checkpoint(tmp)["progress"]["step"]
-        if step % self.every == 0 and not (self.dir / f"step{step}.pt").exists():
-            os.replace(tmp, self.dir / f"step{step}.pt")
+        if step % self.every == 0 and not step_file(self.run_dir, step).exists():
+            os.replace(tmp, step_file(self.run_dir, step))
         else:
             tmp.unlink()
 
@@ -171,13 +173,13 @@ def one(
     from structseq import api
     from structseq.config import load_config
     from structseq.errors import DivergedError
-    from structseq.train.checkpoint import load_checkpoint
+    from structseq.run.checkpoint import load_checkpoint
 
     cfg = load_config(config, overrides)
     cfg.train.seed = seed
     name = name or run_name(config, seed, overrides)
     run_dir = Path(runs) / name
-    last = run_dir / "checkpoints" / "last.pt"
+    last = checkpoint_file(run_dir, "last")
     if curve_every and curve_every % cfg.train.valid_every:
         from structseq.errors import ConfigError
 
@@ -225,10 +227,10 @@ def _train(cfg, run_dir: Path, started: tuple) -> dict:
     already there must have been started as `started` (config, seed, overrides), decoding settings aside
     (they apply at evaluation): another config's run of the same name is an error, never reused."""
     from structseq import api
-    from structseq.train.checkpoint import load_checkpoint
+    from structseq.run.checkpoint import load_checkpoint
     from structseq.train.many import continued
 
-    last = run_dir / "checkpoints" / "last.pt"
+    last = checkpoint_file(run_dir, "last")
     if not last.exists():
         return api.train(cfg, run_dir, show_progress=False)
     continued(run_dir, *started, command="sweep", out_option="--runs", free=("decode.",))
@@ -269,7 +271,7 @@ def _curve(config, overrides, seed, run_dir: Path, cfg, every: int, out: str) ->
         for split in cfg.data.test:
             if (str(run_dir), k, split) in done:
                 continue
-            if not (run_dir / "checkpoints" / f"step{k}.pt").exists():
+            if not step_file(run_dir, k).exists():
                 print(f"{run_dir}: no checkpoints/step{k}.pt (run trained without the curve?)", file=sys.stderr)
                 continue
             t1 = time.time()

@@ -25,9 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from structseq.errors import ConfigError
-
-#: the folder of a run directory that holds its TensorBoard event files
-TENSORBOARD_DIR = "tensorboard"
+from structseq.run.layout import metrics_file, tensorboard_dir
 
 
 class Logger(Protocol):
@@ -172,10 +170,10 @@ def open_loggers(run_dir: str | Path, config: Mapping[str, Any], start_step: int
     TensorBoard and W&B when asked for. A logger that fails to open closes the ones already open."""
     run_dir = Path(run_dir)
     train = config.get("train", {})
-    opened: list[Logger] = [JsonlLogger(run_dir / "metrics.jsonl")]
+    opened: list[Logger] = [JsonlLogger(metrics_file(run_dir))]
     try:
         if train.get("tensorboard"):
-            opened.append(TensorBoardLogger(run_dir / TENSORBOARD_DIR, start_step))
+            opened.append(TensorBoardLogger(tensorboard_dir(run_dir), start_step))
         if train.get("wandb"):
             opened.append(WandbLogger(run_dir, config))
     except BaseException:

@@ -13,9 +13,9 @@ loop honours after the current update). So a checkpoint written on Ctrl-C, at a 
 `save_every` updates resumes bit-exactly: same parameters as an uninterrupted run with the same seed.
 Every RNG the run uses (Python, NumPy, torch CPU and CUDA) is saved and restored.
 
-The run directory's session (`rundir.open_session`: its lock for the life of the run, its files) and the
-starting points (`resume`: a resumed checkpoint, `train.init_from`) live beside the Trainer, with `rng`,
-`device`, `checkpoint`, `loggers` (and the Ctrl-C / SIGTERM handlers: finish the update, save, stop) and
+A run's directory and starting point live in `structseq.run` (`directory.open_session`: its lock for the
+life of the run, its files; `start`: a fresh, resumed or `train.init_from` start, computed once and applied in
+one place; `rng`, `checkpoint`); beside the Trainer here are `device`, `loggers` (and the Ctrl-C / SIGTERM handlers: finish the update, save, stop) and
 `progress` (the bar, the validation line, the log window). Under DDP only rank 0 locks and writes.
 """
 
@@ -34,19 +34,19 @@ import torch
 
 from structseq.config import Config, config_from_dict
 from structseq.data.training import load_training_data
-from structseq.decode.strategies import check_fits, saved_strategy
-from structseq.errors import ConfigError, StructseqError
+from structseq.decode.strategies import check_fits
+from structseq.errors import ConfigError
 from structseq.models.base import build_model
+from structseq.run import directory, start
+from structseq.run.averaging import keep_step_checkpoint
+from structseq.run.checkpoint import save_checkpoint
+from structseq.run.layout import checkpoint_file
+from structseq.run.resume import finished, finished_summary, plan_resume
+from structseq.run.rng import rng_state, seed_everything
+from structseq.run.saved_config import saved_strategy
 from structseq.tasks import get_task
-from structseq.train import distributed, rundir
-from structseq.train.averaging import keep_step_checkpoint
+from structseq.train import distributed
 from structseq.train.batches import TrainingBatches
-from structseq.train.checkpoint import (
-    RESUME_KEYS,
-    RUN_KEYS,
-    load_checkpoint,
-    save_checkpoint,
-)
 from structseq.train.compiled import (
     compile_model,
     compile_wanted,
@@ -67,18 +67,6 @@ from structseq.train.progress import (
     higher_is_better,
     validation_line,
 )
-from structseq.train.resume import (
-    file_identity,
-    finished,
-    finished_summary,
-    init_parameters,
-    load_init,
-    plan_resume,
-    restore,
-    resumed_vocabs,
-    saved_vocabs,
-)
-from structseq.train.rng import rng_state, seed_everything
 
 
 class StepResult(NamedTuple):
@@ -102,21 +90,26 @@ class Trainer:
         out_dir: str | Path,
         *,
         data_root=None,
-        resume: bool = False,
+        resume: bool | start.OpenedRun = False,
         show_progress: bool = True,
         on_update: Callable[[int], None] | None = None,
         config_changes: Mapping[str, tuple] | None = None,
         config_file: str | Path | None = None,
     ):
-        """`config_changes` (`{key: (old, new)}`, see `structseq.train.resume.resume_changes`): what a resumed
+        """`config_changes` (`{key: (old, new)}`, see `structseq.run.resume.resume_changes`): what a resumed
         run changed in its config, recorded in the run's config history when the run starts; `config_file`:
-        the file `cfg` was read from, which an error about one of its values names."""
+        the file `cfg` was read from, which an error about one of its values names; `resume`: True, or the run
+        directory already opened for it (`structseq.run.start.open_run_dir`, as `resume()` does: its checkpoint
+        is loaded once).
+
+        It reads: open the run directory (`structseq.run.start.open_run_dir`: an existing run is refused before
+        any data is read) -> the starting point (`start.starting_point`) -> build -> apply (`start.apply`)."""
         self.cfg, self.out = cfg, Path(out_dir)
         self.show_progress, self.on_update = show_progress, on_update
-        self.resume, self.config_changes = resume, dict(config_changes or {})
+        self.resume, self.config_changes = bool(resume), dict(config_changes or {})
         self._signal: int | None = None
         self.dist = distributed.context()
-        rundir.check_directory(self.out)
+        self.opened = resume if isinstance(resume, start.OpenedRun) else start.open_run_dir(self.out, resume)
         set_threads(cfg.train.threads, hint=show_progress)
         self.device = self.dist.device if self.dist.world_size > 1 else resolve_device(cfg.train.device)
         set_tf32(self.device, cfg.train.tf32)
@@ -127,30 +120,11 @@ class Trainer:
         self.task = get_task(cfg)  # config_from_dict checked train.valid_metric against it
         check_loggers(cfg.train)
         self.data = load_training_data(cfg, self.task, data_root)
-        self._last = self.out / "checkpoints" / "last.pt"
-        ckpt = self._load_last() if resume else None
-        if not resume and self._last.exists():
-            raise StructseqError(f"{self.out} already holds a run; use --resume to continue it or another --out")
-        init = self._load_init() if cfg.train.init_from and not resume else None
-        seed_everything(cfg.train.seed)
-        self.model = build_model(cfg.model, self.data.vocabs, self.data.train).to(self.device)
-        self.model.static_shapes = cfg.optim.static_shapes  # structseq.models.base.Model
-        if resume:  # the saved config: a strategy older versions ignored decodes as the default, as it did then
-            strategy = saved_strategy(cfg.decode.strategy, self.model, self._last)
-            if strategy != cfg.decode.strategy:  # the checkpoints keep the run's config as it was given
-                self.task.cfg = replace(cfg, decode=replace(cfg.decode, strategy=strategy))
-        else:  # validation decodes with it: refused before any update
-            check_fits(cfg.decode.strategy, self.model, str(config_file or ""), cfg.decode)
-        if init is not None:
-            self._init_parameters(*init)
-        # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
-        self.optimizer = build_optimizer(cfg.optim, self.model.param_groups())
-        self.lr_at = lr_multiplier(cfg.optim, self.model.width, cfg.train.max_steps)
-        self.progress = Progress()
-        encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]
-        self.batches = TrainingBatches(cfg, self.task, encoded, self.device)
-        if ckpt is not None:
-            self._restore(ckpt)
+        begin = start.starting_point(cfg, self.task, self.data, self.opened)
+        self.data.vocabs = begin.vocabs
+        self._build(config_file)
+        saved = start.apply(begin, self.model, self.optimizer)
+        self.progress = Progress() if saved is None else Progress.saved(saved)
         self.ddp_model = self.dist.wrap(self.model)
         self._compiled = compile_wanted(
             cfg.train.compile,
@@ -164,34 +138,23 @@ class Trainer:
                 self.ddp_model, self.device, cfg.train.compile_backend, cfg.optim.num_buckets
             )
 
-    # ------------------------------------------------------------ starting points
-    def _load_last(self) -> dict:
-        """The checkpoint a resumed run continues from. What the task learned (e.g. subwords) is restored,
-        never relearned; the vocabularies are those the run's start made (`resumed_vocabs`: built from the
-        data again, they must be the checkpoint's; a `train.init_from` run's are its init checkpoint's)."""
-        ckpt = load_checkpoint(self._last, {**RUN_KEYS, **RESUME_KEYS})
-        self._loaded = file_identity(self._last)
-        init_from = ckpt["config"]["train"].get("init_from")  # how the run started, whatever the caller's config
-        if ckpt.get("task"):
-            self.task.load_state_dict(ckpt["task"])
-            if not init_from:
-                self.data.vocabs = self.task.build_vocabs(self.data.train)
-        self.data.vocabs = resumed_vocabs(ckpt, self.data.vocabs, init_from)
-        return ckpt
-
-    def _load_init(self) -> tuple[Path, dict]:
-        """`train.init_from` (phase two): another run's checkpoint, whose vocabularies and task state this
-        run takes; its parameters go into the model once it is built (`_init_parameters`)."""
-        path, init = load_init(self.cfg, self.task)
-        self.data.vocabs = saved_vocabs(init)
-        return path, init
-
-    def _init_parameters(self, path: Path, init: dict) -> None:
-        init_parameters(self.model, path, init)
-
-    def _restore(self, ckpt: dict) -> None:
-        """A resumed run's parameters, optimiser state, progress and RNG state."""
-        self.progress = restore(self.model, self.optimizer, ckpt, self._last)
+    def _build(self, config_file) -> None:
+        """The model (seeded), its decode strategy checked, the optimiser, the schedule and the batches."""
+        cfg = self.cfg
+        seed_everything(cfg.train.seed)
+        self.model = build_model(cfg.model, self.data.vocabs, self.data.train).to(self.device)
+        self.model.static_shapes = cfg.optim.static_shapes  # structseq.models.base.Model
+        if self.resume:  # the saved config: a strategy older versions ignored decodes as the default, as it did then
+            strategy = saved_strategy(cfg.decode.strategy, self.model, self.opened.last)
+            if strategy != cfg.decode.strategy:  # the checkpoints keep the run's config as it was given
+                self.task.cfg = replace(cfg, decode=replace(cfg.decode, strategy=strategy))
+        else:  # validation decodes with it: refused before any update
+            check_fits(cfg.decode.strategy, self.model, str(config_file or ""), cfg.decode)
+        # a model may split its parameters into groups with an `lr_scale` (e.g. a pretrained encoder)
+        self.optimizer = build_optimizer(cfg.optim, self.model.param_groups())
+        self.lr_at = lr_multiplier(cfg.optim, self.model.width, cfg.train.max_steps)
+        encoded = [self.task.encode(e, self.data.vocabs) for e in self.data.train]
+        self.batches = TrainingBatches(cfg, self.task, encoded, self.device)
 
     # ------------------------------------------------------------ checkpoints
     def _snapshot(self) -> dict:
@@ -223,7 +186,7 @@ class Trainer:
                 "config": self.cfg.to_dict(),
                 "progress": progress,
             },
-            self.out / "checkpoints" / f"{name}.pt",
+            checkpoint_file(self.out, name),
         )
 
     def _save_periodic(self, snap: dict) -> None:
@@ -311,24 +274,18 @@ class Trainer:
             if lock is not None:
                 lock.release()
 
-    def _open_run_dir(self) -> rundir.RunLock | None:
-        """The run directory's session (`rundir.open_session`): locked and prepared by rank 0."""
-        return rundir.open_session(
+    def _open_run_dir(self) -> directory.RunLock | None:
+        """The run directory's session (`structseq.run.directory.open_session`): locked and prepared by rank 0."""
+        return directory.open_session(
             self.out,
             self.dist,
             config=self.cfg.to_dict(),
             files=self.data.files,
-            resumed=self._resumed_checkpoint_unchanged if self.resume else None,
+            resumed=self.opened.check_unchanged if self.resume else None,
             step=self.progress.step,
             unfinished=finished(vars(self.progress), self.cfg.train.max_steps) is None,
             changes=self.config_changes,
         )
-
-    def _resumed_checkpoint_unchanged(self) -> None:
-        if not self._last.exists() or file_identity(self._last) != self._loaded:
-            raise rundir.RunDirError(
-                f"{self._last} changed after this run loaded it (another run resumed it meanwhile?); start --resume again"
-            )
 
     def _run(self) -> dict:
         cfg, p = self.cfg, self.progress
@@ -376,7 +333,7 @@ class Trainer:
             bar.close()
             if log is not None:
                 close_quietly_on_error(log)
-        line = closing_summary(p.history, cfg.train.valid_metric, self.out / "checkpoints")
+        line = closing_summary(p.history, cfg.train.valid_metric, self.out)
         if line and self.show_progress and self.dist.is_main:
             print(line, file=sys.stderr, flush=True)
         summary = {"steps": p.step, "stopped": stopped, "best": p.best, "history": p.history}
@@ -432,7 +389,8 @@ def resume(out_dir: str | Path, *, overrides: Sequence[str] = (), **kwargs) -> d
     """Continue the run in `out_dir` from its last checkpoint, with its saved config; `overrides` may only
     extend `train.max_steps` (see `resume_changes`). A finished run is left unchanged: the summary's
     `stopped` is `already_finished` and `reason` says why."""
-    cfg, changes, done = plan_resume(out_dir, overrides)
+    opened = start.open_run_dir(out_dir, resume=True)  # its last checkpoint, loaded once
+    cfg, changes, done = plan_resume(opened.last, opened.state, overrides)
     if done is not None:
         return done
-    return Trainer(cfg, Path(out_dir), resume=True, config_changes=changes, **kwargs).run()
+    return Trainer(cfg, Path(out_dir), resume=opened, config_changes=changes, **kwargs).run()

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from structseq.errors import StructseqError
 from structseq.outputs import atomic_write
+from structseq.run.layout import checkpoint_file, metrics_file
 
 
 def plan_runs(configs: Sequence[Path], seeds: Sequence[int]) -> list[tuple[str, Path, int]]:
@@ -56,7 +57,7 @@ def core_sets(k: int, cores: Sequence[int], per_run: int | None = None) -> list[
 
 def last_step(run: Path) -> int:
     """The last update a run logged (metrics.jsonl), 0 before its first line."""
-    path = run / "metrics.jsonl"
+    path = metrics_file(run)
     step = 0
     if path.exists():
         for line in path.read_text().splitlines():
@@ -92,11 +93,11 @@ def continued(
     config it was started with is a StructseqError naming `command`, the run and the keys (`--resume` keeps the
     saved config: training on would silently ignore the edit); keys starting with one of `free` may differ."""
     from structseq.config import absolute_paths, config_from_dict, load_config
-    from structseq.train.checkpoint import RUN_KEYS, load_checkpoint
-    from structseq.train.resume import RUNTIME_SETTINGS
+    from structseq.run.checkpoint import RUN_KEYS, load_checkpoint
+    from structseq.run.resume import RUNTIME_SETTINGS
 
     wanted = _flat(absolute_paths(load_config(config, [*overrides, f"train.seed={seed}"])).to_dict())
-    saved_cfg = config_from_dict(dict(load_checkpoint(run / "checkpoints" / "last.pt", RUN_KEYS)["config"]), saved=True)
+    saved_cfg = config_from_dict(dict(load_checkpoint(checkpoint_file(run, "last"), RUN_KEYS)["config"]), saved=True)
     saved = _flat(saved_cfg.to_dict())
     differ = [
         k
@@ -177,7 +178,7 @@ def train_many(
     plans = []
     for name, config, seed in runs:  # every run checked before any starts
         run = out / name
-        resumed = (run / "checkpoints" / "last.pt").exists()
+        resumed = checkpoint_file(run, "last").exists()
         extra, budget = continued(run, config, seed, overrides) if resumed else ([], None)
         plans.append((resumed, extra, budget))
     out.mkdir(parents=True, exist_ok=True)
@@ -195,7 +196,7 @@ def train_many(
             budget = load_config(config, list(overrides)).train.max_steps
             cmd = [sys.executable, "-m", "structseq", "train", str(config), "--out", str(run), "--seed", str(seed)]
             cmd += [*(a for o in overrides for a in ("--set", o)), "--set", f"train.threads={len(mine)}"]
-        tails.append(_Tail(run / "metrics.jsonl"))
+        tails.append(_Tail(metrics_file(run)))
         budgets.append(budget)
         if data_root is not None:
             cmd += ["--data-root", str(data_root)]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 
 from structseq.errors import DivergedError
+from structseq.run.layout import checkpoint_file
 
 
 class ProgressBar:
@@ -71,7 +72,7 @@ def validation_line(rec: dict, metric: str) -> str:
     return line if blowup is None else f"{line}\n{blowup}"
 
 
-def closing_summary(history: list, metric: str, checkpoints) -> str | None:
+def closing_summary(history: list, metric: str, run_dir) -> str | None:
     """The end of training in one line: `best exact_match 0.93 at update 4,000 → RUN/checkpoints/best.pt;
     last 0.91 at update 5,000 → RUN/checkpoints/last.pt`; None when no validation ran."""
     key = f"valid_{metric}"
@@ -81,8 +82,8 @@ def closing_summary(history: list, metric: str, checkpoints) -> str | None:
     best = next((r for r in rows if r[key] == rows[-1].get("best")), rows[-1])
     last = rows[-1]
     return (
-        f"best {metric} {_number(best[key])} at update {best['step']:,} → {checkpoints / 'best.pt'}; "
-        f"last {_number(last[key])} at update {last['step']:,} → {checkpoints / 'last.pt'}"
+        f"best {metric} {_number(best[key])} at update {best['step']:,} → {checkpoint_file(run_dir, 'best')}; "
+        f"last {_number(last[key])} at update {last['step']:,} → {checkpoint_file(run_dir, 'last')}"
     )
 
 
@@ -142,6 +143,11 @@ class Progress:
     #: wall seconds spent in the training loop (updates and the validations between them), summed over
     #: resumes; the work a kill lost after the last checkpoint is not counted, its redo is
     train_seconds: float = 0.0
+
+    @classmethod
+    def saved(cls, fields) -> Progress:
+        """The progress a checkpoint saved (keys of older or newer versions this one lacks are left out)."""
+        return cls(**{k: v for k, v in fields.items() if k in cls.__dataclass_fields__})
 
 
 class LossWatch:

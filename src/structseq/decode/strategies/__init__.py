@@ -7,8 +7,8 @@ A strategy searches one model interface (`interface`), which a model declares as
 tree per word, the protocol of `structseq.decode.tree`) or "tags" (per-word label scores, `model.kbest`).
 `decode.strategy` names one that searches the model's interface (else a one-line ConfigError naming the
 key, from `check_fits` when training starts or `--set` changes it; a saved run's that does not fit is null with
-a warning, `saved_strategy`); null picks the built-in default for the interface and the settings
-(`Strategy.default`).
+a warning, `structseq.run.saved_config.saved_strategy`); null picks the built-in default for the interface and
+the settings (`Strategy.default`).
 
 A new strategy is one file (here, or a plugin module from $STRUCTSEQ_PLUGINS). A sequence strategy is a step
 rule (`structseq.decode.search.Step`, fairseq's `Search.step`: how one step chooses among the continuations)
@@ -41,7 +41,6 @@ ensemble strategy would have to re-implement each search.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NamedTuple
@@ -195,21 +194,6 @@ def check_fits(name: str | None, model, where: str = "", decode_cfg=None) -> Non
             choose(name, settings, model.search_interface, type(model).__name__)
         except ConfigError as e:
             raise ConfigError(f"{where}: {e}" if where else str(e)) from None
-
-
-def saved_strategy(name: str | None, model, checkpoint) -> str | None:
-    """A saved run's `decode.strategy`, or None (the model's default) with one warning naming `checkpoint` where
-    it searches another interface than `model`'s: before a supertagger's searches were strategies, a tagger
-    ignored the key, so an old run trained with e.g. `greedy` must still load, and `--set` still change it."""
-    if name is None or STRATEGIES.get(name).interface == model.search_interface:
-        return name
-    warnings.warn(
-        f"{checkpoint}: the checkpoint's 'decode.strategy' {name!r} does not search model "
-        f"{type(model).__name__} (which this version checks; older ones ignored it): decoding with the model's "
-        "default (null); --set decode.strategy=NAME picks another",
-        stacklevel=2,
-    )
-    return None
 
 
 def decode(

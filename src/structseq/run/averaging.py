@@ -25,14 +25,15 @@ from pathlib import Path
 import torch
 
 from structseq.errors import StructseqError
-from structseq.train.checkpoint import RUN_KEYS, load_checkpoint, save_checkpoint
+from structseq.run.checkpoint import RUN_KEYS, load_checkpoint, save_checkpoint
+from structseq.run.layout import checkpoint_file, checkpoints_dir, step_file
 
 STEP_FILE = re.compile(r"step(\d+)\.pt")
 
 
 def step_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     """`(step, path)` of each `checkpoints/step{K}.pt` of a run, by step."""
-    folder = Path(run_dir) / "checkpoints"
+    folder = checkpoints_dir(run_dir)
     found = [(int(m.group(1)), p) for p in folder.glob("step*.pt") if (m := STEP_FILE.fullmatch(p.name))]
     return sorted(found)
 
@@ -59,8 +60,7 @@ def keep_step_checkpoint(run_dir: str | Path, step: int, keep: int) -> list[Path
     files beyond the last `keep` (by step). `keep` 0 does nothing. Returns the deleted paths."""
     if keep <= 0:
         return []
-    folder = Path(run_dir) / "checkpoints"
-    _link_or_copy(folder / "last.pt", folder / f"step{step}.pt")
+    _link_or_copy(checkpoint_file(run_dir, "last"), step_file(run_dir, step))
     old = [p for _, p in step_checkpoints(run_dir)[:-keep]]
     for p in old:
         p.unlink(missing_ok=True)

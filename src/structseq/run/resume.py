@@ -11,8 +11,8 @@ from pathlib import Path
 from structseq.config import Config, apply_overrides, config_from_dict
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError, StructseqError
-from structseq.train import rundir
-from structseq.train.checkpoint import RESUME_KEYS, RUN_KEYS, load_checkpoint
+from structseq.run.checkpoint import RESUME_KEYS, RUN_KEYS, load_checkpoint
+from structseq.run.layout import RunDirError, check_directory, checkpoint_file
 
 #: the config keys `--resume` may change (`--resume RUN --set train.max_steps=N` extends a run)
 RESUME_OVERRIDES = ("train.max_steps",)
@@ -72,16 +72,23 @@ def resume_changes(cfg: Config, overrides: Sequence[str]) -> dict[str, tuple]:
     return {key: (a, b) for key, (a, b) in values.items() if a != b}
 
 
-def plan_resume(out_dir: str | Path, overrides: Sequence[str] = ()) -> tuple[Config, dict[str, tuple], dict | None]:
-    """`(config, changes, summary)` for resuming the run in `out_dir` from its last checkpoint: the saved
-    config with the `overrides` applied (only a larger `train.max_steps`, see `resume_changes`), and, when
-    the run is finished, the `already_finished` summary to return instead of training (else None)."""
+def load_last(out_dir: str | Path) -> tuple[Path, dict]:
+    """(path, contents) of the last checkpoint of the run in `out_dir`, which `--resume` continues from."""
     out = Path(out_dir)
-    rundir.check_directory(out)
-    path = out / "checkpoints" / "last.pt"
+    check_directory(out)
+    path = checkpoint_file(out, "last")
     if not path.exists():
-        raise rundir.RunDirError(f"{out}: nothing to resume (no {path}); is this a training run directory?")
-    ckpt = load_checkpoint(path, {**RUN_KEYS, **RESUME_KEYS})
+        raise RunDirError(f"{out}: nothing to resume (no {path}); is this a training run directory?")
+    return path, load_checkpoint(path, {**RUN_KEYS, **RESUME_KEYS})
+
+
+def plan_resume(
+    path: Path, ckpt: Mapping, overrides: Sequence[str] = ()
+) -> tuple[Config, dict[str, tuple], dict | None]:
+    """`(config, changes, summary)` for resuming a run from its last checkpoint (`path`, contents `ckpt`:
+    `load_last`): the saved config with the `overrides` applied (only a larger `train.max_steps`, see
+    `resume_changes`), and, when the run is finished, the `already_finished` summary to return instead of
+    training (else None)."""
     try:
         cfg = config_from_dict(dict(ckpt["config"]), saved=True)
     except ConfigError as e:
@@ -108,7 +115,7 @@ def resumed_vocabs(ckpt: Mapping, built: Mapping[str, Vocab], init_from: str | N
     its init checkpoint's (`Trainer._load_init`), not the ones its own data builds (`built`): a phase one on
     other examples (e.g. without context) counts the same tokens other times, so they come in another order.
     Its checkpoint's vocabularies are those, and they are its own; whether the data changed is checked by the
-    data files' hashes (`rundir.check_data_files`). Any other run built them from its data, so they must be
+    data files' hashes (`directory.check_data_files`). Any other run built them from its data, so they must be
     built again the same (`check_vocabs`)."""
     if init_from:
         return saved_vocabs(ckpt)
@@ -146,56 +153,3 @@ def file_identity(path: Path) -> tuple:
     """(inode, size, mtime): a checkpoint a resumed run loaded must be the same file when the run starts."""
     st = os.stat(path)
     return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-# ---------------------------------------------------------------- starting points of a Trainer
-def load_init(cfg: Config, task) -> tuple[Path, dict]:
-    """`train.init_from`'s checkpoint (path, contents), its task state loaded into `task`; a warning when this
-    run would validate on the base's training examples (`holdout_overlap`)."""
-    import warnings
-
-    from structseq.data.training import holdout_overlap
-    from structseq.train.checkpoint import init_checkpoint
-
-    path = init_checkpoint(cfg.train.init_from)
-    init = load_checkpoint(path, RUN_KEYS)
-    overlap = holdout_overlap(init["config"], cfg.to_dict())
-    if overlap:
-        warnings.warn(f"'train.init_from' {path}: {overlap}", stacklevel=4)
-    task.load_state_dict(init.get("task") or {})
-    return path, init
-
-
-def init_parameters(model, path: Path, init: dict) -> None:
-    """The init checkpoint's parameters into `model` (strict: same keys and shapes; tensors it lacks start as
-    their source twins, `pretrained_state`, and are named on stderr)."""
-    from structseq.train.checkpoint import load_model_state
-
-    state, filled = model.pretrained_state(init["model"])
-    load_model_state(model, state, path)
-    if filled:
-        print(
-            f"init_from {path}: {len(filled)} tensors the checkpoint lacks start as their source "
-            f"twins ({', '.join(sorted({n.rsplit('.', 2)[0] for n in filled})[:4])}, ...)",
-            file=sys.stderr,
-        )
-
-
-def restore(model, optimizer, ckpt: dict, path: Path):
-    """A resumed run's parameters, optimiser state and RNG state restored; returns its `Progress`."""
-    from structseq.train.checkpoint import load_model_state
-    from structseq.train.progress import Progress
-    from structseq.train.rng import set_rng_state
-
-    load_model_state(model, ckpt["model"], path)
-    try:
-        optimizer.load_state_dict(ckpt["optimizer"])
-        known = set(Progress.__dataclass_fields__)
-        progress = Progress(**{k: v for k, v in ckpt["progress"].items() if k in known})
-        set_rng_state(ckpt["rng"])
-    except (ValueError, KeyError, TypeError, RuntimeError) as e:
-        raise StructseqError(
-            f"{path}: the optimiser, progress or RNG state does not fit this run "
-            f"({type(e).__name__}: {' '.join(str(e).split())[:300]})"
-        ) from None
-    return progress

@@ -1,13 +1,5 @@
-"""The rules of a run directory: one run at a time, no file it did not create overwritten, nothing stale.
-
-    RUN_DIR/
-      .lock                 advisory lock held for the life of a run (owner pid, host, start time)
-      .structseq-run        marker: this directory was created for a run (its files may be replaced)
-      config.yaml           the run's config (rewritten when `--resume` extends train.max_steps)
-      config-history.jsonl  one line per change of the config of the run (`--resume --set train.max_steps=N`)
-      metrics.jsonl         training and validation records, truncated to the checkpoint's step on resume
-      data-files.json       the sha256 of each data file the run read at its start (`--resume` refuses changed data)
-      checkpoints/{last,best}.pt
+"""The rules of a run directory (its files: `structseq.run.layout`): one run at a time, no file it did not
+create overwritten, nothing stale.
 
 The lock is `flock` on `.lock`: the kernel drops it when its process dies, so a crashed or killed run never
 blocks the directory; the pid inside only names the owner in the error a second run gets.
@@ -19,38 +11,28 @@ import json
 import os
 import socket
 import time
-import warnings
 from pathlib import Path
 
-import yaml
-
-from structseq.errors import ConfigError, DataError, StructseqError
-from structseq.outputs import append_lines, atomic_write, file_digest
-from structseq.textio import read_text
-from structseq.yamlio import load_yaml
+from structseq.errors import StructseqError
+from structseq.outputs import atomic_write, file_digest
+from structseq.run.layout import (
+    LOCK,
+    MARKER,
+    OWNED,
+    RunDirError,
+    check_directory,
+    checkpoint_file,
+    checkpoints_dir,
+    data_files_record,
+    history_file,
+    metrics_file,
+)
+from structseq.run.saved_config import record_config_change, write_config
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: no locking
     fcntl = None
-
-LOCK = ".lock"
-MARKER = ".structseq-run"
-#: the names a run writes; a new run refuses a directory holding any of them that no run created
-DATA_FILES = "data-files.json"
-OWNED = (
-    "config.yaml",
-    "metrics.jsonl",
-    "config-history.jsonl",
-    DATA_FILES,
-    "checkpoints",
-    "predictions",
-    "tensorboard",
-)
-
-
-class RunDirError(StructseqError):
-    """A run directory that cannot be used as asked (in use, holds another run or foreign files)."""
 
 
 class RunLock:
@@ -125,21 +107,14 @@ def _owner(text: str) -> str:
         return "owner unknown"
 
 
-def check_directory(run_dir: Path) -> None:
-    """A run directory must be a folder (or not exist yet)."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise RunDirError(f"{run_dir} is an existing file, not a run directory; choose another --out")
-
-
-def prepare_new(run_dir: str | Path) -> None:
-    """Check (under the lock) that a new run may start in `run_dir`, then mark it as a run's directory.
-
-    A directory holding a run's checkpoint is refused (resume it instead); one holding files a run writes
-    (e.g. a user's own config.yaml in `-o .`) that no run created is refused, naming them; the files of a
-    run that died before its first checkpoint are replaced."""
+def check_new(run_dir: str | Path) -> None:
+    """Whether a new run may start in `run_dir`, checked before the run reads any data (`Trainer` opens its
+    directory first) and again under the lock (`prepare_new`): a directory holding a run's checkpoint is refused
+    (resume it instead); one holding files a run writes (e.g. a user's own config.yaml in `-o .`) that no run
+    created is refused, naming them."""
     run_dir = Path(run_dir)
     check_directory(run_dir)
-    if (run_dir / "checkpoints" / "last.pt").exists():
+    if checkpoint_file(run_dir, "last").exists():
         raise RunDirError(f"{run_dir} already holds a run; use --resume to continue it or another --out")
     if not (run_dir / MARKER).exists():
         foreign = [name for name in OWNED if (run_dir / name).exists()]
@@ -148,10 +123,17 @@ def prepare_new(run_dir: str | Path) -> None:
                 f"{run_dir} holds {', '.join(foreign)}, which no run created; a run never "
                 "overwrites files it did not create: choose another --out"
             )
+
+
+def prepare_new(run_dir: str | Path) -> None:
+    """Check (under the lock: `check_new`) that a new run may start in `run_dir`, then mark it as a run's
+    directory; the files of a run that died before its first checkpoint are replaced."""
+    run_dir = Path(run_dir)
+    check_new(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / MARKER).write_text("a structseq run directory; its files are written by `structseq train`\n")
-    for name in ("metrics.jsonl", "config-history.jsonl"):  # left by a run that died before checkpointing
-        (run_dir / name).unlink(missing_ok=True)
+    for path in (metrics_file(run_dir), history_file(run_dir)):  # left by a run that died before checkpointing
+        path.unlink(missing_ok=True)
     clean_temporaries(run_dir)
 
 
@@ -159,7 +141,7 @@ def clean_temporaries(run_dir: str | Path) -> list[Path]:
     """Remove the temporaries of checkpoint saves a kill interrupted (`checkpoints/.last.pt.*.tmp`).
     Call with the lock held: then no save is in progress."""
     removed = []
-    for p in sorted((Path(run_dir) / "checkpoints").glob(".*.pt.*.tmp")):
+    for p in sorted(checkpoints_dir(run_dir).glob(".*.pt.*.tmp")):
         p.unlink(missing_ok=True)
         removed.append(p)
     return removed
@@ -168,7 +150,7 @@ def clean_temporaries(run_dir: str | Path) -> list[Path]:
 def truncate_metrics(run_dir: str | Path, step: int) -> int:
     """Drop the records of `metrics.jsonl` after `step` (written after the checkpoint a resumed run starts
     from, so they would be written again) and a torn last line; returns how many lines were dropped."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = metrics_file(run_dir)
     if not path.exists():
         return 0
     kept, dropped = [], 0
@@ -191,90 +173,18 @@ def truncate_metrics(run_dir: str | Path, step: int) -> int:
     return dropped
 
 
-def write_config(run_dir: str | Path, config: dict) -> None:
-    """The run's config.yaml (the run created it: `prepare_new` checked)."""
-    atomic_write(Path(run_dir) / "config.yaml", yaml.safe_dump(config, sort_keys=False))
-
-
-def record_config_change(run_dir: str | Path, step: int, changes: dict[str, tuple]) -> None:
-    """Append `{"step", "time", "changes": {key: [old, new]}}` to config-history.jsonl."""
-    rec = {
-        "step": step,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "changes": {k: list(v) for k, v in changes.items()},
-    }
-    append_lines(Path(run_dir) / "config-history.jsonl", [json.dumps(rec)])
-
-
-def read_run_config(run_dir: str | Path) -> dict:
-    """The run's config.yaml as a mapping, read as strictly as a config file (`structseq.yamlio`: a key given
-    twice is an error); missing, not UTF-8, not YAML or not a mapping is an error naming the file."""
-    path = Path(run_dir) / "config.yaml"
-    if not path.exists():
-        raise RunDirError(
-            f"{path}: missing; is {run_dir} a training run directory? (pass --checkpoint "
-            "best|last to load its checkpoint anyway)"
-        )
-    try:
-        raw = load_yaml(read_text(path), path)
-    except (DataError, ConfigError) as e:
-        raise RunDirError(str(e)) from None
-    if not isinstance(raw, dict):
-        raise RunDirError(f"{path}: not a run's config (expected a mapping of sections, found {type(raw).__name__})")
-    return raw
-
-
-def _flat(d: object, prefix: str = "") -> dict[str, str]:
-    if not isinstance(d, dict):
-        return {prefix.rstrip("."): json.dumps(d, sort_keys=True, default=str)}
-    return {k: v for key, value in d.items() for k, v in _flat(value, f"{prefix}{key}.").items()}
-
-
-#: the sections a run's config.yaml shares with its checkpoints and that decide what evaluation computes
-EVALUATED = ("task", "data", "model", "decode")
-
-
-def config_edits(run_dir: str | Path, saved: dict) -> list[str]:
-    """The keys of `EVALUATED` whose value in the run's config.yaml differs from `saved` (the checkpoint's
-    config, which loading uses), as `KEY: YAML (checkpoint: SAVED)`; [] when config.yaml is missing or broken."""
-    try:
-        edited = read_run_config(run_dir)
-    except StructseqError:
-        return []
-    mine = _flat({s: edited.get(s) for s in EVALUATED})
-    theirs = _flat({s: saved.get(s) for s in EVALUATED})
-    return [
-        f"{k}: {mine.get(k, 'absent')} (checkpoint: {theirs.get(k, 'absent')})"
-        for k in sorted(set(mine) | set(theirs))
-        if mine.get(k) != theirs.get(k)
-    ]
-
-
-def warn_config_edits(run_dir: str | Path, saved: dict) -> None:
-    """A warning naming the keys of config.yaml edited since the checkpoint (`config_edits`): config.yaml is the
-    run's record, the checkpoint's config what loading uses."""
-    edits = config_edits(run_dir, saved)
-    if edits:
-        warnings.warn(
-            f"{Path(run_dir) / 'config.yaml'} differs from the checkpoint's config, which is used "
-            f"({'; '.join(edits[:3])}{'; ...' if len(edits) > 3 else ''}); to decode otherwise, use --beam or "
-            "--set decode.KEY=VALUE",
-            stacklevel=3,
-        )
-
-
 def write_data_files(run_dir: str | Path, files: list[Path]) -> None:
     """data-files.json: the path and sha256 of each data file a new run read (generated splits read none),
     in the order read; what `--resume` compares the data with (`check_data_files`)."""
     rows = [{"path": str(p), "sha256": file_digest(p)} for p in files]
-    atomic_write(Path(run_dir) / DATA_FILES, json.dumps({"files": rows}, indent=1) + "\n")
+    atomic_write(data_files_record(run_dir), json.dumps({"files": rows}, indent=1) + "\n")
 
 
 def check_data_files(run_dir: str | Path, files: list[Path]) -> None:
     """A RunDirError, naming the file and both hashes, when a data file a resumed run reads does not hold
     what it held when the run started (data-files.json): resuming would silently continue on other data. A
     run without that record (written before it existed) is not checked."""
-    path = Path(run_dir) / DATA_FILES
+    path = data_files_record(run_dir)
     if not path.exists():
         return
     try:
@@ -331,33 +241,3 @@ def open_session(out: Path, dist, *, config: dict, files, resumed, step: int, un
             raise error
         raise StructseqError(f"rank 0 could not open the run directory {out}; see its error")
     return lock
-
-
-def is_run_folder(path: str | Path) -> bool:
-    """A run folder: a directory holding a run's config.yaml or its checkpoints/ (what `structseq train` makes)."""
-    p = Path(path)
-    return p.is_dir() and ((p / "config.yaml").is_file() or (p / "checkpoints").is_dir())
-
-
-def run_folders(args: list[str | Path]) -> list[Path]:
-    """The runs named by RUN arguments, the one rule of every command that takes runs: a path as given; a glob
-    (quoted, so the shell leaves it) its run folders, sorted, its other matches skipped (train-many's NAME.log
-    and many.json beside `runs/many/x-seed*`); a glob with no run folder among its matches is a RunDirError
-    naming the pattern and what it matched."""
-    import glob
-
-    out: list[Path] = []
-    for arg in map(str, args):
-        if Path(arg).exists() or not glob.has_magic(arg):
-            out.append(Path(arg))
-            continue
-        matches = sorted(glob.glob(arg))
-        runs = [Path(m) for m in matches if is_run_folder(m)]
-        if not runs:
-            seen = f"it matches {len(matches)} path(s), e.g. {matches[0]}, " if matches else "it matches nothing; "
-            raise RunDirError(
-                f"{arg}: no run folder matches this pattern ({seen}a run folder is a directory with a run's "
-                "config.yaml or checkpoints/)"
-            )
-        out += runs
-    return out

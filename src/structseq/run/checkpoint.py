@@ -16,6 +16,7 @@ import torch
 
 from structseq.errors import ConfigError, StructseqError
 from structseq.outputs import atomic_open
+from structseq.run.layout import checkpoint_file, checkpoints_dir
 
 
 def save_atomic(obj: dict, path: str | Path) -> None:
@@ -144,11 +145,11 @@ def resolve_checkpoint(run_dir: str | Path, name: str = "best") -> tuple[str, Pa
     if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
         raise StructseqError(f"--checkpoint: {name!r} is not a checkpoint name (best, last, ...)")
     run_dir = Path(run_dir)
-    path = run_dir / "checkpoints" / f"{name}.pt"
+    path = checkpoint_file(run_dir, name)
     if not path.exists() and name == "best":
-        name, path = "last", run_dir / "checkpoints" / "last.pt"
+        name, path = "last", checkpoint_file(run_dir, "last")
     if not path.exists():
-        there = sorted(p.stem for p in (run_dir / "checkpoints").glob("*.pt")) if run_dir.is_dir() else []
+        there = sorted(p.stem for p in checkpoints_dir(run_dir).glob("*.pt")) if run_dir.is_dir() else []
         if not there:
             raise StructseqError(f"no checkpoint in {run_dir} (looked for {path}); is this a training run directory?")
         n = name[len("avg-last") :] if name.startswith("avg-last") and name[len("avg-last") :].isdigit() else "N"
