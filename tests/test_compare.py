@@ -169,6 +169,23 @@ def test_compare_over_seeds_summaries_pairs_and_pooling(tmp_path):
     assert t["a"] == [1, 2, 3] and t["score_a"] == pytest.approx(np.mean(xs)) and t["p_value"] < 0.05
 
 
+def test_compare_recomputes_the_metrics_the_task_registers(tmp_path, monkeypatch):
+    """Issue 56 item 4: compare kept its own metric list per kind of task beside the registry; now the task's
+    registered metrics (`Task.metrics`) that have a paired test decide, in the task's order."""
+    from structseq.registry import TASKS
+
+    refs = _refs(40)
+    a, b = _sides(tmp_path, refs, seeds=(1,))
+
+    def tested() -> list[str]:
+        report = compare(load_system(str(a[0]), "A"), load_system(str(b[0]), "B"), resamples=20)
+        return [m["name"] for m in report["metrics"] if m["paired"] is not None]
+
+    assert tested() == ["exact_match", "token_accuracy", "bleu"]
+    monkeypatch.setattr(TASKS.get("seq2seq"), "metrics", ("bleu", "nltk_bleu", "exact_match"))
+    assert tested() == ["bleu", "exact_match"]
+
+
 def test_reports_parse_in_every_format(tmp_path):
     refs = _refs(100)
     _sides(tmp_path, refs, seeds=(1, 2))
@@ -213,8 +230,8 @@ def test_different_examples_and_missing_predictions_are_errors(tmp_path):
         load_system(str(run), "A", "test", evaluate=False)
     with pytest.raises(StructseqError, match="needs --split"):
         load_system(str(run), "A")
-    with pytest.raises(StructseqError, match="no such run"):
-        load_system(str(tmp_path / "nothing-*"), "A")
+    with pytest.raises(StructseqError, match="nothing-\\*: no run folder matches this pattern"):
+        load_system(str(tmp_path / "nothing-*"), "A")  # the words of every command taking runs (run_folders)
 
 
 def test_cli_compares_runs_evaluating_the_missing_predictions(tmp_path):

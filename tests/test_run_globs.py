@@ -96,3 +96,16 @@ def test_compare_takes_the_run_folders_of_a_glob_too(many, monkeypatch, capsys):
         monkeypatch, capsys, "compare", f"{many}/toy-seed*", many / "toy-seed1", "--split", "test", "--no-evaluate"
     )
     assert code == 0, err
+
+
+def test_compare_reads_a_glob_of_runs_by_the_rule_of_every_command(many, monkeypatch, capsys):
+    """Issue 56 item 4: compare's `expand` kept its own glob rule beside `run_folders` and, when a glob matched
+    no run folder, read what it matched (train-many's NAME.log) as predictions: now a glob of no run folder and
+    no predictions TSV is the one line every command taking runs gives."""
+    from structseq.compare import expand
+    from structseq.run.layout import run_folders
+
+    assert expand(f"{many}/toy-seed*") == run_folders([f"{many}/toy-seed*"])
+    for pattern in (f"{many}/*.log", f"{many}/nothing*"):
+        code, err = run_main(monkeypatch, capsys, "compare", pattern, many / "toy-seed1", "--split", "test")
+        one_line_error(code, err, pattern, "no run folder matches")

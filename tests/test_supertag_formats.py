@@ -152,7 +152,7 @@ def test_batch_size_and_device_leave_the_output_unchanged(run_dir):
     [
         (["--format", "xml"], "'--format' must be one of text, json, cc, multi, conll, got 'xml'"),
         (["--format", "conll", "--nbest", "2"], "'--nbest' and '--sample' are for autoregressive models"),
-        (["--device", "tpu"], "'--device' must be cpu, cuda, cuda:N or auto, got 'tpu'"),
+        (["--device", "tpu"], "'--device': invalid value 'tpu'; choices: auto, cpu, cuda, cuda:N"),
     ],
 )
 def test_bad_options_are_one_line_errors(run_dir, capsys, args, message):

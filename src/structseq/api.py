@@ -27,7 +27,6 @@ from structseq.decode.batched import Candidate
 from structseq.decode.sampling import Sampling
 from structseq.decode.strategies import check_fits
 from structseq.errors import ConfigError, StructseqError
-from structseq.evaluation import check_beam as _check_beam
 from structseq.evaluation import prediction_label  # noqa: F401  (its old home)
 from structseq.run.checkpoint import resolve_checkpoint  # noqa: F401  (the one rule: `api.resolve_checkpoint`)
 from structseq.run.load import LoadedRun, load
@@ -134,7 +133,6 @@ class Run(LoadedRun, NamedVocabs):
 
         if sampling is not None:
             return self.sampled(sampling).search(examples, nbest=nbest, beam=beam, show_progress=show_progress)
-        _check_beam(beam)
         if self.model.search_interface != "sequence":
             raise ConfigError(
                 f"n-best lists and sampling need a sequence model (task {self.task.name}, model "
@@ -196,7 +194,6 @@ class Run(LoadedRun, NamedVocabs):
         """`structseq predict`: each input line parsed by the task (e.g. `source<TAB>context`), one output line.
         A line holding a reserved token or longer than the run's limits (`check_input`) is a DataError naming
         `where:line`. With `sampling`, one sample each instead of search."""
-        _check_beam(beam)
         examples = self.parse_lines(lines, where)
         return [
             self.task.format_prediction(p)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from structseq.config import apply_overrides, config_from_dict
 from structseq.data.registry import SplitSpec, dataset_split
+from structseq.decode.batched import check_beam
 from structseq.errors import ConfigError, StructseqError
 from structseq.run.layout import prediction_files
 
@@ -33,23 +34,11 @@ if TYPE_CHECKING:
 NOT_SETTINGS = ("batch_size",)
 
 
-def check_beam(beam: int | None) -> None:
-    from structseq.fields import check_value
-
-    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int)):
-        raise ConfigError(f"'--beam' must be an integer, got {beam!r}")
-    check_value(beam, {"ge": 1}, "--beam")
-
-
 def check_metrics(names: Sequence[str]) -> None:
     """Every name a registered metric (plugins included); a ConfigError listing them otherwise."""
     from structseq.registry import METRICS
 
-    unknown = [m for m in names if m not in METRICS]
-    if unknown:
-        raise ConfigError(
-            f"--metric: no registered metric {', '.join(map(repr, unknown))}; choices: {', '.join(METRICS.names())}"
-        )
+    METRICS.check_names(names, "--metric")
 
 
 def load_split(run: EvaluatedRun, split: str | None = None, data_root=None):

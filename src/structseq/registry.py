@@ -19,7 +19,7 @@ import importlib.util
 import os
 import pkgutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -91,6 +91,18 @@ class Registry(Generic[T]):
 
     __getitem__ = get
 
+    def check_names(self, names: Iterable[str], key: str | None = None) -> None:
+        """A ConfigError naming `key` (default: the registry's config key), every name of `names` not registered
+        and the choices, unless all are: the one wording of a list of names (`task.metrics`, `--metric`)."""
+        discover()
+        unknown = [n for n in names if n not in self._items]
+        if unknown:
+            raise ConfigError(
+                f"'{key or self.key}': no registered {self.kind} {', '.join(map(repr, unknown))}; choices: "
+                + ", ".join(sorted(self._items))
+                + PLUGIN_HINT
+            )
+
     def __contains__(self, name: object) -> bool:
         discover()
         return name in self._items
@@ -123,13 +135,16 @@ class Registry(Generic[T]):
 #: no graph break, so `train.compile: auto` compiles it on CUDA (`structseq.train.compiled`); the LSTM declares
 #: it not (it breaks its graph at packing and cuDNN's LSTM: 41 breaks, slower than eager)
 COMPILES = "compiles"
+#: an architecture's capability: it decodes category trees (the supertagger's tree decoder), so its task predicts,
+#: scores and formats trees (`structseq.tasks.supertag`)
+TREES = "trees"
 
 
 @dataclass(frozen=True)
 class Arch:
     """A model family: its `model` schema, its builder `(config, vocabs, train_examples) -> Model`, the
     tasks whose batches it reads, whether it hands attention weights to an output head (copy and lexical
-    heads need them), and its capabilities, which generic code asks for instead of testing names: "trees"
+    heads need them), and its capabilities, which generic code asks for instead of testing names: `TREES`
     (the supertagger decodes category trees), "huggingface-export" (`structseq export` writes a Hugging Face
     folder), `COMPILES` (its training step compiles into whole graphs, one per batch shape: `train.compile:
     auto` compiles only these)."""

@@ -4,7 +4,6 @@ calls `check_device`, `task_formats` and `print_tagged`."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from structseq.errors import ConfigError
@@ -13,9 +12,12 @@ DEVICE_HELP = "where the model runs: cpu | cuda | cuda:N | auto (CUDA when avail
 
 
 def check_device(device: str) -> str:
-    """`--device`: cpu, cuda, cuda:N or auto; cuda without a CUDA device is an error (before the run loads)."""
-    if device not in ("auto", "cpu", "cuda") and not re.fullmatch(r"cuda:\d+", device):
-        raise ConfigError(f"'--device' must be cpu, cuda, cuda:N or auto, got {device!r}")
+    """`--device`: a device `train.device` may name (`config.DEVICES`); cuda without a CUDA device is an error
+    (before the run loads)."""
+    from structseq.config import DEVICES
+    from structseq.fields import check_value
+
+    check_value(device, {"pattern": DEVICES}, "--device")
     if device.startswith("cuda"):
         import torch
 
@@ -40,7 +42,8 @@ def task_formats(task) -> tuple[str, ...]:
 def check_format(fmt: str, task, *, beam: int | None = None, nbest: int | None = None, sampling=None) -> bool:
     """An unsupported `--format` is one ConfigError naming the task's formats; True when the task writes the
     format itself (`print_tagged`), False for the sequence formats of `predict`. For a tagger, `--nbest` and
-    `--sample` (autoregressive models only) and a beam below 1 are errors too, before any input is read."""
+    `--sample` (autoregressive models only) are errors too, before any input is read (the beam is checked by the
+    decoding, `decode.batched.check_beam`)."""
     formats = task_formats(task)
     if fmt not in formats:
         known = all_formats()
@@ -54,8 +57,6 @@ def check_format(fmt: str, task, *, beam: int | None = None, nbest: int | None =
             f"'--nbest' and '--sample' are for autoregressive models, not a {task.name} run; "
             "its k-best categories: --beam K with --format json or multi"
         )
-    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
-        raise ConfigError(f"'--beam' must be an integer >= 1, got {beam!r}")
     return True
 
 

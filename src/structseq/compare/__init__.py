@@ -10,7 +10,7 @@ same seeds on both sides, or one output a side); otherwise every run is tested o
 scores (`metrics.significance.runs_test`: Welch's t-test), so no seed is left out of the test that the mean
 holds; or the test runs once on the per-example pool (`pairing: pooled`: the
 per-example statistics averaged over seeds; for BLEU the output most seeds agree on). The report says which.
-Rendering (Markdown, LaTeX, JSON) is in `structseq.compare_render`.
+Rendering (Markdown, LaTeX, JSON) is in `structseq.compare.render`.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from structseq.errors import StructseqError
 from structseq.metrics import significance as sig
 
 PAIRINGS = ("seeds", "pooled")
-#: the metrics computed from a predictions TSV, by the kind of task that wrote it
-KIND_METRICS = {"seq2seq": ("exact_match", "token_accuracy", "bleu"), "supertag": ("accuracy", "sentence_accuracy")}
-SUPERTAG_SIGNATURE = "{name}|acc:whole-category|from:predictions|scale:fraction"
+#: the signature of a metric the registry cannot compute from predictions alone (a tagger's need its k-best
+#: lists), recomputed from the per-example ratios
+RATIO_SIGNATURE = "{name}|acc:whole-category|from:predictions|scale:fraction"
 
 
 __all__ = ["Output", "check_same_examples", "compare", "expand", "load_system", "predictions_path", "read_predictions"]
@@ -61,23 +61,20 @@ def bleu_tokenizer(outputs: list[Output], given: str | None) -> str:
 
 
 def metric_scores(o: Output, tokenize: str) -> dict[str, dict]:
-    """{metric: {score, signature}} of one output, computed from its predictions."""
+    """{metric: {score, signature}} of one output, computed from its predictions: each of its task's compared
+    metrics (`Output.metrics`) by the registry, or (a metric that needs more than predictions, as a tagger's
+    k-best lists) from its per-example ratios."""
     from structseq.metrics.base import MetricInputs
     from structseq.metrics.report import compute_metric
 
-    if o.kind == "supertag":
-        return _limited(
-            {
-                m: {
-                    "score": sig.ratio_score(sig.ratio_stats(m, o.hypotheses, o.references)),
-                    "signature": SUPERTAG_SIGNATURE.format(name=m),
-                }
-                for m in KIND_METRICS["supertag"]
-            },
-            o,
-        )
     inputs = MetricInputs(o.hypotheses, o.references, bleu_tokenize=tokenize, tokenized=True)
-    return _limited({m: compute_metric(m, inputs) for m in KIND_METRICS["seq2seq"]}, o)
+    scores = {}
+    for m in o.metrics:
+        scores[m] = compute_metric(m, inputs) or {
+            "score": sig.ratio_score(sig.ratio_stats(m, o.hypotheses, o.references)),
+            "signature": RATIO_SIGNATURE.format(name=m),
+        }
+    return _limited(scores, o)
 
 
 def _limited(scores: dict, o: Output) -> dict:
@@ -207,7 +204,7 @@ def _metric_rows(a: list[Output], b: list[Output], opts: dict, level: float, ext
     intervals), the `--metric` ones, then the other scores every metrics JSON holds."""
     tokenize, rows = opts["tokenize"], []
     scores = {o.path: metric_scores(o, tokenize) for o in a + b}
-    for m in KIND_METRICS[a[0].kind]:
+    for m in a[0].metrics:
         xs, ys = ([scores[o.path][m]["score"] for o in side] for side in (a, b))
         boots = [[_bootstrap(m, o, opts) for o in side] for side in (a, b)]
         paired = _paired(m, a, b, opts, (xs, ys))
@@ -220,7 +217,7 @@ def _metric_rows(a: list[Output], b: list[Output], opts: dict, level: float, ext
         rows.append(
             _row(m, xs[0]["signature"], [x["score"] for x in xs], [y["score"] for y in ys], level, paired, note=note)
         )
-    for m, pairs in report_scores(a + b, set(KIND_METRICS[a[0].kind]) | set(extra)).items():
+    for m, pairs in report_scores(a + b, set(a[0].metrics) | set(extra)).items():
         xs, ys = [s for s, _ in pairs[: len(a)]], [s for s, _ in pairs[len(a) :]]
         rows.append(_row(m, pairs[0][1], xs, ys, level, note="from the metrics JSON; no paired test"))
     return rows

@@ -26,9 +26,14 @@ class Output:
     sources: list[str]
     references: list[str]
     hypotheses: list[str]
-    kind: str  # a key of KIND_METRICS
+    kind: str  # the task that wrote it (`compared_metrics` reads its registered metrics)
     report: dict = field(default_factory=dict)
     seed: int | None = None
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The metrics recomputed from these predictions (`compared_metrics` of the task)."""
+        return compared_metrics(self.kind)
 
     @property
     def settings(self) -> dict | None:
@@ -82,14 +87,23 @@ def read_predictions(path: Path, system: str) -> Output:
 
 
 def task_kind(task: str | None) -> str | None:
-    """Which metrics a task's predictions are compared on, from the task the run's metrics JSON names: a
-    tagger's (its registered metrics hold `sentence_accuracy`) or a sequence task's; None for a file without a
-    report (then its columns decide)."""
+    """The task a run's metrics JSON names, when it is registered; None otherwise, or for a file without a report
+    (then its columns decide)."""
     if not task:
         return None
     from structseq.registry import TASKS
 
-    return "supertag" if task in TASKS and "sentence_accuracy" in TASKS.get(task).metrics else "seq2seq"
+    return task if task in TASKS else None
+
+
+def compared_metrics(task: str) -> tuple[str, ...]:
+    """What `compare` recomputes from a task's predictions, with a paired test: the task's registered metrics
+    (`Task.metrics`, the registry's) that have one (per-example ratios, `significance.RATIO_METRICS`, or BLEU
+    through sacrebleu), in the task's order."""
+    from structseq.metrics.significance import RATIO_METRICS
+    from structseq.registry import TASKS
+
+    return tuple(m for m in TASKS.get(task).metrics if m == "bleu" or m in RATIO_METRICS)
 
 
 def _report(path: Path) -> dict:
@@ -116,19 +130,26 @@ def report_score(o: Output, metric: str) -> float:
 
 
 def expand(spec: str) -> list[Path]:
-    """A system spec: comma-separated runs or files, each maybe a glob (quoted, so the shell leaves it); a glob
-    takes the run folders and predictions TSVs it matches (`run.layout.is_run_folder`: train-many's NAME.log and
-    many.json beside `runs/many/x-seed*` are skipped, as by every command that takes runs)."""
-    from structseq.run.layout import is_run_folder
+    """A system spec: comma-separated runs or predictions files, each maybe a glob (quoted, so the shell leaves
+    it). Runs by the one rule of every command that takes runs (`run.layout.run_folders`: a glob's run folders,
+    so train-many's NAME.log and many.json beside `runs/many/x-seed*` are skipped, never read as predictions); a
+    glob takes the predictions TSVs it matches besides."""
+    from structseq.run.layout import RunDirError, run_folders
 
     out: list[Path] = []
     for part in (p for p in spec.split(",") if p):
-        matches = sorted(glob.glob(part)) if glob.has_magic(part) else [part]
-        if glob.has_magic(part):
-            matches = [m for m in matches if is_run_folder(m) or (m.endswith(".tsv") and Path(m).is_file())] or matches
-        if not matches or not Path(matches[0]).exists():
-            raise StructseqError(f"{part}: no such run directory or predictions file")
-        out += [Path(m) for m in matches]
+        pattern = glob.has_magic(part) and not Path(part).exists()
+        tables = [Path(m) for m in glob.glob(part) if m.endswith(".tsv") and Path(m).is_file()] if pattern else []
+        try:
+            runs = run_folders([part])
+        except RunDirError:
+            if not tables:
+                raise
+            runs = []
+        missing = [r for r in runs if not r.exists()]
+        if missing:
+            raise StructseqError(f"{missing[0]}: no such run directory or predictions file")
+        out += sorted(tables + runs)
     if not out:
         raise StructseqError(f"{spec!r}: names no run or predictions file")
     return out
@@ -257,7 +278,7 @@ def check_same_examples(outputs: list[Output]) -> None:
     """Every output is of the same examples (sources and references, in order) and of one kind of task."""
     first = outputs[0]
     for o in outputs[1:]:
-        if o.kind != first.kind:
+        if o.metrics != first.metrics:
             raise StructseqError(f"{first.label} is {first.kind} output but {o.label} is {o.kind} output")
         if len(o.references) != len(first.references):
             raise StructseqError(

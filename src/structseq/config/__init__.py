@@ -24,6 +24,9 @@ from structseq.registry import ARCHS, GRAMMARS, HEADS, OPTIMIZERS, PLUGIN_HINT, 
 from structseq.textio import read_text
 from structseq.yamlio import load_yaml
 
+#: the devices a run may name (`train.device`, `--device`): the pattern and how an error lists them
+DEVICES = (r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda, cuda:N")
+
 
 def _bleu_tokenizers() -> tuple[str, ...]:
     """The tokenizers sacrebleu knows."""
@@ -190,7 +193,7 @@ class TrainConfig:
     device: str = option(
         "auto",
         "auto (CUDA when available) | cpu | cuda | cuda:N",
-        pattern=(r"auto|cpu|cuda(:\d+)?", "auto, cpu, cuda, cuda:N"),
+        pattern=DEVICES,
     )
     bf16: bool = option(False, "bfloat16 autocast on GPUs that support it (parameters and optimiser stay float32)")
     tf32: bool = option(True, "TF32 tensor cores for float32 matmuls and convolutions on CUDA (no effect on a CPU)")

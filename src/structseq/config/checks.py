@@ -18,11 +18,7 @@ def valid_metric_names(task: type, cfg) -> list[str]:
 def check_config(cfg) -> None:
     """The checks that involve more than one key, or the task: a ConfigError naming the keys."""
     task, arch = TASKS.get(cfg.task.type), ARCHS.get(cfg.model.arch)
-    unknown = [m for m in cfg.task.metrics if m not in METRICS]
-    if unknown:
-        raise ConfigError(
-            f"'task.metrics': no registered metric {', '.join(map(repr, unknown))}; choices: {', '.join(METRICS.names())}"
-        )
+    METRICS.check_names(cfg.task.metrics, "task.metrics")
     metrics = valid_metric_names(task, cfg)
     if cfg.train.valid_metric not in metrics:
         raise ConfigError(

@@ -78,7 +78,7 @@ class SplitSpec:
     ) -> list[Example]:
         """Its examples (`columns`/`fields` read a TSV/JSON Lines file, see `read_file`)."""
         if self.kind == "file":
-            return load_dataset(self.split, self.split, data_root, columns=columns, fields=fields)
+            return read_file(self.split, columns, fields)
         return load_dataset(self.dataset, self.split, data_root)
 
 
@@ -95,7 +95,7 @@ def load_dataset(
     spec = dataset_split(name)
     if spec is not None:
         name, split = spec
-    elif name not in datasets() and (Path(name).exists() or "," in name or "/" in name):
+    elif name not in datasets() and looks_like_file(name):  # the rule SplitSpec.parse applies
         return read_file(name, columns, fields)
     return get_dataset(name).load(split, resolve_root(data_root))
 

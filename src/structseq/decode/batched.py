@@ -31,6 +31,16 @@ def length_sorted_batches(
     yield from progress(chunks, what, show_progress)
 
 
+def check_beam(beam: int | None) -> None:
+    """An explicit beam (`--beam`, `beam=`): an integer >= 1, or None for the run's decode.beam. The one rule:
+    `run` applies it to every decoding, and `structseq evaluate` asks it before reading the split."""
+    from structseq.fields import check_value
+
+    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int)):
+        raise ConfigError(f"'--beam' must be an integer, got {beam!r}")
+    check_value(beam, {"ge": 1}, "--beam")
+
+
 @torch.no_grad()
 def run(
     model,
@@ -53,6 +63,7 @@ def run(
     (`decode_inputs`, or given each example's index, for errors naming it), progress labelled
     `task.progress_label`; a sampling strategy draws from one generator seeded with `decode.seed` (or
     `sampling.seed`) for the whole call. `beam` (an explicit --beam) is refused by a strategy that keeps none."""
+    check_beam(beam)
     if isinstance(nbest, bool) or not isinstance(nbest, int) or nbest < 1:
         raise ConfigError(f"'--nbest' must be an integer >= 1, got {nbest!r}")
     d = decode_cfg

@@ -44,7 +44,7 @@ from structseq.nn.dropout import Dropout, dropout
 from structseq.nn.norms import RMSNorm
 from structseq.nn.segment import segment_softmax
 from structseq.nn.swiglu import SwiGLU
-from structseq.registry import register_arch
+from structseq.registry import TREES, register_arch
 
 NEG = -1e9  # a forbidden symbol's logit (finite, so that sums of forbidden scores stay comparable)
 
@@ -303,6 +303,6 @@ def build_supertag_classifier(cfg, vocabs, train_examples=None) -> nn.Module:
     return SupertagClassifier(cfg, _named(vocabs))
 
 
-@register_arch("supertag-tree", config=SupertagTreeConfig, tasks=("supertag",), capabilities=("trees",))
+@register_arch("supertag-tree", config=SupertagTreeConfig, tasks=("supertag",), capabilities=(TREES,))
 def build_supertag_tree(cfg, vocabs, train_examples=None) -> nn.Module:
     return TreeSupertagger(cfg, _named(vocabs))

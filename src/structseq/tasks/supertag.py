@@ -42,7 +42,7 @@ from structseq.fields import option
 from structseq.metrics.base import MetricInputs
 from structseq.models.supertag_encoders import load_pretrained, max_pieces
 from structseq.nn.loss import label_smoothed_nll
-from structseq.registry import ARCHS, register_task
+from structseq.registry import ARCHS, TREES, register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
 from structseq.tasks.supertag_formats import FORMATS
 
@@ -118,7 +118,7 @@ class SupertagTask(Task):
 
     @property
     def is_tree(self) -> bool:
-        return "trees" in ARCHS.get(self.cfg.model.arch).capabilities
+        return TREES in ARCHS.get(self.cfg.model.arch).capabilities
 
     # ------------------------------------------------------------------ data
     def build_vocabs(self, train: Sequence[Example]) -> Vocabs:
