@@ -193,3 +193,28 @@ def test_the_beam_is_checked_by_one_rule_on_every_path(toy_run, monkeypatch, cap
             assert str(e.value) == message, name
     code, err = run_main(monkeypatch, capsys, "predict", run_dir, "--beam", "0", stdin="a b\n")
     one_line_error(code, err, "'--beam' must be >= 1, got 0")
+
+
+def test_an_evaluations_options_are_declared_once(tmp_path):
+    """`Run.evaluate` passes its keywords to `evaluation.EvalOptions` (issue 56: it repeated `evaluation.evaluate`'s
+    eleven): one declaration, so a keyword it does not know is refused there, naming it."""
+    import dataclasses
+    import inspect
+
+    from structseq import evaluation
+    from structseq.config import config_from_dict
+    from structseq.tasks import get_task
+
+    assert list(inspect.signature(api.Run.evaluate).parameters) == ["self", "split", "options"]
+    assert list(inspect.signature(evaluation.evaluate).parameters) == ["run", "options"]
+    fields = [f.name for f in dataclasses.fields(evaluation.EvalOptions)]
+    assert fields == ["split", "beam", "data_root", "bleu_tokenize", "write_predictions", "show_progress"] + [
+        "limit",
+        "sampling",
+        "overwrite",
+        "metrics",
+    ]
+    cfg = config_from_dict({})
+    run = api.Run(tmp_path, cfg, None, {}, "best", get_task(cfg))
+    with pytest.raises(TypeError, match="beem"):
+        run.evaluate("test", beem=5)
