@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from structseq.compare import check_same_examples, compare, load_system, predictions_path
-from structseq.compare_render import render
+from structseq.compare.render import render
 from structseq.errors import StructseqError
 from structseq.metrics import significance as sig
 

@@ -79,7 +79,7 @@ def compare(
     (--allow-mixed to accept otherwise)."""
     from structseq.compare import compare as run_compare
     from structseq.compare import load_system
-    from structseq.compare_render import FORMATS, render
+    from structseq.compare.render import FORMATS, render
 
     if len(systems) != 2:
         raise StructseqError(

@@ -42,7 +42,7 @@ def report(ctx: typer.Context) -> None:
     fmt, args = _format([*ctx.args])
     if fmt == "markdown":
         raise typer.Exit(main(args) or 0)
-    from structseq.compare_render import markdown_latex
+    from structseq.compare.render import markdown_latex
     from structseq.errors import ConfigError
 
     if args[:1] == ["tables"] or not args:

@@ -27,7 +27,7 @@ its inputs, each sentence's length limit and the special ids -> `Hypotheses`); o
 overrides `outputs` too (`structseq.decode.strategies.tagging`).
 
 A strategy refuses, in one line, a setting it cannot honour (`check`: greedy a beam or n-best list above 1);
-a key of another strategy's options is refused by the config (`structseq.config.checks`).
+a key of another strategy's options is refused by the config (`structseq.config.check_config`).
 
 Built in: `greedy`, `beam` (n-best lists too), `sampling`, `diverse-beam` (sequence); `tree-greedy`,
 `tree-beam` (tree: the k best trees of each word, k = decode.beam); `tag-kbest` (tags: the k best labels of
