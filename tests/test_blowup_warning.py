@@ -61,3 +61,32 @@ def test_a_target_unk_masked_by_head_mask_special_is_not_a_blow_up(tmp_path):
     assert r.exit_code == 0, r.output
     assert "scored as <unk>" in r.output and min(yaml.safe_load(r.stdout.splitlines()[-1])["token_scores"]) < -5e4
     assert "blew up" not in r.output
+
+
+def test_validation_leaves_out_the_targets_head_mask_special_masks(tmp_path):
+    """Issue 55 review, the validation half: with head.mask_special a validation target's word outside the target
+    vocabulary is <unk>, scored -1e5 on purpose (the reference code masks it in training and decoding and has no
+    validation loss); valid_loss averaged that in (thousands of nats) and warned of a blow-up. Now valid_loss
+    is the mean NLL of the other target tokens: what `score` gives for them, the reference here."""
+    import json
+
+    data = toy_tsv(tmp_path, n=20)
+    valid = tmp_path / "valid.tsv"
+    valid.write_text("".join(f"{line} ZZZUNSEEN\n" for line in data.read_text().splitlines()[:6]))
+    d = toy_config(data, max_steps=2, valid_every=2).to_dict()
+    d["data"]["valid"] = str(valid)
+    d["model"]["head"] = {"type": "softmax", "mask_special": True}
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(d))
+    r = runner.invoke(app, ["train", str(cfg), "-o", str(tmp_path / "run")])
+    assert r.exit_code == 0 and "valid | update 2" in r.output, r.output
+    assert "warning" not in r.output
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    valid_loss = [json.loads(x)["valid_loss"] for x in lines if "valid_loss" in x][-1]
+
+    r = runner.invoke(app, ["score", str(tmp_path / "run"), "--pairs", str(valid), "--checkpoint", "last"])
+    assert r.exit_code == 0, r.output
+    kept = [float(x) for row in r.stdout.splitlines()[1:] for x in row.split("\t")[5].split() if float(x) > -5e4]
+    masked = sum(float(x) <= -5e4 for row in r.stdout.splitlines()[1:] for x in row.split("\t")[5].split())
+    assert masked == 6 and len(kept) > 6
+    assert abs(valid_loss - -sum(kept) / len(kept)) < 1e-4

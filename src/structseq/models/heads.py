@@ -38,6 +38,16 @@ def without_specials(log_probs: Tensor) -> Tensor:
     return (log_probs + penalty).log_softmax(-1)
 
 
+def masked_targets(log_probs: Tensor, target: Tensor) -> Tensor:
+    """Where a target is an output `mask_special` takes out (<s>, <unk>; a <pad> target is padding, no target)
+    scored below MASKED / 2: a word outside the target vocabulary, which such a head can never emit on purpose
+    (the reference's -99999), so its -1e5 says nothing about how well the model does. `score` skips these in its
+    blow-up check, validation's loss leaves them out (`Seq2SeqTask.validation_nll`)."""
+    ids = [i for i in SPECIAL_OUTPUTS if i != Vocab.pad]
+    special = torch.isin(target, torch.tensor(ids, device=target.device))
+    return special & (log_probs.gather(-1, target[..., None])[..., 0] < MASKED / 2)
+
+
 class SoftmaxHead(nn.Module):
     needs_attention = False
 
@@ -188,7 +198,8 @@ class SoftmaxHeadConfig:
         False,
         "renormalise every step's output distribution without <pad>, <s> and <unk>, in training as in "
         "decoding (the reference code of Akyürek & Andreas 2021); refused when a training target holds "
-        "<unk> (data.min_freq)",
+        "<unk> (data.min_freq); validation's loss leaves out a reference word outside the vocabulary (its <unk> "
+        "is scored -1e5 on purpose)",
     )
 
 

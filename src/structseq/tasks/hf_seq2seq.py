@@ -185,6 +185,11 @@ class HFSeq2SeqTask(Seq2SeqTask):
         loss, nll = label_smoothed_nll(model(batch), batch["tgt_out"], label_smoothing, pad=self.ids.pad)
         return loss, nll, batch.num_tokens
 
+    def validation_nll(self, model: nn.Module, batch: Batch) -> tuple[float, int]:
+        """The training loss's NLL: a pretrained model's outputs are not masked (no `head.mask_special`)."""
+        _, nll, n = self.loss(model, batch, 0.0)
+        return float(nll), n
+
     # ------------------------------------------------------------------ prediction
     def decode_inputs(self, examples: Sequence[Example], vocabs: Vocabs) -> Batch:
         return Batch({"src": pad_sequences([self._pieces(e.source_text) for e in examples], self.ids.pad)})

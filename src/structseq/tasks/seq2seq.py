@@ -25,6 +25,7 @@ from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError, DataError
 from structseq.fields import option
 from structseq.metrics.base import MetricInputs
+from structseq.models.heads import masked_targets
 from structseq.nn.loss import label_smoothed_nll
 from structseq.registry import register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
@@ -216,9 +217,21 @@ class Seq2SeqTask(Task):
         loss, nll = label_smoothed_nll(model(batch), batch["tgt_out"], label_smoothing)
         return loss, nll, batch.num_tokens
 
+    def validation_nll(self, model: nn.Module, batch: Batch) -> tuple[float, int]:
+        """Summed NLL and the number of target tokens of a validation batch, teacher forced: the training loss's
+        NLL without the targets a head masks on purpose (`models.heads.masked_targets`: with head.mask_special,
+        a reference word outside the target vocabulary is <unk>, scored -1e5 as the model can never emit it;
+        the reference code has no validation loss, and averaging its -1e5 in made valid_loss a count of unknown
+        words and set off the blow-up warning)."""
+        log_probs = model(batch)
+        target = batch["tgt_out"]
+        masked = masked_targets(log_probs, target)
+        _, nll = label_smoothed_nll(log_probs, target.masked_fill(masked, Vocab.pad), 0.0)
+        return float(nll), batch.num_tokens - int(masked.sum())
+
     @torch.no_grad()
     def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
-        """Loss per target token and, when the early-stopping metric needs outputs, the registered metrics
+        """Loss per target token (`validation_nll`) and, when the early-stopping metric needs outputs, the registered metrics
         (`exact_match`, and `train.valid_metric` when another) of greedy outputs, computed as `evaluate`
         computes them: outputs compared as text (an out-of-vocabulary reference word never matches <unk>),
         `bleu` as sacrebleu corpus BLEU (0-100) with `data.bleu_tokenize`, else the dataset's tokenizer."""
@@ -227,8 +240,8 @@ class Seq2SeqTask(Task):
         device = next(model.parameters()).device
         for start in range(0, len(examples), d.batch_size):
             b = self.to_device(self.batch(examples[start : start + d.batch_size], vocabs), device)
-            _, nll, n = self.loss(model, b, 0.0)
-            total_nll, total_tok = total_nll + float(nll), total_tok + n
+            nll, n = self.validation_nll(model, b)
+            total_nll, total_tok = total_nll + nll, total_tok + n
         out = {"valid_loss": total_nll / max(total_tok, 1)}
         name = self.cfg.train.valid_metric
         if name != "loss":
