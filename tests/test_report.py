@@ -512,3 +512,33 @@ def test_every_report_kind_writes_through_the_one_output_rule():
             text = path.read_text(encoding="utf-8")
             for call in ("atomic_write(", "atomic_open(", "open(", ".write_text(", ".write_bytes(", "savefig("):
                 assert call not in text.replace("fig.savefig(f", ""), (path.name, call)
+
+
+def test_a_seed_recorded_twice_counts_once(tmp_path, monkeypatch, capsys):
+    """Issue 55: records written before the sweep refused `--seeds 1 1`, or two files holding one run, averaged
+    a seed twice. A (system, seed) counts once: a repeat with the same scores is left out with a warning naming
+    both records, one with other scores is a one-line error naming both."""
+
+    def rec(seed, em, run="runs/x"):
+        return {
+            "config": "configs/scan-jump/lstm-256.yaml",
+            "overrides": ["train.max_steps=100"],
+            "split": "test",
+            "seed": seed,
+            "run_dir": f"{run}-s{seed}",
+            "steps": 100,
+            "train_wall_s": 60.0 + seed,
+            "eval_wall_s": 1.0,
+            "metrics": {k: {"score": em} for k in ("exact_match", "token_accuracy", "bleu")},
+        }
+
+    a, same, other = tmp_path / "a.jsonl", tmp_path / "same.jsonl", tmp_path / "other.jsonl"
+    a.write_text(json.dumps(rec(1, 0.5)) + "\n" + json.dumps(rec(2, 0.7)) + "\n", encoding="utf-8")
+    same.write_text(json.dumps(rec(1, 0.5, "runs/again") | {"train_wall_s": 99.0}) + "\n", encoding="utf-8")
+    other.write_text("\n" + json.dumps(rec(1, 0.75)) + "\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=rf"{a}:1 and {same}:1: seed 1 of .* recorded twice .*counted once"):
+        r = CliRunner().invoke(app, ["report", "results", str(a), str(same)])
+    row = f"| test | 1, 2 | {format_mean_sd([0.5, 0.7])} | {format_mean_sd([0.5, 0.7])} |"  # not 0.5 twice
+    assert r.exit_code == 0 and row in r.output, r.output
+    code, err = run_main(monkeypatch, capsys, "report", "results", a, other)
+    one_line_error(code, err, f"{a}:1 and {other}:2", "seed 1", "different scores")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
 from structseq.errors import StructseqError
 from structseq.metrics.significance import format_mean_sd
 
-from .records import read_jsonl_files
+from .records import Record, read_jsonl_files
 from .results_paper import PAPER, PAPER_BLEU, curve_scale, paper_key, paper_split
 
 
@@ -205,11 +206,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def once_per_seed(records: list[Record]) -> list[Record]:
+    """Each system's seed once: one record per (config, overrides, split, seed). `structseq sweep` records a run
+    once, but records written before it refused `--seeds 1 1`, or two files that both hold one run, would
+    average a seed twice. A repeat whose outcome (its metrics, or its divergence) equals the first record's is
+    left out with a warning naming both; one whose outcome differs is an error naming both, as which of them is
+    the run's is the user's call."""
+    kept: dict[tuple, Record] = {}
+    for r in records:
+        overrides = tuple(r.get("overrides", []))
+        first = kept.setdefault((r["config"], overrides, r["split"], r["seed"]), r)
+        if first is r:
+            continue
+        both = f"{first.path}:{first.line} and {r.path}:{r.line}"
+        what = f"seed {r['seed']} of `{' '.join((r['config'], *overrides))}` on {r['split']}"
+        if (first.get("metrics"), first.get("diverged")) != (r.get("metrics"), r.get("diverged")):
+            raise StructseqError(
+                f"{both}: {what} is recorded twice with different scores; a seed counts once: remove the record "
+                "that is not the run's"
+            )
+        warnings.warn(f"{both}: {what} is recorded twice (the same scores): counted once", stacklevel=2)
+    return list(kept.values())
+
+
 def render(a: argparse.Namespace) -> str:
     if a.curve_only and not a.curve:
         raise StructseqError("--curve-only needs --curve")
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in read_jsonl_files(a.files):
+    for r in once_per_seed(read_jsonl_files(a.files)):
         groups[(r["config"], tuple(r.get("overrides", [])), r["split"])].append(r)
     if a.headline:
         return "\n".join(headline(groups))
