@@ -243,7 +243,7 @@ def test_every_kind_is_a_module_with_arguments_and_a_renderer():
     assert "tables" not in report.KINDS
     for name, (module, help) in report.KINDS.items():
         mod = importlib.import_module(f"structseq.report.{module}")
-        assert callable(mod.add_arguments) and callable(mod.render) and help, name
+        assert callable(mod.command) and callable(mod.render) and help, name
     with pytest.raises(StructseqError, match="invalid choice"):  # a table, not the documents
         report.render(["tables"])
 
@@ -542,3 +542,29 @@ def test_a_seed_recorded_twice_counts_once(tmp_path, monkeypatch, capsys):
     assert r.exit_code == 0 and row in r.output, r.output
     code, err = run_main(monkeypatch, capsys, "report", "results", a, other)
     one_line_error(code, err, f"{a}:1 and {other}:2", "seed 1", "different scores")
+
+
+def test_report_is_typer_with_help_for_every_table_and_one_line_usage_errors(tmp_path, monkeypatch, capsys):
+    """Issue 55 friction 5: `structseq report` had plain argparse help with developer notes; its commands are
+    typer's now, as every other command: `--help` of each (a usage line, the options with their help), and a
+    usage error is one line, exit 2 (click printed a usage box)."""
+    runner = CliRunner()
+    top = runner.invoke(app, ["report", "--help"])
+    assert top.exit_code == 0 and "Usage: structseq report [OPTIONS] COMMAND [ARGS]..." in top.output
+    assert all(kind in top.output for kind in [*report.KINDS, "tables"]) and "450" not in top.output
+    for kind in [*report.KINDS, "tables", "gpu tests", "gpu ab"]:
+        r = runner.invoke(app, ["report", *kind.split(), "--help"])
+        assert r.exit_code == 0 and f"Usage: structseq report {kind} [OPTIONS]" in r.output, (kind, r.output)
+        assert "Options" in r.output and "--help" in r.output
+        assert "--format" in r.output or kind in ("tables", "gpu")
+    records = tmp_path / "r.jsonl"
+    records.write_text("\n", encoding="utf-8")
+    for args, words in (
+        (["results", records, "--nope"], ("structseq report results: No such option: --nope", "--help")),
+        (["results"], ("structseq report results: Missing argument 'files'",)),
+        (["lists", "nosuch"], ("structseq report lists", "'nosuch' is not one of", "metrics")),
+        (["gpu", "ab", "--a", tmp_path], ("structseq report gpu ab: Missing option '--b'",)),
+        (["--nope"], ("structseq report: No such option: --nope",)),
+        (["nosuch"], ("structseq report: argument KIND: invalid choice: 'nosuch'",)),
+    ):
+        one_line_error(*run_main(monkeypatch, capsys, "report", *args), *words)

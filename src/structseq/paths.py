@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 ENV_VAR = "STRUCTSEQ_DATA"
+#: the help of every `--data-root` option (`cli.options.DataRoot`, `structseq report cter`)
+DATA_ROOT_HELP = f"folder with the benchmark data [default: ${ENV_VAR}, then ../shared/data]"
 #: Default, relative to the working directory (a checkout with `shared/` beside it).
 DEFAULT_DATA_ROOT = Path("../shared/data")
 #: the checkout this package runs from (src/structseq/ -> the repository root): one place for code that finds

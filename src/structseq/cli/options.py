@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from structseq.paths import ENV_VAR
+from structseq.paths import DATA_ROOT_HELP, ENV_VAR
 
 #: Where named datasets (and NAME:SPLIT specs) are read from.
 DataRoot = typer.Option(
     None,
     "--data-root",
     envvar=ENV_VAR,
-    help=f"folder with the benchmark data [default: ${ENV_VAR}, then ../shared/data]",
+    help=DATA_ROOT_HELP,
 )
 
 #: Which checkpoint of a run directory to load (resolved by `structseq.run.checkpoint.resolve_checkpoint`).

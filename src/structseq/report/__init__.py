@@ -3,8 +3,12 @@
     structseq report KIND ARGS...            # print one table, e.g. `structseq report results results/foundation.jsonl`
     structseq report tables [--check]        # rerun every `<!-- generated: COMMAND -->` block (tables.py)
 
+The commands are typer's, as every other command's (`kinds.app`): `--help` of each, click's usage errors as one
+line (`kinds.Group`), a list option taking the words after it as the documents write it (`--curve A B`).
+
 Design: one module per kind of record (`results`, `supertag`, `cter`, `gpu`, `ops`, `compose-scale`, `context`,
-`lists`, `bench`), each with `add_arguments(parser)` and `render(args) -> str` (Markdown without a final newline;
+`lists`, `bench`), each with `command` (its typer arguments and options, returning them as a Namespace; a
+`typer.Typer` where a kind has tables of its own) and `render(args) -> str` (Markdown without a final newline;
 nothing written except a `--plot`/`--out` file the caller names, through `records.write_output` /
 `records.save_figure`, never over a file the command read; nothing printed
 but `plot: FILE` on stderr for a figure written).
@@ -20,40 +24,44 @@ writes confined to the root (`confine.py`), and under `--check` to a temporary f
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
 
-from .kinds import KINDS, RAW, Parser, add_kinds, render, run
+from structseq.errors import StructseqError
 
-__all__ = ["KINDS", "main", "parser", "render"]
+from . import tables
+from .kinds import KINDS, invoke, render, run
+
+__all__ = ["KINDS", "main", "render"]
 
 
 #: what `structseq report --help` says (the module's docstring is for developers)
 HELP = """Tables from records: the generated tables of the documents (README.md, RESULTS.md, docs/).
 
-    structseq report KIND FILES...             # print one, e.g. structseq report results results/foundation.jsonl
+\b
+    structseq report KIND FILES...                  # print one, e.g. structseq report results results/foundation.jsonl
     structseq report KIND FILES... --format latex   # the same as booktabs LaTeX
-    structseq report tables [--check]          # regenerate every <!-- generated: COMMAND --> block (or check it)
+    structseq report tables [--check]               # regenerate every generated block of the documents (or check)
 
 `structseq report KIND --help` lists a kind's options."""
 
 
-def parser(prog: str = "structseq report") -> Parser:
-    """The parser of `structseq report`: a subcommand per kind, and `tables`."""
-    from . import tables
-
-    p = Parser(prog=prog, description=HELP, formatter_class=RAW)
-    sub = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    add_kinds(sub)
-    tables.add_arguments(sub.add_parser("tables", help=tables.HELP, description=tables.__doc__, formatter_class=RAW))
-    return p
-
-
-def main(argv: list[str] | None = None, prog: str = "structseq report") -> int:
+def main(
+    argv: list[str] | None = None,
+    prog: str = "structseq report",
+    formats: dict[str, Callable[[str], str]] | None = None,
+) -> int:
+    """`structseq report ARGS` (`argv`): a kind's table printed (Markdown, or through `formats[FORMAT]` for
+    `--format FORMAT`: the CLI passes LaTeX's), or `tables` run; its exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser(prog).parse_args(argv)
-    if args.kind == "tables":
-        from . import tables
-
-        return tables.run(args)
-    print(run(args, argv))
+    args = invoke(argv, prog, HELP, {"tables": (tables.command, tables.USER_HELP, tables.HELP)})
+    if not isinstance(args, argparse.Namespace):
+        return args
+    text = run(args, argv)
+    if args.format != "markdown":
+        if args.format not in (formats or {}):
+            raise StructseqError(f"--format {args.format}: only the command line (structseq report) writes it")
+        text = formats[args.format](text).rstrip("\n")
+    print(text)
     return 0

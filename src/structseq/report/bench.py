@@ -25,7 +25,11 @@ from __future__ import annotations
 import argparse
 import statistics
 from pathlib import Path
+from typing import Literal
 
+import typer
+
+from .kinds import FORMAT
 from .records import read_json, read_labelled, table
 
 
@@ -420,9 +424,20 @@ KINDS = {
 }
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("table", choices=sorted(KINDS), metavar="KIND", help=", ".join(sorted(KINDS)))
-    p.add_argument("files", nargs="+", help="benchmark JSON files (LABEL=FILE where the kind says so)")
+#: the benchmark kinds, as typer reads a choice
+Kind = Literal[tuple(sorted(KINDS))]
+
+
+def command(
+    table: Kind = typer.Argument(..., metavar="KIND", help=f"one of {', '.join(sorted(KINDS))}"),
+    files: list[str] = typer.Argument(..., help="benchmark JSON files (LABEL=FILE where the kind compares)"),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """The records of one benchmark (benchmarks/*.py) as a table, ending with the load averages the files
+    recorded: how quiet the machine was.
+
+    Example: structseq report bench models results/perf/bench_models.json"""
+    return argparse.Namespace(**locals())
 
 
 def render(args: argparse.Namespace) -> str:

@@ -17,6 +17,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import typer
+
+from .kinds import FORMAT
 from .records import read_jsonl
 
 GROUPS = {
@@ -141,9 +144,15 @@ def extrapolate(records: list[dict]) -> str:
     return "\n".join(rows)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("records", type=Path)
-    p.add_argument("--extrapolate", action="store_true", help="the 10^8 / 10^9 extrapolation instead")
+def command(
+    records: Path = typer.Argument(..., help="records of the compose corpus-scale benchmark (JSON lines)"),
+    extrapolate: bool = typer.Option(False, "--extrapolate", help="the 10^8 / 10^9 extrapolation instead"),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """The compose corpus-scale benchmark per stage (seconds, CPU seconds, memory), measured or extrapolated.
+
+    Example: structseq report compose-scale results/compose-scale/records.jsonl"""
+    return argparse.Namespace(**locals())
 
 
 def render(args: argparse.Namespace) -> str:

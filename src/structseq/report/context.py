@@ -11,9 +11,13 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
+
+import typer
 
 from structseq.metrics.significance import format_mean_sd
 
+from .kinds import FORMAT
 from .records import read_json, read_jsonl_files
 
 SPLITS = ("test", "longer", "position", "combination")
@@ -56,9 +60,19 @@ def attention(*paths: str) -> str:
     return "\n".join(out)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="*", default=["results/context/commands.jsonl"])
-    p.add_argument("--attention", action="store_true", help="FILES are `structseq context attention` outputs")
+def command(
+    files: Optional[list[str]] = typer.Argument(
+        None, help="records (default: results/context/commands.jsonl)", show_default=False
+    ),
+    attention: bool = typer.Option(False, "--attention", help="FILES are outputs of structseq context attention"),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """Context-aware runs per split against the sentence-level model, or (--attention) the encoder's attention
+    statistics.
+
+    Example: structseq report context --attention results/context/attention-sequential-s1.json"""
+    files = files or ["results/context/commands.jsonl"]
+    return argparse.Namespace(**locals())
 
 
 def render(a: argparse.Namespace) -> str:

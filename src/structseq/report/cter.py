@@ -8,10 +8,25 @@ rates on the judged outputs.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from structseq.paths import DATA_ROOT_HELP, ENV_VAR
+
+from .kinds import FORMAT
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-root", help="default: $STRUCTSEQ_DATA, else ../shared/data")
+def command(
+    data_root: Optional[Path] = typer.Option(None, "--data-root", envvar=ENV_VAR, help=DATA_ROOT_HELP),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """Our CTER against the human judgements that CoGnition ships: precision, recall and agreement per subset,
+    and both error rates on those outputs.
+
+    Example: structseq report cter"""
+    return argparse.Namespace(**locals())
 
 
 def render(a: argparse.Namespace) -> str:

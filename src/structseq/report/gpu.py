@@ -18,9 +18,12 @@ import statistics
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import typer
+
 from structseq.errors import DataError, StructseqError
 from structseq.textio import read_text
 
+from .kinds import FORMAT, Command
 from .records import read_json
 
 
@@ -157,16 +160,54 @@ def reproduce(folder: Path) -> str:
     return "\n".join(lines)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="table", required=True)
-    sub.add_parser("tests", help="gpu test outcomes per junit file").add_argument("xml", nargs="+", type=Path)
-    for name in ("train", "decode", "reproduce"):
-        sub.add_parser(name, help=f"the {name} records of one folder").add_argument("folder", type=Path)
-    q = sub.add_parser("ab", help="two settings' training throughput: medians and ratio")
-    q.add_argument("--a", nargs="+", type=Path, required=True)
-    q.add_argument("--b", nargs="+", type=Path, required=True)
-    q.add_argument("--label-a", default="A")
-    q.add_argument("--label-b", default="B")
+#: `structseq report gpu TABLE ...`: a command per table
+command = typer.Typer(add_completion=False)
+
+
+def _args(**params) -> argparse.Namespace:
+    return argparse.Namespace(kind="gpu", render=render, **params)
+
+
+@command.command("tests", cls=Command)
+def _tests(
+    xml: list[Path] = typer.Argument(..., help="junit XML files of the GPU test run"), format: str = FORMAT
+) -> argparse.Namespace:
+    """GPU test outcomes per junit file.
+
+    Example: structseq report gpu tests results/gpu/2026-11-26-h200/check/gpu-tests.xml"""
+    return _args(table="tests", xml=xml, format=format)
+
+
+def _folder(name: str, example: str):
+    def table(
+        folder: Path = typer.Argument(..., help=f"the folder of the {name} records"), format: str = FORMAT
+    ) -> argparse.Namespace:
+        return _args(table=name, folder=folder, format=format)
+
+    table.__doc__ = f"The {name} records of one folder.\n\nExample: structseq report gpu {name} {example}"
+    command.command(name, cls=Command)(table)
+
+
+for _name, _example in (
+    ("train", "results/gpu/2026-11-26-h200/check/bench"),
+    ("decode", "results/gpu/2026-11-26-h200/check/bench"),
+    ("reproduce", "results/gpu/2026-11-26-h200/reproduce"),
+):
+    _folder(_name, _example)
+
+
+@command.command("ab", cls=Command)
+def _ab(
+    a: list[Path] = typer.Option(..., "--a", help="the first setting's record folders, one or more"),
+    b: list[Path] = typer.Option(..., "--b", help="the second setting's record folders, one or more"),
+    label_a: str = typer.Option("A", "--label-a", help="the first setting's name in the table"),
+    label_b: str = typer.Option("B", "--label-b", help="the second setting's name in the table"),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """Two settings' training throughput: the median of each over its runs, and their ratio.
+
+    Example: structseq report gpu ab --a DIR DIR --b DIR DIR --label-a eager --label-b compiled"""
+    return _args(table="ab", a=a, b=b, label_a=label_a, label_b=label_b, format=format)
 
 
 def render(args: argparse.Namespace) -> str:

@@ -9,7 +9,11 @@ and beam, the share of ill-formed outputs, exact match and decoding CPU seconds 
 from __future__ import annotations
 
 import argparse
+from typing import Optional
 
+import typer
+
+from .kinds import FORMAT
 from .records import read_json
 
 
@@ -60,10 +64,18 @@ def categories(path: str, split: str, beam: int) -> str:
     return "\n".join(lines)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", help="bench_grammar.py records")
-    p.add_argument("--categories", metavar="SPLIT", help="exact match per category of SPLIT (first file)")
-    p.add_argument("--beam", type=int, default=5, help="with --categories: the beam (default 5)")
+def command(
+    files: list[str] = typer.Argument(..., help="records of benchmarks/bench_grammar.py"),
+    categories: Optional[str] = typer.Option(
+        None, "--categories", metavar="SPLIT", help="exact match per category of SPLIT (of the first file)"
+    ),
+    beam: int = typer.Option(5, "--beam", help="with --categories: the beam"),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """Grammar constraints on trained runs: ill-formed outputs, exact match and decoding time with and without.
+
+    Example: structseq report grammar results/grammar/cogs.json --categories gen"""
+    return argparse.Namespace(**locals())
 
 
 def render(args: argparse.Namespace) -> str:

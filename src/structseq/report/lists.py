@@ -13,6 +13,11 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+from typing import Literal
+
+import typer
+
+from .kinds import FORMAT
 
 
 def _first_line(text: str | None) -> str:
@@ -139,9 +144,20 @@ LISTS = {
 }
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("list", choices=sorted(LISTS))
+#: the lists, as typer reads a choice
+Which = Literal[tuple(sorted(LISTS))]
+
+
+def command(
+    name: Which = typer.Argument(..., metavar="LIST", help=", ".join(sorted(LISTS))),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """One of the README's lists, read from the registries: every task, model family, dataset, metric or
+    extension point a plain install knows (plugins left out).
+
+    Example: structseq report lists metrics"""
+    return argparse.Namespace(**locals())
 
 
 def render(a: argparse.Namespace) -> str:
-    return "\n".join(LISTS[a.list]())
+    return "\n".join(LISTS[a.name]())

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import argparse
 
+import typer
+
+from .kinds import FORMAT
 from .records import read_json
 
 OUTCOMES = ("killed", "survived", "no_tests", "not_run", "equivalent")
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("record", help="a results/mutants/changed-*.json record")
+def command(
+    record: str = typer.Argument(..., help="a results/mutants/changed-*.json record"), format: str = FORMAT
+) -> argparse.Namespace:
+    """The mutation score of a change per module (scripts/mutants_changed.py, mutmut): killed, survived,
+    unreached, not run yet and equivalent mutants.
+
+    Example: structseq report mutants results/mutants/changed-da0ad07.json"""
+    return argparse.Namespace(**locals())
 
 
 def render(a: argparse.Namespace) -> str:

@@ -11,7 +11,11 @@
 from __future__ import annotations
 
 import argparse
+from typing import Literal
 
+import typer
+
+from .kinds import FORMAT
 from .records import read_json, read_labelled
 
 
@@ -53,9 +57,15 @@ def buckets(paths: list[str]) -> str:
     return "\n".join(lines)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("table", choices=("ops", "buckets"))
-    p.add_argument("files", nargs="+", help="ops: LABEL=FILE ...; buckets: FILE")
+def command(
+    table: Literal["ops", "buckets"] = typer.Argument(..., metavar="TABLE", help="ops or buckets"),
+    files: list[str] = typer.Argument(..., help="ops: LABEL=FILE ...; buckets: FILE"),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """Operators per training update of each labelled record (ops), or how batches are composed (buckets).
+
+    Example: structseq report ops buckets results/perf/bench_buckets.json"""
+    return argparse.Namespace(**locals())
 
 
 def render(args: argparse.Namespace) -> str:

@@ -16,10 +16,14 @@ import statistics
 import warnings
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
+
+import typer
 
 from structseq.errors import StructseqError
 from structseq.metrics.significance import format_mean_sd
 
+from .kinds import FORMAT
 from .records import Record, read_jsonl_files
 from .results_paper import PAPER, PAPER_BLEU, curve_scale, paper_key, paper_split
 
@@ -183,27 +187,33 @@ def per_category(groups: dict[tuple, list[dict]]) -> list[str]:
     return lines
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+")
-    p.add_argument("--curve", nargs="+", help="learning-curve records (reproduce.py --curve-out), one or more files")
-    p.add_argument("--plot", help="PNG for the learning curve")
-    p.add_argument(
+def command(
+    files: list[str] = typer.Argument(..., help="records of structseq sweep (JSON lines), one or more files"),
+    curve: list[str] = typer.Option(
+        [], "--curve", help="learning-curve records (structseq sweep --curve-out), one or more files"
+    ),
+    plot: Optional[str] = typer.Option(None, "--plot", help="draw the learning curve into this PNG file"),
+    curve_metric: str = typer.Option(
+        "exact_match",
         "--curve-metric",
-        default="exact_match",
         help="the curve's score: a report key or a dotted path (pooled_bleu.full: Tatoeba's paper BLEU)",
-    )
-    p.add_argument("--per-run", action="store_true", help="also list every run (seed, score, wall times)")
-    p.add_argument(
-        "--headline",
-        action="store_true",
-        help="only the compact table of the README: test/gen exact match per column and model, paper beside",
-    )
-    p.add_argument("--curve-only", action="store_true", help="only the learning-curve table (with --curve)")
-    p.add_argument(
-        "--per-category",
-        action="store_true",
-        help="only the exact match per category (records with categories, e.g. COGS gen)",
-    )
+    ),
+    per_run: bool = typer.Option(False, "--per-run", help="also list every run (seed, score, wall times)"),
+    headline: bool = typer.Option(
+        False, "--headline", help="only the README's compact table: test/gen exact match per model, paper beside"
+    ),
+    curve_only: bool = typer.Option(False, "--curve-only", help="only the learning-curve table (with --curve)"),
+    per_category: bool = typer.Option(
+        False, "--per-category", help="only the exact match per category (records with categories, e.g. COGS gen)"
+    ),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """Mean ± sd over seeds per config and test split, with the paper's number where there is one. A seed
+    recorded twice counts once (the same scores: a warning; other scores: an error naming both records).
+
+    Example: structseq report results results/lexicon/budget-runs.jsonl --curve
+    results/lexicon/budget-runs-curve.jsonl --plot curve.png"""
+    return argparse.Namespace(**locals())
 
 
 def once_per_seed(records: list[Record]) -> list[Record]:

@@ -18,9 +18,13 @@ import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
+
+import typer
 
 from structseq.metrics.significance import format_mean_sd
 
+from .kinds import FORMAT
 from .records import read_json, save_figure, write_output
 
 ORDER = ["classifier", "tree", "tree-nosf", "tree-nonf", "tree-nosf-nonf"]
@@ -98,10 +102,17 @@ def plot(runs: dict[str, dict[int, dict]], path: Path) -> None:
     plt.close(fig)
 
 
-def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("records", type=Path, nargs="+", help="directories of records or of runs")
-    ap.add_argument("-o", "--out", type=Path, help="every number as JSON")
-    ap.add_argument("--plot", type=Path, help="beta curve (accuracy vs categories per word) as an image")
+def command(
+    records: list[Path] = typer.Argument(..., help="folders of evaluation records or of runs"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="also write every number as JSON to this file"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="draw the beta curve (accuracy vs categories per word)"),
+    format: str = FORMAT,
+) -> argparse.Namespace:
+    """Supertagging accuracy per model (mean ± sd over seeds): Table 2's word classes, greedy against beam 5 and
+    its k-best oracle, and the tree tagger's beta curve.
+
+    Example: structseq report supertag results/supertag/evals --plot beta.png"""
+    return argparse.Namespace(**locals())
 
 
 def render(args: argparse.Namespace) -> str:

@@ -33,6 +33,9 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
+
+import typer
 
 from structseq.errors import StructseqError
 
@@ -163,10 +166,30 @@ def update(path: Path, check: bool, root: Path | None = None) -> list[str]:
     return stale
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("documents", nargs="*", default=list(DOCUMENTS), help="Markdown files (default: %(default)s)")
-    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is stale")
-    p.add_argument("--root", type=Path, default=Path("."), help="the repository root: documents and commands' paths")
+USER_HELP = """Rerun the command of every generated block of the documents and replace the block's text with what
+it prints now (atomic, UTF-8); with --check change nothing and exit 1 naming every block its records no longer
+give (the test suite runs it).
+
+A block names its command: <!-- generated: structseq report KIND ... --> or <!-- generated: python scripts/NAME.py
+... -->. Paths in commands are relative to --root. A block writes only under --root (its --plot, --out); under
+--check nothing is written at all."""
+
+
+def _markdown_only(value: str) -> str:
+    if value != "markdown":
+        raise StructseqError(f"--format {value} renders one table kind (structseq report KIND ... --format {value})")
+    return value
+
+
+def command(
+    documents: Optional[list[str]] = typer.Argument(
+        None, metavar="[DOCUMENTS]...", help=f"Markdown files (default: {', '.join(DOCUMENTS)})", show_default=False
+    ),
+    check: bool = typer.Option(False, "--check", help="change nothing; exit 1 if a block is stale"),
+    root: Path = typer.Option(Path("."), "--root", help="the repository root: the documents' and commands' paths"),
+    format: str = typer.Option("markdown", "--format", hidden=True, callback=_markdown_only),
+) -> int:
+    return run(argparse.Namespace(documents=documents or list(DOCUMENTS), check=check, root=root))
 
 
 def run(args: argparse.Namespace) -> int:
