@@ -33,7 +33,7 @@ from torch import Tensor
 
 from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError, StructseqError
-from structseq.models.base import output_limit, sentence_state
+from structseq.models.base import first_token, output_limit, sentence_state
 from structseq.state import map_state
 
 
@@ -182,7 +182,8 @@ def search(
     """The one search loop: K = `beam` hypotheses per sentence (in each of `copies` independent searches of
     it: samples), each step's choice made by `rule` (`Step`); `max_len` (B,): each sentence's output length
     limit (see `max_lengths`; `eos_at_limit`: the module's docstring). `processors` (transformers'
-    `LogitsProcessor` convention: `(input_ids (rows, 1 + t) from <s>, scores (rows, V)) -> scores`) change
+    `LogitsProcessor` convention: `(input_ids (rows, 1 + t), scores (rows, V)) -> scores`, input_ids from the
+    decoder's start token, `models.base.first_token`) change
     each step's log-probabilities before <pad>, <s> and the limit are applied.
 
     Each step's candidates that end (</s>, or the limit) and that `rule.may_finish` join the sentence's K best
@@ -216,6 +217,7 @@ def search(
     fin_len = torch.zeros(B, K, dtype=torch.long, device=device)  # tokens before </s>
     fin_hist = torch.full((B, K, T), pad, dtype=torch.long, device=device)
     prev = torch.full((B * K,), bos, dtype=torch.long, device=device)
+    start = first_token(model, bos)  # what processors see first: the decoder's own start token
     limit = max_len.to(device)  # (n,)
     alive = torch.arange(B, device=device)  # original index of each open sentence
     done: dict[int, tuple] = {}  # original index -> (fin_hist, fin_score, fin_len, fin_norm, history) when it left
@@ -225,7 +227,7 @@ def search(
         V = log_probs.shape[-1]
         lp = log_probs.view(n, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
         if processors:
-            ids = torch.cat([prev.new_full((n * K, 1), bos), history.reshape(n * K, t)], 1)
+            ids = torch.cat([prev.new_full((n * K, 1), start), history.reshape(n * K, t)], 1)
             lp = processors(ids, lp.view(n * K, V)).view(n, K, V)
         lp[..., [pad, bos]] = float("-inf")  # never generate padding or a second <s>
         at_limit = (t >= limit)[:, None]

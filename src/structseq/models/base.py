@@ -116,6 +116,14 @@ def output_limit(model, inputs: Inputs) -> Tensor | None:
     return limit_of(inputs) if callable(limit_of) else None
 
 
+def first_token(model, bos: int) -> int:
+    """The id the model's decoder reads at the first step when search feeds it `bos`: `model.first_input(prev, 0)`
+    (a pretrained decoder's start token, e.g. </s> for BART, <pad> for T5) where the model has one, else `bos`.
+    Processors see it first in each row's input_ids, as transformers' `generate` hands them."""
+    first = getattr(model, "first_input", None)
+    return int(first(torch.tensor([bos]), 0)[0]) if callable(first) else bos
+
+
 def with_width(model: nn.Module, width: int) -> nn.Module:
     """Record the model dimension that the Noam schedule scales the learning rate by."""
     model.width = width
