@@ -16,9 +16,9 @@ from lark.exceptions import UnexpectedInput
 
 from structseq.config import config_from_dict
 from structseq.decode.processors import OutputSpace, build_processors
-from structseq.decode.processors.grammar import grammar_constraint
+from structseq.decode.processors.grammar import GrammarConstraint, grammar_constraint
 from structseq.errors import ConfigError
-from structseq.registry import GRAMMARS
+from structseq.registry import GRAMMARS, Grammar
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -196,3 +196,76 @@ def test_step_cache_follows_reordered_and_dropped_rows():
         out = g(ids, torch.zeros(len(order), len(space.tokens)))
         for r, i in enumerate(order):
             assert torch.equal(out[r].isfinite(), g.allowed(rows[i][:t])), (t, i)
+
+
+# ------------------------------------------------------------------ length-aware constraint (issue 54 item 2)
+
+TOY = Grammar("toy", 'start: expr\nexpr: "x" | "-" expr | "(" expr "+" expr ")"\n%ignore " "\n')
+TOY_WORDS = ["(", ")", "+", "-", "x", "y"]  # "y": no terminal of the grammar
+
+
+def _toy_sentences(longest: int) -> set[tuple[str, ...]]:
+    """Every sentence of TOY up to `longest` words, built from its rules as a fixpoint (the reference)."""
+    out: set[tuple[str, ...]] = {("x",)}
+    while True:
+        new = {("-", *a) for a in out} | {("(", *a, "+", *b, ")") for a in out for b in out}
+        new = {s for s in new if len(s) <= longest} - out
+        if not new:
+            return out
+        out |= new
+
+
+def test_allowed_under_a_budget_equals_the_sentences_that_fit():
+    """Word w may follow a prefix with budget r (words left, w included) iff some sentence of the grammar of at
+    most len(prefix) + r words starts with prefix + w; </s> iff the prefix is one. Checked on every viable prefix
+    of up to 4 words and budgets 0-5 against the enumerated sentences."""
+    space = OutputSpace(SPECIALS + TOY_WORDS)
+    g = GrammarConstraint(TOY, space)
+    sentences = _toy_sentences(9)
+    prefixes = {s[:k] for s in sentences for k in range(5)}
+    checked = 0
+    for prefix in sorted(prefixes):
+        ids = [space.id_of(w, "test") for w in prefix]
+        fewest = min(len(s) for s in sentences if s[: len(prefix)] == prefix) - len(prefix)
+        assert g.shortest(ids) == fewest, prefix
+        for r in range(6):
+            mask = g.allowed(ids, remaining=r)
+            for i, w in enumerate(TOY_WORDS):
+                fits = any(len(s) <= len(prefix) + r and s[: len(prefix) + 1] == (*prefix, w) for s in sentences)
+                assert bool(mask[4 + i]) == fits, (prefix, r, w)
+            assert bool(mask[2]) == (prefix in sentences)
+            assert not mask[[0, 1, 3]].any()
+            checked += 1
+    assert checked > 100
+    assert g.allowed([space.id_of("(", "t")]).tolist() == g.allowed([space.id_of("(", "t")], remaining=99).tolist()
+
+
+def test_greedy_loop_under_a_budget_ends_every_row_in_a_sentence():
+    """The toy grammar under a plain greedy loop over random scores, budget a limit of 7: every row is a sentence
+    (a prefix-only constraint leaves rows cut at the limit; the same loop without budgets shows it)."""
+    space = OutputSpace(SPECIALS + TOY_WORDS)
+    g = GrammarConstraint(TOY, space)
+    V, limit, rows = len(space.tokens), 7, 64
+    for budget in (True, False):
+        gen = torch.Generator().manual_seed(0)
+        ids, out = torch.full((rows, 1), 1), [None] * rows
+        for t in range(limit + 1):
+            scores = torch.randn(rows, V, generator=gen).log_softmax(-1)
+            scores = g(ids, scores, remaining=torch.full((rows,), limit - t)) if budget else g(ids, scores)
+            if t == limit:  # the search forces </s> here
+                scores = torch.where(torch.arange(V) == 2, 0.0, float("-inf")).expand(rows, V)
+            nxt = scores.argmax(-1)
+            for r in range(rows):
+                if out[r] is None and int(nxt[r]) == 2:
+                    out[r] = [space.tokens[i] for i in ids[r, 1:].tolist()]
+            ids = torch.cat([ids, nxt[:, None]], 1)
+        formed = [g.accepts(o) for o in out]
+        assert all(formed) if budget else not all(formed)
+
+
+def test_a_budget_below_the_shortest_sentence_is_one_line():
+    space = OutputSpace(SPECIALS + ["(", ")", "+", "-", "x"])
+    g = GrammarConstraint(Grammar("pair", 'start: "(" "x" ")"\n%ignore " "\n'), space)
+    assert g.shortest() == 3
+    with pytest.raises(ConfigError, match=r"^'decode.max_len_b': .* allows an output of 2 word\(s\), .*'pair'.* 3;"):
+        g(torch.full((2, 1), 1), torch.zeros(2, len(space.tokens)), remaining=torch.tensor([4, 2]))

@@ -73,3 +73,47 @@ def test_a_grammar_none_of_whose_words_the_model_outputs_is_one_line(tmp_path_fa
     for strategy in (["--beam", "1"], ["--beam", "2"], ["--set", "decode.strategy=sampling"]):
         code, err = run_main(monkeypatch, capsys, "evaluate", lowercase, "--set", "decode.grammar=scan", *strategy)
         one_line_error(code, err, "decode.grammar", "'scan'", "ACTION")
+
+
+COGS_PAIRS = [  # no proper names: the shortest sentence of these words is "noun ( x _ N )", 6 words
+    ("The cat smiled .", "* cat ( x _ 1 ) ; smile . agent ( x _ 2 , x _ 1 )"),
+    ("A dog ran .", "dog ( x _ 1 ) AND run . agent ( x _ 2 , x _ 1 )"),
+    (
+        "The boy saw a cat .",
+        "* boy ( x _ 1 ) ; see . agent ( x _ 2 , x _ 1 ) AND see . theme ( x _ 2 , x _ 4 ) AND cat ( x _ 4 )",
+    ),
+    ("A cat was seen .", "cat ( x _ 1 ) AND see . theme ( x _ 3 , x _ 1 )"),
+    ("The dog slept .", "* dog ( x _ 1 ) ; sleep . agent ( x _ 2 , x _ 1 )"),
+    ("A boy smiled .", "boy ( x _ 1 ) AND smile . agent ( x _ 2 , x _ 1 )"),
+]
+
+
+@pytest.fixture(scope="module")
+def cogs_run(tmp_path_factory):
+    return _toy_run(tmp_path_factory, COGS_PAIRS)
+
+
+def test_every_output_is_a_sentence_within_the_length_limit(cogs_run):
+    """Issue 54 item 2: the constraint is length-aware, so an output cut at the length limit (8 words here) is
+    still a sentence of the grammar; a prefix-only constraint let the untrained model's outputs run into the
+    limit unfinished (greedy and beam). Every strategy, n-best lists and samples included."""
+    run = api.load_run(cogs_run, device="cpu")
+    examples = run.load_split(None)[2]
+    checker = grammar_constraint("cogs", run.task.output_space(run.vocabs))
+    constrained = run.with_overrides(["decode.grammar=cogs"])
+    for kw in ({"beam": 1}, {"beam": 4, "nbest": 4}, {"sampling": Sampling(seed=3), "nbest": 6}):
+        lists = constrained.search(examples, **kw)
+        bad = [c.tokens for entries in lists for c in entries if not checker.accepts(c.tokens)]
+        assert not bad, (kw, bad[:2])
+        assert all(len(c.tokens) <= 8 for entries in lists for c in entries)
+
+
+def test_a_length_limit_below_the_shortest_sentence_is_one_line(cogs_run, monkeypatch, capsys):
+    code, err = run_main(
+        monkeypatch, capsys, "evaluate", cogs_run, "--set", "decode.grammar=cogs", "--set", "decode.max_len_b=5"
+    )
+    one_line_error(code, err, "decode.max_len_b", "5 word(s)", "'cogs'", "6")
+    code, err = run_main(
+        monkeypatch, capsys, "evaluate", cogs_run, "--set", "decode.grammar=cogs", "--set", "decode.max_len_b=6"
+    )
+    assert code == 0, err

@@ -228,7 +228,10 @@ def search(
         lp = log_probs.view(n, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
         if processors:
             ids = torch.cat([prev.new_full((n * K, 1), start), history.reshape(n * K, t)], 1)
-            lp = processors(ids, lp.view(n * K, V)).view(n, K, V)
+            budget = {}  # each row's words left before it must end (a length-aware grammar reads them)
+            if getattr(processors, "reads_remaining", False):
+                budget["remaining"] = (limit + int(not eos_at_limit) - t).repeat_interleave(K)
+            lp = processors(ids, lp.view(n * K, V), **budget).view(n, K, V)
         lp[..., [pad, bos]] = float("-inf")  # never generate padding or a second <s>
         at_limit = (t >= limit)[:, None]
         if eos_at_limit:  # forced </s> at the length limit

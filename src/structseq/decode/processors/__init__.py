@@ -6,6 +6,9 @@ prefixes and next-token scores and searches what comes back (`LogitsProcessor`, 
     scores:    FloatTensor (rows, V): the next token's log-probabilities (as transformers' beam search sees them;
                a processor may return any scores: -inf bans a token)
 
+A processor that sets `reads_remaining` is also given `remaining` (rows,): the output tokens each row may still
+emit before it must end (the length limit), this step's included; `ProcessorList` passes it on.
+
 A row is one open hypothesis (a beam entry, a sample), whatever the strategy; a processor keeps no order of rows
 between steps (beams reorder and finished rows leave), so one that caches work per prefix keys it by the prefix
 (`grammar.GrammarConstraint`).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from torch import Tensor
 
@@ -15,18 +16,28 @@ from structseq.errors import ConfigError
 
 class LogitsProcessor(abc.ABC):
     """One per-step rule: `__call__(input_ids (rows, t + 1), scores (rows, V)) -> scores (rows, V)` (the
-    module's docstring). transformers' own processors are called the same way and may be listed beside these."""
+    module's docstring). transformers' own processors are called the same way and may be listed beside these.
+    One that sets `reads_remaining` is also given `remaining=` (rows,): each row's budget of output tokens it may
+    still emit before it must end, this step's included (a length-aware grammar)."""
+
+    reads_remaining: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor: ...
 
 
 class ProcessorList(list):
-    """Processors applied in order; empty (falsy): the search skips them."""
+    """Processors applied in order; empty (falsy): the search skips them. A search hands it each row's
+    `remaining` budget, which it passes on to the processors that read it."""
 
-    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+    reads_remaining: ClassVar[bool] = True
+
+    def __call__(self, input_ids: Tensor, scores: Tensor, remaining: Tensor | None = None) -> Tensor:
         for processor in self:
-            scores = processor(input_ids, scores)
+            if remaining is not None and getattr(processor, "reads_remaining", False):
+                scores = processor(input_ids, scores, remaining=remaining)
+            else:
+                scores = processor(input_ids, scores)
         return scores
 
 

@@ -3,13 +3,23 @@ a viable prefix of the grammar's language, and </s> only where the prefix is a w
 2021; PICARD, Scholak et al. 2021). Any strategy and any sequence model: it is a per-step processor
 (`GrammarConstraint`, rank 50, transformers' place for prefix constraints).
 
+It is length-aware: a search hands it each row's budget (`remaining`: the output words it may still emit before
+it must end, this step's included; `LogitsProcessor.reads_remaining`), and a word is allowed only where the
+shortest completion of the grammar after it still fits, so no output is cut at the length limit ill-formed:
+every output is a sentence of the grammar whenever the limit allows one (else a one-line ConfigError naming the
+limit, before the first step). Without a budget (a Python caller), any word with some completion is allowed.
+
 The grammar work is lark's (LALR, `Lark.parse_interactive`): a row's prefix is fed word by word to an interactive
 parser, and `accepts()` names the terminals that may come next. Each output word is one terminal: a word may
 follow when it fully matches an accepted terminal (a string, or a pattern), as lark's contextual lexer would lex
 it alone; a word matching several is fed as the one of highest priority, strings before patterns (lark's
-order). Work is cached twice: the parser of each prefix (a step feeds only its last word to its parent's
-parser; beams that share a prefix share it) and the allowed-token mask of each parser stack (most prefixes
-of a long output reach a stack seen before), so a step costs one `feed_token` per new prefix and mask lookups.
+order). The words are grouped by the terminals they match (a token -> group map, computed once), so a parser
+state's verdict is one cost per group: 1 + the fewest words that complete a sentence after the group's word
+(inf: none), from lark's LALR tables (`grammar_completion`: exact, in work of the stack's depth), and </s>'s
+cost 0 where the state accepts the end. Work is cached three times: the parser of each prefix (a step feeds only
+its last word to its parent's parser; beams that share a prefix share it), the group costs of each parser stack
+(most prefixes of a long output reach a stack seen before) and each stack's shortest completion, so a step costs
+one `feed_token` per new prefix, lookups and one (rows, V) comparison with the budgets.
 
 Grammars ship as `.lark` files beside this module (`grammars/NAME.lark`, each registered under its file name;
 its first comment line is its description); a plugin registers its own with `registry.register_grammar`. For
@@ -27,6 +37,7 @@ import torch
 from torch import Tensor
 
 from structseq.decode.processors.base import LogitsProcessor, OutputSpace
+from structseq.decode.processors.grammar_completion import Completions
 from structseq.errors import ConfigError
 from structseq.registry import GRAMMARS, Grammar, register_grammar
 
@@ -34,6 +45,7 @@ from structseq.registry import GRAMMARS, Grammar, register_grammar
 GRAMMAR_RANK = 50
 _MULT = 6364136223846793005  # Knuth's MMIX multiplier: the prefix hash's base
 FOLDER = Path(__file__).with_name("grammars")
+INF = float("inf")
 
 
 def _register_shipped() -> None:
@@ -47,8 +59,11 @@ _register_shipped()
 
 
 class GrammarConstraint(LogitsProcessor):
-    """Only tokens that keep each row's prefix (input_ids after the start token) viable in `grammar`; </s> only
-    after a whole sentence of it. `space.tokens` must be the output words themselves (no subword pieces)."""
+    """Only tokens that keep each row's prefix (input_ids after the start token) viable in `grammar` and, given
+    `remaining`, completable within it; </s> only after a whole sentence of it. `space.tokens` must be the output
+    words themselves (no subword pieces)."""
+
+    reads_remaining = True
 
     def __init__(self, grammar: Grammar, space: OutputSpace):
         from lark import Lark
@@ -71,20 +86,25 @@ class GrammarConstraint(LogitsProcessor):
         self._names: dict[str, list[str]] = {}
         special = {space.eos, space.bos, space.pad}
         self.word_terminals = [[] if i in special else self.terminals_of(w) for i, w in enumerate(space.tokens)]
-        self.index = {name: i for i, (name, _) in enumerate(self._patterns)} | {"$END": len(order)}
-        self.matches = torch.zeros(len(order) + 1, len(space.tokens), dtype=torch.bool)  # last row: $END, </s>
-        self.matches[-1, space.eos] = True
-        for i, names in enumerate(self.word_terminals):
-            for name in names:
-                self.matches[self.index[name], i] = True
-        self._now: dict[int, tuple] = {}  # this step's prefixes (by `_hash`): (parser, mask row)
+        # groups of words matching the same terminals: 0 is </s>, 1 never allowed (specials, words of no terminal)
+        index: dict[tuple[str, ...], int] = {(): 1}
+        group = [index.setdefault(tuple(names), len(index) + 1) for names in self.word_terminals]
+        group[space.eos] = 0
+        self.groups = [("$END",), (), *(names for names in index if names)]
+        self.group_of = torch.tensor(group, dtype=torch.long)
+        self._now: dict[int, tuple] = {}  # this step's prefixes (by `_hash`): (parser, table row)
         self._length, self._powers = -1, torch.ones(1, dtype=torch.long)
         self._tokens: dict[tuple[str, str], object] = {}
-        self._states: dict[tuple, tuple[int, frozenset]] = {}
-        self._table = self.matches[-1:].clone()  # each distinct allowed-token mask once; row 0: </s> only
-        self._device_table, self._on = self._table, None  # the table where the scores are
+        self._accepted: dict[tuple, frozenset] = {}
+        self._rows: dict[tuple, int] = {}
+        # a terminal some word is fed as wherever it may come (the word's first): what completions may use
+        self.completions = Completions(self.parser, {names[0] for names in self.word_terminals if names})
+        # each distinct row of group costs once; row 0: a prefix that is not viable may only end
+        self._table = torch.full((1, len(self.groups)), INF)
+        self._table[0, 0] = 0.0
+        self._device_table, self._group_on, self._on = self._table, self.group_of, None  # where the scores are
         if not self.allowed(()).any():  # every first score -inf: greedy picked a word outside, a beam nothing
-            first = " ".join(sorted(self._state(self._root())[1]))
+            first = " ".join(sorted(self._accepts(self._root())))
             raise ConfigError(
                 f"'decode.grammar': no output word of this model can start a sentence of grammar '{grammar.name}' "
                 f"(its first terminals: {first}); decode without decode.grammar or with a grammar of its outputs"
@@ -107,9 +127,16 @@ class GrammarConstraint(LogitsProcessor):
         return state
 
     def _accepts(self, state) -> frozenset:
-        """The terminals that may come next (lark's `InteractiveParser.accepts`, on the bare parser state)."""
+        """The terminals that may come next (lark's `InteractiveParser.accepts`, on the bare parser state),
+        cached by its LALR state stack; none after a prefix that is not viable (None)."""
         from lark.exceptions import UnexpectedToken
 
+        if state is None:
+            return frozenset()
+        key = tuple(state.state_stack)
+        known = self._accepted.get(key)
+        if known is not None:
+            return known
         out = set()
         for name in state.parse_conf.states[state.state_stack[-1]]:
             if name.isupper():
@@ -118,7 +145,8 @@ class GrammarConstraint(LogitsProcessor):
                 except UnexpectedToken:
                     continue
                 out.add(name)
-        return frozenset(out)
+        out = self._accepted[key] = frozenset(out)
+        return out
 
     def _token(self, name: str, word: str):
         from lark import Token
@@ -128,25 +156,39 @@ class GrammarConstraint(LogitsProcessor):
             token = self._tokens[name, word] = Token(name, word)
         return token
 
-    def _state(self, ip) -> tuple[int, frozenset]:
-        """(row of `self._table`: the allowed-token mask, accepted terminals) of a parser, cached by its LALR
-        state stack; a prefix that is not viable (None: a token forced past the grammar, e.g. at the length
-        limit) may only end (row 0)."""
+    def _fed_as(self, accepted: frozenset) -> list[str | None]:
+        """Per word group (from 2), the terminal its words are fed as after a state accepting `accepted`."""
+        return [next((n for n in names if n in accepted), None) for names in self.groups[2:]]
+
+    def _shortest(self, ip) -> float:
+        """The fewest output words after which parser `ip` has read a whole sentence (0: it has; inf: no words
+        of this vocabulary complete one), from lark's LALR tables (`grammar_completion`)."""
+        return self.completions.cost(tuple(ip.state_stack))
+
+    def _row(self, ip) -> int:
+        """The row of `self._table` of parser `ip` (None: not viable, e.g. a token forced at the length limit:
+        row 0, it may only end): per word group, the words a completion needs after it, cached by stack."""
         if ip is None:
-            return 0, frozenset()
+            return 0
         key = tuple(ip.state_stack)
-        state = self._states.get(key)
-        if state is None:
+        row = self._rows.get(key)
+        if row is None:
             accepted = self._accepts(ip)
-            rows = [self.index[t] for t in accepted if t in self.index]
-            mask = self.matches[rows].any(0) if rows else torch.zeros_like(self.matches[-1])
-            self._table = torch.cat([self._table, mask[None]])
-            state = self._states[key] = (self._table.shape[0] - 1, accepted)
-        return state
+            costs = [0.0 if "$END" in accepted else INF, INF]
+            for name in self._fed_as(accepted):
+                if name is None:
+                    costs.append(INF)
+                    continue
+                q = ip.copy(deepcopy_values=False)
+                q.feed_token(self._token(name, ""))
+                costs.append(1.0 + self._shortest(q))
+            self._table = torch.cat([self._table, torch.tensor([costs])])
+            row = self._rows[key] = self._table.shape[0] - 1
+        return row
 
     def _feed(self, ip, word: str, names: Sequence[str]):
         """A copy of parser `ip` after `word` (None where no terminal it matches may follow)."""
-        accepted = self._state(ip)[1]
+        accepted = self._accepts(ip)
         name = next((n for n in names if n in accepted), None)
         if ip is None or name is None:
             return None
@@ -167,10 +209,29 @@ class GrammarConstraint(LogitsProcessor):
             ip = self._after(ip, token) if ip is not None else None
         return ip
 
-    def allowed(self, prefix: Sequence[int]) -> Tensor:
-        """The mask (V,) of tokens that may follow output ids `prefix` (without the start token)."""
-        row = self._state(self._parser(tuple(prefix)))[0]  # may add a row to the table
-        return self._table[row]
+    def shortest(self, prefix: Sequence[int] = ()) -> float:
+        """The fewest output words that complete output ids `prefix` into a sentence (inf: none)."""
+        ip = self._parser(tuple(prefix))
+        return INF if ip is None else self._shortest(ip)
+
+    def _masks(self, rows: Tensor, remaining: Tensor | None) -> Tensor:
+        """The allowed-token masks (len(rows), V) of table rows `rows` under each row's budget (None: any)."""
+        costs = self._device_table[rows][:, self._group_on]
+        if remaining is None:
+            return costs.isfinite()
+        return costs <= remaining.to(costs.device, costs.dtype)[:, None]
+
+    def _sync(self, device) -> None:
+        if self._on != device or self._device_table.shape[0] != self._table.shape[0]:
+            self._device_table, self._group_on, self._on = self._table.to(device), self.group_of.to(device), device
+
+    def allowed(self, prefix: Sequence[int], remaining: int | None = None) -> Tensor:
+        """The mask (V,) of tokens that may follow output ids `prefix` (without the start token), given
+        `remaining` words of budget (this one included; None: unbounded)."""
+        row = self._row(self._parser(tuple(prefix)))  # may add a row to the table
+        self._sync(self._table.device)
+        budget = None if remaining is None else torch.tensor([float(remaining)])
+        return self._masks(torch.tensor([row]), budget)[0]
 
     def _hash(self, ids: Tensor) -> Tensor:
         """Each row's prefix as one int64 (sum of (id + 1) * M ** position, wrapping): a cache key."""
@@ -179,9 +240,21 @@ class GrammarConstraint(LogitsProcessor):
             self._powers = torch.cat([self._powers, self._powers[-1:] * _MULT])
         return ((ids + 1) * self._powers[:t]).sum(1)
 
-    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+    def _check_budget(self, remaining: Tensor) -> None:
+        """A one-line ConfigError where a row's whole budget cannot hold the shortest sentence."""
+        fewest, least = self._shortest(self._root()), int(remaining.min())
+        if least < fewest:
+            raise ConfigError(
+                f"'decode.max_len_b': the length limit (decode.max_len_a * |x| + max_len_b) allows an output of "
+                f"{least} word(s), but grammar '{self.name}' has no sentence of this model's words shorter than "
+                f"{fewest:g}; raise decode.max_len_b (or max_len_a)"
+            )
+
+    def __call__(self, input_ids: Tensor, scores: Tensor, remaining: Tensor | None = None) -> Tensor:
         ids = input_ids[:, 1:].cpu()
         n, t = ids.shape
+        if t == 0 and remaining is not None and n:
+            self._check_budget(remaining)
         # the parsers of the last step's prefixes, keyed by hash: a step feeds each new prefix's last word to its
         # parent's parser (a search calls every step from t = 0; anything else is parsed from the root)
         before = self._now if t == self._length + 1 else None
@@ -204,12 +277,12 @@ class GrammarConstraint(LogitsProcessor):
                     ip = self._after(ip, last[i]) if ip is not None else None
                 else:
                     ip = self._parser(tuple(ids[i].tolist()))
-                entry = now[key] = (ip, self._state(ip)[0])
+                entry = now[key] = (ip, self._row(ip))
             which.append(entry[1])
         self._now, self._length = now, t
-        if self._on != scores.device or self._device_table.shape[0] != self._table.shape[0]:
-            self._device_table, self._on = self._table.to(scores.device), scores.device
-        return scores.masked_fill(~self._device_table[torch.tensor(which, device=scores.device)], float("-inf"))
+        self._sync(scores.device)
+        mask = self._masks(torch.tensor(which, device=scores.device), remaining)
+        return scores.masked_fill(~mask, float("-inf"))
 
     def accepts(self, words: Sequence[str]) -> bool:
         """Whether `words` (a whole output) is a sentence of the grammar, fed word by word as in decoding."""
@@ -218,7 +291,7 @@ class GrammarConstraint(LogitsProcessor):
             ip = self._feed(ip, w, self.terminals_of(w))
             if ip is None:
                 return False
-        return "$END" in self._state(ip)[1]
+        return "$END" in self._accepts(ip)
 
 
 def grammar_constraint(name: str, space: OutputSpace) -> GrammarConstraint:
