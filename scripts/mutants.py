@@ -104,7 +104,7 @@ def run_tests(copy: Path, tests: list[str], timeout: float) -> tuple[str, float,
     """(passed | failed | timeout | error, seconds, last output lines) of pytest on `tests` inside `copy`."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(copy / "src"), str(copy / "tests")]),
+        "PYTHONPATH": os.pathsep.join([str(copy / "src"), str(copy)]),  # the copy's tests import as tests.*
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         "PYTHONDONTWRITEBYTECODE": "1",
     }

@@ -21,8 +21,9 @@ from structseq.models import build_model
 from structseq.registry import ARCHS, TASKS, Registry, RegistryError, register_arch
 from structseq.run import layout
 from structseq.tasks import get_task
+from tests.fixtures.paths import ROOT as REPO
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "structseq"
+SRC = REPO / "src" / "structseq"
 MAX_FILE_LINES = 450
 MAX_FUNCTION_LINES = 80
 

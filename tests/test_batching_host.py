@@ -37,7 +37,7 @@ def test_a_task_batch_is_the_same_as_with_the_row_loop(tmp_path, monkeypatch):
     """Through the seq2seq task's collate: src, tgt_in, tgt_out equal those built with the row loop."""
     from structseq.tasks import seq2seq
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     t = Trainer(toy_config(toy_tsv(tmp_path), max_steps=1), tmp_path / "run", show_progress=False)
     batches = t.batches.epoch(0)
@@ -58,7 +58,7 @@ def test_training_batches_are_pinned_on_cuda_unless_switched_off(tmp_path, monke
     """The copy to a GPU is non-blocking only from page-locked memory: TrainingBatches pins each batch on
     CUDA (the device copy itself is faked here, the CPU having no GPU); `train.pin_memory: false` does not."""
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     t = Trainer(toy_config(toy_tsv(tmp_path), max_steps=1, pin_memory=pin), tmp_path / "run", show_progress=False)
     calls = []

@@ -6,13 +6,11 @@ import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from structseq.errors import ConfigError
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fixtures.paths import ROOT
 
 
 def _mutants():

@@ -61,9 +61,9 @@ def test_an_existing_run_is_refused_before_any_data_is_read(tmp_path, monkeypatc
     naming the folder before the config's data is read (`run.start.open_run_dir`): the data path here does not
     exist, so reading it first would make that the error (it did: the refusal came after the training data and
     vocabularies were loaded)."""
-    from cli_run import one_line_error, run_main
     from structseq import api
     from structseq.run.layout import checkpoint_file
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     missing = tmp_path / "nowhere" / "train.tsv"
     data = {"dataset": "files", "train": str(missing), "valid": str(missing), "test": [str(missing)]}

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_run import one_line_error, run_main
 from structseq import report
 from structseq.config import config_from_dict, load_config, moved_paths
 from structseq.metrics import significance as sig
+from tests.fixtures.cli_run import one_line_error, run_main
+from tests.fixtures.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "scan-jump" / "lstm-256.yaml"
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.fixtures.paths import ROOT as REPO
+
 pytest.importorskip("transformers")
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_pretrained.py"
+BENCH = REPO / "benchmarks" / "bench_pretrained.py"
 
 
 def test_the_pretrained_benchmark_smoke_run_writes_rows_and_ratios(tmp_path):

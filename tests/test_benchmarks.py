@@ -4,9 +4,8 @@ measured quietly by hand, see docs/performance.md)."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
 
 
 def test_context_benchmark_writes_rows_and_ratios_against_sequential(tmp_path):

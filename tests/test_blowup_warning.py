@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from structseq.cli import app
 from structseq.metrics.blowup import BLOWUP_NATS
 from structseq.run.checkpoint import load_checkpoint, save_checkpoint
-from test_train import toy_config, toy_tsv
+from tests.fixtures.toy import toy_config, toy_tsv
 
 runner = CliRunner()
 

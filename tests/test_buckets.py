@@ -11,7 +11,7 @@ from structseq.data.batching import make_batches
 from structseq.data.buckets import batch_shape, bucket_lengths, bucketed, distinct_lengths
 from structseq.errors import ConfigError
 from structseq.train.loop import Trainer
-from test_train import toy_tsv
+from tests.fixtures.toy import toy_tsv
 
 
 def lengths(n=500, seed=0):

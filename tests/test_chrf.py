@@ -12,7 +12,7 @@ from sacrebleu.metrics import CHRF
 from typer.testing import CliRunner
 
 from structseq.cli import app
-from test_train import toy_config, toy_tsv
+from tests.fixtures.toy import toy_config, toy_tsv
 
 runner = CliRunner()
 

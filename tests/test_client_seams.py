@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
+
 CLIENTS = ("benchmarks", "scripts")
 #: the test helpers benchmarks used to import from tests/, and where each went
 MOVED = {"hf_tiny": "structseq.testing.hf_tiny", "oracles": "structseq.testing.oracles"}
@@ -21,9 +22,11 @@ IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\w+)|import[ \t]+(\w+))", re.M)
 
 
 def test_modules() -> set[str]:
-    """The names a `tests/` module or package is imported by (when tests/ is on the path), and the moved ones."""
+    """The names a `tests/` module or package is imported by: `tests` itself, and each module and folder under it by
+    its bare name (when a folder of tests/ is on the path), and the moved ones."""
     tests = ROOT / "tests"
-    return {p.stem for p in tests.glob("*.py")} | {p.name for p in tests.iterdir() if p.is_dir()} | set(MOVED)
+    folders = {p.name for p in tests.rglob("*") if p.is_dir() and p.name != "__pycache__"}
+    return {"tests"} | {p.stem for p in tests.rglob("*.py")} | folders | set(MOVED)
 
 
 test_modules.__test__ = False  # a helper, not a test (its name starts with test_)

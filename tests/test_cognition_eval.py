@@ -17,6 +17,7 @@ from structseq.data.vocab import Vocab
 from structseq.metrics import CTER, compute_all
 from structseq.models import build_model
 from structseq.tasks import get_task
+from tests.fixtures.tiny import tiny_transformer
 
 CG_TEST = "cognition:cg-test"
 # The human references of cg-test fail the (lexicon-based) CTER check on 283 of 10800 lines (a translation
@@ -42,14 +43,7 @@ def tiny_run(tmp_path, data: dict) -> api.Run:
     cfg = config_from_dict(
         {
             "data": data,
-            "model": {
-                "arch": "transformer",
-                "d_model": 16,
-                "n_heads": 2,
-                "ffn_dim": 16,
-                "encoder_layers": 1,
-                "decoder_layers": 1,
-            },
+            "model": tiny_transformer(ffn_dim=16, dropout=None),
         }
     )
     vocab = Vocab.build([["a", "b"]])
@@ -139,8 +133,7 @@ def test_cli_evaluate_on_another_datasets_split(tmp_path, monkeypatch, cg_test, 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         "data: {dataset: colors, valid: null}\n"
-        "model: {arch: transformer, d_model: 16, n_heads: 2, ffn_dim: 16, encoder_layers: 1,"
-        " decoder_layers: 1}\n"
+        f"model: {json.dumps(tiny_transformer(ffn_dim=16, dropout=None))}\n"
         "optim: {max_tokens: 200, schedule: constant}\ntrain: {max_steps: 1, valid_every: 1, threads: 1}\n"
     )
     api.train(cfg, tmp_path / "run", show_progress=False)

@@ -236,7 +236,7 @@ def test_different_examples_and_missing_predictions_are_errors(tmp_path):
 
 def test_cli_compares_runs_evaluating_the_missing_predictions(tmp_path):
     from structseq import api
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     data = toy_tsv(tmp_path)
     runs = []

@@ -7,8 +7,8 @@ import torch
 from structseq.config import config_from_dict
 from structseq.train.compiled import compile_wanted, set_tf32
 from structseq.train.loop import Trainer
-from test_buckets import MODELS
-from test_train import toy_tsv
+from tests.fixtures.toy import toy_tsv
+from tests.test_buckets import MODELS
 
 
 def trainer(tmp_path, name, model, **train):
@@ -119,7 +119,7 @@ def test_compile_takes_true_false_on_off_auto_from_yaml_and_set(tmp_path):
     from structseq.cli import app
     from structseq.config import load_config
     from structseq.errors import ConfigError
-    from test_train import toy_config
+    from tests.fixtures.toy import toy_config
 
     path = toy_tsv(tmp_path)
     base = toy_config(path, max_steps=1, valid_every=0).to_dict()

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from structseq.cli import compose as cli
 from structseq.compose.select import read_degree_tsv, read_uncertainty_tsv
-from test_compose_select import toy_corpus
-from test_compose_uncertainty import FakeRun
+from tests.test_compose_select import toy_corpus
+from tests.test_compose_uncertainty import FakeRun
 
 runner = CliRunner()
 

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.paths import ROOT as REPO
+
 pytest.importorskip("duckdb", reason="the sharded path needs the sharded extra: pip install structseq[sharded]")
 pytest.importorskip("pyarrow", reason="the sharded path needs the sharded extra: pip install structseq[sharded]")
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = REPO / "src"
 
 #: a training stage that sleeps in the worker: the build is mid-stage, its pool started, when the test kills it
 SLOW_STAGE = """

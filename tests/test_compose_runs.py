@@ -12,6 +12,7 @@ from structseq.cli import compose as cli
 from structseq.compose import MEASURES, read_uncertainty_tsv, score_ensemble
 from structseq.config import Config
 from structseq.models.transformer import TransformerConfig
+from tests.fixtures.tiny import tiny_transformer
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +22,7 @@ def run_dirs(tmp_path_factory):
     for seed in (1, 2):
         cfg = Config()
         cfg.data.dataset, cfg.data.valid = "colors", "test"  # a fixed valid split: same vocabulary for both seeds
-        cfg.model = TransformerConfig(
-            d_model=16, n_heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=1, dropout=0.0
-        )
+        cfg.model = TransformerConfig(**tiny_transformer(arch=None))
         cfg.train.max_steps, cfg.train.valid_every, cfg.train.seed = 20, 20, seed
         cfg.optim.warmup = 5
         cfg.train.threads = 1

@@ -21,10 +21,11 @@ from structseq.compose import BuildConfig, build_benchmark, read_corpora, read_s
 from structseq.compose.sharded import build_sharded  # noqa: E402
 from structseq.compose.shards import plan, read_parquet, read_piece  # noqa: E402
 from structseq.errors import DataError  # noqa: E402
-from test_compose_runs import run_dirs  # noqa: E402, F401 (the fixture: two tiny trained runs)
-from test_compose_uncertainty import FakeRun  # noqa: E402
+from tests.fixtures.paths import ROOT as REPO  # noqa: E402
+from tests.test_compose_runs import run_dirs  # noqa: E402, F401 (the fixture: two tiny trained runs)
+from tests.test_compose_uncertainty import FakeRun  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "react" / "raw"
+ROOT = REPO.parent / "shared" / "data" / "react" / "raw"
 TRAIN = [ROOT / "valid.de", ROOT / "test.de", ROOT / "cg_test.de"]
 POOL = ROOT / "test.de"
 CONFIG = BuildConfig(candidates=1200, drop_top=100, window=600, sample=150, seed=7)
@@ -109,14 +110,14 @@ def dying(work, shard, *args):
     return real(work, shard, *args)
 dying.marker = real.marker
 stages.degree_shard = dying
-sys.path.insert(0, {tests!r})
-import test_compose_sharded as t
+sys.path.insert(0, {root!r})
+import {module} as t
 t._sharded({out!r}, 8, workers=1)
 """
 
 
 def test_killed_stage_resumes_from_finished_shards(in_memory, tmp_path):
-    script = KILL.format(tests=str(Path(__file__).parent), out=str(tmp_path))
+    script = KILL.format(root=str(REPO), module=__name__, out=str(tmp_path))
     killed = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True)
     assert killed.returncode == -9, killed.stderr[-2000:]
     work = next(tmp_path.glob("work/build-*"))
@@ -135,7 +136,7 @@ def test_killed_stage_resumes_from_finished_shards(in_memory, tmp_path):
 def test_a_shards_candidates_are_deleted_as_its_next_level_task_ends(in_memory, tmp_path):
     """Killed in the middle of level 3's counts: the shards whose level-3 task ended have no level-2 candidates
     left (only that task read them), the others still do, and the resumed build gives the same files."""
-    script = KILL.format(tests=str(Path(__file__).parent), out=str(tmp_path)).replace(
+    script = KILL.format(root=str(REPO), module=__name__, out=str(tmp_path)).replace(
         "real = stages.degree_shard", "real = stages.count_level"
     ).replace("def dying(work, shard, *args):\n    if shard == 3:", "def dying(work, shard, n, *args):\n    if shard == 3 and n == 3:").replace(
         "return real(work, shard, *args)", "return real(work, shard, n, *args)"
@@ -250,7 +251,7 @@ def test_ensemble_uncertainty_in_chunks_equals_in_memory(run_dirs, tmp_path, mon
     ensemble itself) exactly as the in-memory build scores them in one call."""
     from structseq.api import load_run
     from structseq.compose import sharded
-    from test_compose_select import toy_corpus
+    from tests.test_compose_select import toy_corpus
 
     train, pool, _ = toy_corpus(2)
     (tmp_path / "train.txt").write_text("\n".join(train) + "\n")

@@ -1,7 +1,5 @@
 """Configs: validation errors name the key; every shipped config loads and builds."""
 
-from pathlib import Path
-
 import pytest
 
 from structseq.config import apply_overrides, config_from_dict, load_config
@@ -10,9 +8,10 @@ from structseq.errors import ConfigError
 from structseq.models import build_model
 from structseq.models.lstm import LSTMConfig
 from structseq.models.transformer import TransformerConfig
+from tests.fixtures.paths import ROOT as REPO
 
 CONFIGS = sorted(
-    p for p in Path(__file__).resolve().parents[1].glob("configs/**/*.yaml") if p.parent.name != "plans"
+    p for p in REPO.glob("configs/**/*.yaml") if p.parent.name != "plans"
 )  # reproduction plans (scripts/plan.py), not training configs
 
 

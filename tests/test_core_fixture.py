@@ -10,8 +10,8 @@ import json
 import pytest
 import torch
 
-from fixtures.core_behaviour import FAMILIES, FIXTURE, record
 from structseq.nn.dropout import torch_masks
+from tests.fixtures.core_behaviour import FAMILIES, FIXTURE, record
 
 EXPECTED = json.loads(FIXTURE.read_text())
 

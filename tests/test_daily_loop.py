@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from structseq.cli import app
-from test_train import toy_config, toy_tsv
+from tests.fixtures.toy import toy_config, toy_tsv
 
 runner = CliRunner()
 

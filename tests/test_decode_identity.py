@@ -5,15 +5,15 @@ compared with outputs saved from the code before the search became one loop with
 
 import functools
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from structseq.decode.sampling import Sampling, sample
 from structseq.decode.search import beam_search, greedy
+from tests.fixtures.paths import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures" / "decode_identity.json"
+FIXTURE = FIXTURES / "decode_identity.json"
 V = 9
 
 

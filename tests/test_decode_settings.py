@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from cli_run import one_line_error, run_main
 from structseq import api
 from structseq.decode.sampling import Sampling, _draw, sample
 from structseq.decode.strategies import Settings, choose, decode
 from structseq.decode.strategies.diverse import Diverse
 from structseq.errors import StructseqError
-from test_decode_identity import LIMITS, SRC, Toy
+from tests.fixtures.cli_run import one_line_error, run_main
+from tests.fixtures.paths import FIXTURES
+from tests.test_decode_identity import LIMITS, SRC, Toy
 
-OLD_RUN = Path(__file__).parent / "fixtures" / "old_runs" / "lstm"
+OLD_RUN = FIXTURES / "old_runs" / "lstm"
 LINES = "dax lug\nlug blicket wif\nlug kiki wif fep\n"
 
 

@@ -4,7 +4,6 @@ named in `decode.strategy`: a new strategy is one class in one file (issue 46 it
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -13,9 +12,11 @@ from structseq.decode.search import greedy
 from structseq.decode.strategies import Strategy
 from structseq.errors import ConfigError
 from structseq.registry import STRATEGIES, register_strategy
+from tests.fixtures.paths import FIXTURES
+from tests.fixtures.paths import ROOT as REPO
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "structseq"
-OLD_RUN = Path(__file__).parent / "fixtures" / "old_runs" / "lstm"
+SRC = REPO / "src" / "structseq"
+OLD_RUN = FIXTURES / "old_runs" / "lstm"
 SOURCES = ["dax lug", "lug blicket wif", "lug kiki wif fep"]  # outputs that read differently backwards
 
 

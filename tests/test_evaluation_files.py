@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from structseq import api
 from structseq.cli import app
 from structseq.run.checkpoint import load_checkpoint, save_checkpoint
-from test_train import toy_config, toy_tsv
+from tests.fixtures.toy import toy_config, toy_tsv
 
 runner = CliRunner()
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import FIXTURES, ROOT
+
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
 
@@ -48,7 +49,7 @@ def _records(path: Path, config: str, seeds) -> None:
 def test_sweep_and_plan_refuse_settings_out_of_range_in_one_line(tmp_path, monkeypatch, capsys):
     """Issue 52: a seed or config given twice (one run recorded and averaged twice), --jobs 0, a negative or
     seedless --curve-every, --probe-batches 0, and the old `--seeds 1 2` style (55.5): one line each, no record."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     cfg, out = "configs/scan-jump/lstm-256.yaml", tmp_path / "r.jsonl"
     for args, words in (
@@ -125,7 +126,7 @@ def test_report_writes_latex_as_compare_does_and_its_help_is_for_users(monkeypat
     """Issue 55.5: `report KIND ... --format latex` is the Markdown table as booktabs LaTeX, row for row (cells
     escaped, code as \\texttt); an unknown format or `tables --format latex` is one line; `report --help` has no
     developer notes."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     monkeypatch.chdir(ROOT)
     done = _run("-m", "structseq.cli", "report", "results", "results/foundation.jsonl")
@@ -150,7 +151,7 @@ def test_report_writes_latex_as_compare_does_and_its_help_is_for_users(monkeypat
 
 def test_a_plan_cell_that_names_a_seed_or_config_twice_is_one_line(tmp_path, monkeypatch, capsys):
     """Issue 52's duplicate seed, in a plan: `seeds: [1, 1]` would record (and average) one run twice."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     cfg = "configs/scan-jump/lstm-256.yaml"
     for key, value, word in (("seeds", "[1, 2, 1]", "`seeds` gives 1 twice"), ("configs", f"[{cfg}, {cfg}]", cfg)):
@@ -172,9 +173,9 @@ def test_two_configs_of_one_run_name_are_refused_and_a_run_of_another_config_is_
     finished run folder started with another config is an error naming the key, never evaluated as this one."""
     import shutil
 
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
-    old_run = Path(__file__).parent / "fixtures" / "old_runs" / "lstm"
+    old_run = FIXTURES / "old_runs" / "lstm"
     for exp, lr in (("exp1", "0.01"), ("exp2", "0.02")):
         (tmp_path / exp).mkdir()
         text = (old_run / "config.yaml").read_text().replace("  lr: 0.01\n", f"  lr: {lr}\n")

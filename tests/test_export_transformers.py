@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 from structseq import api  # noqa: E402
 from structseq.cli import app  # noqa: E402
 from structseq.data.vocab import Vocab  # noqa: E402
-from test_train import toy_config, toy_tsv  # noqa: E402
+from tests.fixtures.toy import toy_config, toy_tsv  # noqa: E402
 
 runner = CliRunner()
 

@@ -6,12 +6,12 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
+
 DOC = ROOT / "docs" / "extending.md"
 PACKAGE = ROOT / "src" / "structseq"
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "structseq"
+from tests.fixtures.paths import SRC
+
+PACKAGE = SRC
 SOFT_LINES = 450
 HARD_LINES = 900
 

@@ -11,14 +11,14 @@ fields), the split key a caller names (`getattr(cfg.data, key)`, key in train/va
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from structseq.data.example import Example
 from structseq.models.base import Model
 from structseq.registry import ARCHS
 from structseq.tasks.base import Task
+from tests.fixtures.paths import ROOT as REPO
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "structseq"
+SRC = REPO / "src" / "structseq"
 #: the modules that own task- and model-specific code (a model may ask its own parts, base.py checks a plugin
 #: model against the contract)
 OWN = ("tasks/", "models/", "nn/")

@@ -41,7 +41,6 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 pytestmark = pytest.mark.gpu
 DEVICE = os.environ.get("STRUCTSEQ_TEST_DEVICE", "cuda")
 ON_CUDA = DEVICE.startswith("cuda")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def architectures() -> dict[str, tuple[str, ...]]:

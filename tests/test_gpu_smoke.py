@@ -10,7 +10,8 @@ import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable, "STRUCTSEQ_LEARNED_SEEDS": "1"}  # SMOKE's ids
 #: the gpu tests run here on the CPU: one architecture through training, numerics, decoding, syncs and resume;
 #: a pretrained one (on the random BART the gpu tests build) through training

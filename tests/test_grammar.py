@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import random
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,8 +18,9 @@ from structseq.decode.processors import OutputSpace, build_processors
 from structseq.decode.processors.grammar import GrammarConstraint, grammar_constraint
 from structseq.errors import ConfigError
 from structseq.registry import GRAMMARS, Grammar
+from tests.fixtures.paths import ROOT as REPO
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+DATA = REPO / ".." / "shared" / "data"
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 
 

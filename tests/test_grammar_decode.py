@@ -5,12 +5,12 @@ line; a task's output space tells word outputs (a grammar applies) from subword 
 from __future__ import annotations
 
 import pytest
-from tests.cli_run import one_line_error, run_main
 
 from structseq import api
 from structseq.config import config_from_dict
 from structseq.decode.processors.grammar import grammar_constraint
 from structseq.decode.sampling import Sampling
+from tests.fixtures.cli_run import one_line_error, run_main
 
 PAIRS = [
     ("jump", "I_JUMP"),

@@ -9,11 +9,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
+
 spec = importlib.util.spec_from_file_location("lease_plan", ROOT / "scripts" / "lease_plan.py")
 plan = sys.modules.setdefault("lease_plan", importlib.util.module_from_spec(spec))
 spec.loader.exec_module(plan)

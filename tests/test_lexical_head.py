@@ -18,8 +18,10 @@ from structseq.models.heads import CopyHead, LexicalHead, build_head, shared_tok
 from structseq.models.heads import LexicalHeadConfig as HeadConfig
 from structseq.models.lexical import LexiconRows, lexicon_rows, rows_to_lexicon, tie_order
 from structseq.train.loop import Trainer
+from tests.fixtures.paths import ROOT as REPO
+from tests.fixtures.tiny import COLOR_WORDS, tiny_transformer
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "colors"
+CONFIGS = REPO / "configs" / "colors"
 
 SRC = Vocab.build([["a", "b", "c", "d", "e", "same"]])
 TGT = Vocab.build([["A", "B", "X", "Y", "same"]])
@@ -273,9 +275,7 @@ def test_lexicon_file_and_learner_settings(tmp_path):
 
 # ---------------------------------------------------------------- inside the models
 
-TRANSFORMER = dict(
-    arch="transformer", d_model=16, n_heads=2, ffn_dim=32, encoder_layers=1, decoder_layers=2, dropout=0.0
-)
+TRANSFORMER = tiny_transformer(decoder_layers=2)
 LSTM = dict(arch="lstm", embed_dim=8, hidden_dim=16, layers=2, dropout=0.0)
 HEAD_VARIANTS = {
     "simple-copy-token": {"type": "lexical", "lexicon": "simple", "gate": "copy_token"},
@@ -386,7 +386,7 @@ def test_demo_trains_both_lstms_and_prints_the_lexicon(tmp_path):
     assert json.loads((tmp_path / "demo-supertag.json").read_text())["unseen_category_words"] > 0
     text = console.export_text()
     assert "Lexicon learned from the training pairs" in text
-    for word, colour in (("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW")):
+    for word, colour in COLOR_WORDS.items():
         assert any(word in line and colour in line for line in text.splitlines())
 
 

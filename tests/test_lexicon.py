@@ -14,6 +14,7 @@ from structseq.lexicon import Lexicon, format_table, learn, lexicon_matrix, plot
 from structseq.lexicon.corpus import Corpus, as_pairs
 from structseq.paths import data_root
 from structseq.registry import LEARNERS
+from tests.fixtures.tiny import COLOR_WORDS, COLORS_TRAIN
 
 ROOT = data_root()
 ACTIONS = {
@@ -24,13 +25,6 @@ ACTIONS = {
     "left": "I_TURN_LEFT",
     "right": "I_TURN_RIGHT",
 }
-
-
-def colors_train() -> list[tuple[str, str]]:
-    path = ROOT / "colors" / "train.tsv"
-    if not path.is_file():
-        pytest.skip(f"Colors data not found: {path} (set STRUCTSEQ_DATA)")
-    return [tuple(line.split("\t")) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 def scan_around_right_train() -> list[tuple[str, str]]:
@@ -46,8 +40,8 @@ def scan_around_right_train() -> list[tuple[str, str]]:
 
 # ---- Simple ----
 def test_simple_on_colors_is_exactly_the_four_colour_words():
-    lex = simple(colors_train())
-    assert {(s, t) for s, t, _ in lex.pairs()} == {("dax", "RED"), ("lug", "BLUE"), ("wif", "GREEN"), ("zup", "YELLOW")}
+    lex = simple(COLORS_TRAIN)
+    assert {(s, t) for s, t, _ in lex.pairs()} == set(COLOR_WORDS.items())
     assert lex.method == "simple" and lex.settings["epsilon"] == 3
 
 
@@ -184,7 +178,7 @@ def test_registry_names_and_unknown_method():
         learn([], "pmi")
 
 
-COLORS = {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
+COLORS = COLOR_WORDS
 FUNCTION_WORDS = {"blicket": "GREEN", "fep": "BLUE", "kiki": "BLUE"}  # what the association scores pick
 COLORS_LEARNED = {
     "simple": COLORS,
@@ -199,7 +193,7 @@ COLORS_LEARNED = {
 @pytest.mark.parametrize("method", list(LEARNERS))
 def test_every_learner_runs_on_colors(method):
     settings = {"samples": 20, "burn_in": 200, "runs": 1} if method == "bayesian" else {}
-    lex = learn(colors_train(), method, **settings)
+    lex = learn(COLORS_TRAIN, method, **settings)
     assert lex.method == method and lex.num_entries > 0
     assert lex.best()["zup"] == "YELLOW"
     assert lex.best() == COLORS_LEARNED[method]  # every entry, not one
@@ -226,7 +220,7 @@ def test_lexicon_matrix_softmax_rows():
 
 
 def test_plot_lexicon_writes_a_png(tmp_path):
-    lex = simple(colors_train())
+    lex = simple(COLORS_TRAIN)
     path = plot_lexicon(lex, tmp_path / "out" / "colors.png", tau=0.1)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ConfigError, match="nothing to plot"):

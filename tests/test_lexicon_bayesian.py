@@ -13,6 +13,7 @@ from structseq.errors import ConfigError
 from structseq.lexicon import bayesian
 from structseq.lexicon.bayesian import MHSampler
 from structseq.lexicon.corpus import Corpus
+from tests.fixtures.tiny import COLOR_WORDS, colors_pairs
 
 # Source vocabulary {a, b, c}, target {A, B, C}: 6 co-occurring pairs, so 64 lexicons to enumerate.
 TINY = [("a b", "A B"), ("a", "A"), ("b c", "B"), ("c", "C B"), ("a a", "A")]
@@ -96,14 +97,7 @@ def test_sampled_frequencies_match_exact_marginals(exact):
 
 
 def test_incremental_updates_agree_with_full_recomputation():
-    data = [
-        ("dax", "RED"),
-        ("lug", "BLUE"),
-        ("wif blicket dax", "GREEN RED GREEN"),
-        ("dax kiki lug", "BLUE RED"),
-        ("lug fep", "BLUE BLUE BLUE"),
-        ("wif kiki dax blicket lug", "RED BLUE RED GREEN"),
-    ]
+    data = colors_pairs("dax", "lug", "wif blicket dax", "dax kiki lug", "lug fep", "wif kiki dax blicket lug")
     sampler = MHSampler(Corpus.from_data(data))
     rng = np.random.default_rng(0)
     for _ in range(300):
@@ -116,25 +110,11 @@ def test_incremental_updates_agree_with_full_recomputation():
 
 
 def test_seeded_and_finds_the_colour_words():
-    data = [
-        ("dax", "RED"),
-        ("lug", "BLUE"),
-        ("wif", "GREEN"),
-        ("zup", "YELLOW"),
-        ("lug fep", "BLUE BLUE BLUE"),
-        ("dax fep", "RED RED RED"),
-        ("lug blicket wif", "BLUE GREEN BLUE"),
-        ("dax kiki lug", "BLUE RED"),
-    ]
+    data = colors_pairs("dax", "lug", "wif", "zup", "lug fep", "dax fep", "lug blicket wif", "dax kiki lug")
     a, b = bayesian(data, seed=3), bayesian(data, seed=3)
     assert a == b and a.settings["seed"] == 3
     best = a.best()
-    assert {w: best[w] for w in ("dax", "lug", "wif", "zup")} == {
-        "dax": "RED",
-        "lug": "BLUE",
-        "wif": "GREEN",
-        "zup": "YELLOW",
-    }
+    assert {w: best[w] for w in COLOR_WORDS} == COLOR_WORDS
     assert all(0.0 < v <= 1.0 for _, _, v in a.pairs())
 
 

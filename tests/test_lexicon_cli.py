@@ -7,20 +7,10 @@ from typer.testing import CliRunner
 
 from structseq.cli.lexicon import app
 from structseq.lexicon import Lexicon
+from tests.fixtures.tiny import COLOR_WORDS, COLORS_TRAIN
 
 runner = CliRunner()
-COLORS = [
-    ("dax", "RED"),
-    ("lug", "BLUE"),
-    ("wif", "GREEN"),
-    ("zup", "YELLOW"),
-    ("lug fep", "BLUE BLUE BLUE"),
-    ("dax fep", "RED RED RED"),
-    ("lug blicket wif", "BLUE GREEN BLUE"),
-    ("wif blicket dax", "GREEN RED GREEN"),
-    ("lug kiki wif", "GREEN BLUE"),
-    ("dax kiki lug", "BLUE RED"),
-]
+COLORS = COLORS_TRAIN[:10]
 
 
 @pytest.fixture
@@ -35,7 +25,7 @@ def test_learn_show_plot(tmp_path, tsv):
     res = runner.invoke(app, ["learn", str(tsv), "--method", "simple", "--epsilon", "3", "-o", str(out)])
     assert res.exit_code == 0, res.output
     lex = Lexicon.load(out)
-    assert lex.best() == {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
+    assert lex.best() == COLOR_WORDS
     assert lex.settings["epsilon"] == 3 and lex.settings["data"] == str(tsv)
 
     res = runner.invoke(app, ["show", str(out), "--plain"])

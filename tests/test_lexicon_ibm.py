@@ -11,6 +11,7 @@ from structseq.errors import ConfigError
 from structseq.lexicon import ibm1, ibm2
 from structseq.lexicon.corpus import Corpus
 from structseq.lexicon.ibm import align, symmetrise
+from tests.fixtures.tiny import COLOR_WORDS, COLORS_TRAIN
 
 TRUTH = {f"s{i}": f"T{i}" for i in range(12)}
 
@@ -69,23 +70,7 @@ def test_recovers_a_known_one_to_one_lexicon(learner, monotone):
 def test_model1_on_colors_maps_only_colour_words():
     # The setting behind the paper's IBM numbers (fast_align -o, no -d) is Model 1; the paper reports
     # that it maps only colour words on Colors, like Simple.
-    data = [
-        ("dax", "RED"),
-        ("lug", "BLUE"),
-        ("wif", "GREEN"),
-        ("zup", "YELLOW"),
-        ("lug fep", "BLUE BLUE BLUE"),
-        ("dax fep", "RED RED RED"),
-        ("lug blicket wif", "BLUE GREEN BLUE"),
-        ("wif blicket dax", "GREEN RED GREEN"),
-        ("lug kiki wif", "GREEN BLUE"),
-        ("dax kiki lug", "BLUE RED"),
-        ("lug fep kiki wif", "GREEN BLUE BLUE BLUE"),
-        ("wif kiki dax blicket lug", "RED BLUE RED GREEN"),
-        ("lug kiki wif fep", "GREEN GREEN GREEN BLUE"),
-        ("wif blicket dax kiki lug", "BLUE GREEN RED GREEN"),
-    ]
-    assert ibm1(data).best() == {"dax": "RED", "lug": "BLUE", "wif": "GREEN", "zup": "YELLOW"}
+    assert ibm1(COLORS_TRAIN).best() == COLOR_WORDS
 
 
 @pytest.mark.parametrize("learner", [ibm1, ibm2])

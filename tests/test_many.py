@@ -10,7 +10,7 @@ import torch
 from structseq.run.checkpoint import load_checkpoint
 from structseq.train.loop import Trainer
 from structseq.train.many import core_sets, plan_runs
-from test_train import toy_config, toy_tsv
+from tests.fixtures.toy import toy_config, toy_tsv
 
 
 def test_core_sets_are_disjoint_equal_shares():
@@ -70,7 +70,7 @@ def test_a_second_call_continues_each_run_and_an_edited_config_is_refused(tmp_pa
     train.max_steps in the config extends it: updates 3 -> 6, the log says it resumed); each run's log is
     the run's full log (its validation lines), the console one line per run with its update; the config
     edited in another key is then refused in one line naming the key, before any run starts."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     data = toy_tsv(tmp_path)
     config = tmp_path / "toy.yaml"
@@ -101,7 +101,7 @@ def test_a_second_call_continues_each_run_and_an_edited_config_is_refused(tmp_pa
 
 def test_seed_lists_that_name_no_run_are_one_line(tmp_path, monkeypatch, capsys):
     """Issue 52: `--seeds ''`, `,`, `a`, `1,1`: one line each naming --seeds, nothing written."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     config = tmp_path / "toy.yaml"
     config.write_text(json.dumps(toy_config(toy_tsv(tmp_path)).to_dict()))

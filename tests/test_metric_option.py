@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from structseq.cli import app
 from structseq.metrics.base import signature
 from structseq.registry import METRICS, register_metric
-from test_train import toy_config, toy_tsv
+from tests.fixtures.paths import ROOT as REPO
+from tests.fixtures.toy import toy_config, toy_tsv
 
 runner = CliRunner()
 
@@ -108,9 +109,8 @@ def test_context_use_is_a_registered_metric_of_context_tasks():
 
 def test_a_tagger_validates_on_a_registered_metric_its_config_adds(tmp_path):
     """The supertagger's validation computes a `task.metrics` metric when train.valid_metric names it."""
-    from pathlib import Path
 
-    cfg = Path(__file__).resolve().parents[1] / "configs" / "ab-grammar" / "classifier.yaml"
+    cfg = REPO / "configs" / "ab-grammar" / "classifier.yaml"
     r = runner.invoke(
         app,
         [

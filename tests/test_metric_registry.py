@@ -18,9 +18,10 @@ from structseq.models import build_model
 from structseq.registry import METRICS, register_metric
 from structseq.tasks import get_task
 from structseq.tasks.seq2seq import Seq2SeqTask
+from tests.fixtures.tiny import tiny_transformer
 
 NAME = "mean_hyp_length_test"
-TINY = {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 16, "encoder_layers": 1, "decoder_layers": 1}
+TINY = tiny_transformer(ffn_dim=16, dropout=None)
 
 
 @pytest.fixture
@@ -67,8 +68,7 @@ def test_a_metric_named_by_a_dataset_reaches_evaluate_and_the_cli(length_metric,
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         "data: {dataset: colors, valid: null}\n"
-        "model: {arch: transformer, d_model: 16, n_heads: 2, ffn_dim: 16, encoder_layers: 1,"
-        " decoder_layers: 1}\n"
+        f"model: {json.dumps(TINY)}\n"
         "optim: {max_tokens: 200, schedule: constant}\ntrain: {max_steps: 1, valid_every: 1, threads: 1}\n"
     )
     api.train(cfg, tmp_path / "run", show_progress=False)

@@ -7,11 +7,11 @@ import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fixtures.paths import ROOT
+
 spec = importlib.util.spec_from_file_location("mutants_changed", ROOT / "scripts" / "mutants_changed.py")
 mc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mc)

@@ -4,7 +4,6 @@ search's even where two id sequences detokenise to the same text (issue 44 item 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +11,9 @@ from typer.testing import CliRunner
 
 from structseq.cli import app
 from structseq.data.example import Example
+from tests.fixtures.paths import FIXTURES
 
-OLD_RUN = Path(__file__).parent / "fixtures" / "old_runs" / "lstm"
+OLD_RUN = FIXTURES / "old_runs" / "lstm"
 SOURCES = ["dax lug", "zup fep", "wif blicket dax", "lug kiki zup"]
 
 
@@ -80,7 +80,7 @@ def test_score_nbest_refuses_an_id_that_is_not_one_of_the_models(tmp_path, monke
     """An id that is not a whole number (3.7, 4.2 were scored as 3 and 4; true, "3") or outside the model's output
     ids (-1, 99999 and 10^30 were tracebacks) is one line naming FILE:LINE, exit 2. The limit is exact: the last
     output id (the run's target vocabulary, read from its checkpoint) is scored, the next one refused."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     size = len(torch.load(OLD_RUN / "checkpoints" / "best.pt", weights_only=True)["vocab"]["tgt"])
     nbest = tmp_path / "nbest.json"
@@ -100,7 +100,7 @@ def test_score_nbest_refuses_an_id_that_is_not_one_of_the_models(tmp_path, monke
 def test_score_nbest_refuses_a_line_that_is_not_a_whole_number(tmp_path, monkeypatch, capsys):
     """An entry's `line` of 3.7 was read as line 3 (int()); like the ids, only a whole number >= 1 is a line:
     anything else is one line naming FILE:LINE, exit 2."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     nbest = tmp_path / "nbest.json"
 

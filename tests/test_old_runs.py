@@ -12,8 +12,9 @@ import yaml
 
 from structseq import api
 from structseq.errors import ConfigError
+from tests.fixtures.paths import FIXTURES
 
-OLD = Path(__file__).resolve().parent / "fixtures" / "old_runs"
+OLD = FIXTURES / "old_runs"
 
 
 def _rows(path):

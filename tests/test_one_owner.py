@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import structseq.cli
-from cli_run import one_line_error, run_main
 from structseq import api
 from structseq.compose import corpus
 from structseq.config import config_from_dict
@@ -22,7 +21,8 @@ from structseq.run.checkpoint import init_checkpoint, resolve_checkpoint
 from structseq.run.layout import RunDirError
 from structseq.run.saved_config import read_run_config
 from structseq.train import loop
-from test_train import toy_config, toy_tsv
+from tests.fixtures.cli_run import one_line_error, run_main
+from tests.fixtures.toy import toy_config, toy_tsv
 
 CLI_DIR = Path(structseq.cli.__file__).parent
 PACKAGE = CLI_DIR.parent

@@ -9,18 +9,18 @@ import random
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from structseq.cli import app
+from tests.fixtures.paths import ROOT as REPO
 
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "pretrained.md"
+DOC = REPO / "docs" / "pretrained.md"
 
 
 def _recipe() -> str:

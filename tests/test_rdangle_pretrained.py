@@ -21,6 +21,7 @@ from structseq.models import build_model  # noqa: E402
 from structseq.tasks import get_task  # noqa: E402
 from structseq.testing.hf_tiny import tiny_bart, tiny_mbart_lang, tiny_t5  # noqa: E402
 from structseq.testing.oracles.rdangle_pretrained_reference import per_step_log_probs  # noqa: E402
+from tests.fixtures.tiny import tiny_transformer  # noqa: E402
 
 EXAMPLES = [
     Example.from_text("dax lug", "RED BLUE"),
@@ -176,7 +177,7 @@ def test_the_split_must_cover_the_encoder_and_the_backbone_must_be_bart(folders)
 def train_config(folder, steps: int, arch: str = "rdangle-pretrained") -> dict:
     model = {"arch": arch, "pretrained": str(folder), "fusion_layers": 1, "post_fusion_layers": 1, "interval": 2}
     if arch == "transformer":
-        model = {"arch": arch, "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1, "decoder_layers": 1}
+        model = tiny_transformer(dropout=None)
     return {
         "task": "hf-seq2seq" if arch != "transformer" else "seq2seq",
         "data": {"dataset": "colors", "valid": "train", "test": ["train"]},

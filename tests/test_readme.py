@@ -3,9 +3,9 @@ metrics generated from the registries (`structseq report tables --check` in test
 current), and every paper page linked from it."""
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
+
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import one_line_error, run_main
 from structseq.run.checkpoint import load_checkpoint, save_checkpoint
+from tests.fixtures.cli_run import one_line_error, run_main
 
 
 @contextmanager
@@ -31,7 +31,7 @@ def _file_size_limit(nbytes: int):
 def toy_run(tmp_path_factory):
     """A tiny trained seq2seq run, with two kept step checkpoints (for `average`)."""
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     root = tmp_path_factory.mktemp("toy")
     cfg = toy_config(toy_tsv(root), max_steps=4, save_every=2, keep_last=2)
@@ -125,7 +125,7 @@ def test_huggingface_export_on_a_full_disk_is_one_line_leaves_nothing(tmp_path, 
     from structseq import api
     from structseq.config import config_from_dict
     from structseq.testing.hf_tiny import tiny_bart
-    from test_hf_seq2seq import train_config
+    from tests.test_hf_seq2seq import train_config
 
     base = tiny_bart(tmp_path / "base", d_model=16)
     api.train(config_from_dict(train_config(base, 1)), tmp_path / "run", show_progress=False)

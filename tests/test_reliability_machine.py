@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import structseq
-from cli_run import one_line_error, run_main
 from structseq.decode.sampling import Sampling
 from structseq.errors import ConfigError
+from tests.fixtures.cli_run import one_line_error, run_main
 
 
 @pytest.mark.parametrize("t", [float("inf"), float("nan"), 0.0, -1.0])
@@ -48,7 +48,7 @@ def test_an_unwritable_tensorboard_folder_is_one_line_not_a_thread_traceback(tmp
     """A read-only RUN/tensorboard: d15a89c printed "Exception in thread ..." from the SummaryWriter's own
     thread. Now the folder is tried before the writer starts: one line naming it and the key. (Root may write
     anywhere, so the refusal of the write is simulated there.)"""
-    from test_train import toy_tsv
+    from tests.fixtures.toy import toy_tsv
 
     pytest.importorskip("tensorboard")
     if os.geteuid() == 0:

@@ -9,18 +9,16 @@ import json
 import subprocess
 import sys
 from contextlib import nullcontext
-from pathlib import Path
 
 import pytest
 import torch
 
 from structseq.config import apply_overrides, config_from_dict
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
 
 
 def _context_cfg(tmp_path, **over):
-    from test_context_task import _cfg
+    from tests.test_context_task import _cfg
 
     return _cfg(tmp_path, **over)
 
@@ -162,7 +160,7 @@ def test_data_parallel_gradients_are_normalised_by_the_global_token_count(tmp_pa
     """Mutant ddp-local-token-normalisation: two ranks holding the same batch give the gradient and the logged
     loss of one process on it (no clipping, which would hide a factor 2)."""
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     cfg = toy_config(toy_tsv(tmp_path))
     cfg = config_from_dict(apply_overrides(cfg.to_dict(), ["optim.clip_norm=0", "optim.accumulate=1"]))
@@ -213,7 +211,7 @@ def test_the_run_lock_is_released_when_preparing_the_directory_fails(tmp_path):
     """Mutant lock-kept-after-failed-prepare: a run refused for a foreign file leaves the directory unlocked."""
     from structseq.run.directory import RunDirError, RunLock
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     run = tmp_path / "run"
     run.mkdir()

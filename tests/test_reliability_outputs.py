@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli_run import one_line_error as _one_line_error
-from cli_run import run_main as _main
 from structseq.errors import describe, run_cli
 from structseq.outputs import MANIFEST, OutputError, Outputs, append_lines, atomic_write
+from tests.fixtures.cli_run import one_line_error as _one_line_error
+from tests.fixtures.cli_run import run_main as _main
+from tests.fixtures.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 
@@ -90,7 +90,7 @@ def test_appended_records_never_leave_a_partial_line(tmp_path, monkeypatch):
 def toy_run(tmp_path_factory):
     """A tiny trained seq2seq run (its config's test split is a file)."""
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     root = tmp_path_factory.mktemp("toy")
     Trainer(toy_config(toy_tsv(root), max_steps=2), root / "run", show_progress=False).run()
@@ -244,7 +244,7 @@ def test_a_warning_at_the_command_line_is_one_line():
 
 def test_full_disk_during_a_checkpoint_save_names_the_file(tmp_path, monkeypatch, capsys):
     from structseq.run.checkpoint import load_checkpoint, save_checkpoint
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     path = tmp_path / "checkpoints" / "last.pt"
     save_checkpoint({"progress": {"step": 1}}, path)
@@ -296,7 +296,7 @@ def context_run(tmp_path_factory):
     """A tiny sequential context-transformer run, its predictions file and its test file."""
     from structseq.api import load_run
     from structseq.train.loop import train
-    from test_context_task import _cfg
+    from tests.test_context_task import _cfg
 
     root = tmp_path_factory.mktemp("ctx")
     train(_cfg(root, model={"decoder": "sequential"}), root / "seq", show_progress=False)

@@ -8,13 +8,13 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from cli_run import one_line_error, run_main  # noqa: E402
 from structseq import api  # noqa: E402
 from structseq.config import absolute_paths, config_from_dict  # noqa: E402
 from structseq.fields import path_keys  # noqa: E402
 from structseq.run.checkpoint import load_checkpoint  # noqa: E402
 from structseq.testing.hf_tiny import tiny_bart  # noqa: E402
-from test_hf_seq2seq import train_config  # noqa: E402
+from tests.fixtures.cli_run import one_line_error, run_main  # noqa: E402
+from tests.test_hf_seq2seq import train_config  # noqa: E402
 
 
 def test_a_relative_base_folder_is_stored_absolute_and_a_moved_one_can_be_pointed_at(tmp_path, monkeypatch, capsys):
@@ -124,7 +124,7 @@ def test_ensemble_members_differing_in_task_settings_are_refused(tmp_path):
     from structseq.api import load_ensemble
     from structseq.errors import ConfigError
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     data = toy_tsv(tmp_path)
     for name, bos in (("a", False), ("b", True)):

@@ -68,7 +68,7 @@ def _system(folder, score):
 def test_compare_refuses_a_score_that_is_not_a_finite_number(score, tmp_path, monkeypatch, capsys):
     """A metrics JSON with a NaN score: on d15a89c compare reported mean NaN and delta NaN with exit 0; null was
     a TypeError traceback. Now one line naming the file and the metric, exit 2."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     a, b = _system(tmp_path / "a", "0.5"), _system(tmp_path / "b", score)
     code, err = run_main(monkeypatch, capsys, "compare", a, b, "--resamples", 10)
@@ -77,7 +77,7 @@ def test_compare_refuses_a_score_that_is_not_a_finite_number(score, tmp_path, mo
 
 def test_compare_and_plot_name_a_broken_file(tmp_path, monkeypatch, capsys):
     """Broken JSON in a metrics JSON and non-UTF-8 bytes in metrics.jsonl: one-line errors that now name the file."""
-    from cli_run import one_line_error, run_main
+    from tests.fixtures.cli_run import one_line_error, run_main
 
     a, b = _system(tmp_path / "a", "0.5"), _system(tmp_path / "b", "0.5")
     b.with_name("test.metrics.json").write_text('{"task": "seq2seq", "nltk_bleu": {"score": 0.5,')
@@ -99,7 +99,7 @@ def test_evaluate_says_when_config_yaml_was_edited(tmp_path):
 
     from structseq.api import load_run
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     Trainer(toy_config(toy_tsv(tmp_path), max_steps=1), tmp_path / "run", show_progress=False).run()
     with warnings.catch_warnings():
@@ -121,9 +121,9 @@ def test_evaluate_never_replaces_predictions_a_user_edited(tmp_path, monkeypatch
     """`structseq evaluate RUN` after the user edited RUN/predictions/LABEL.tsv: on d15a89c the file was
     replaced although the folder's manifest recorded another hash (issue 43 s2); now one line naming it, exit
     2, the edit kept; --overwrite replaces it."""
-    from cli_run import one_line_error, run_main
     from structseq.train.loop import Trainer
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.cli_run import one_line_error, run_main
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     Trainer(toy_config(toy_tsv(tmp_path), max_steps=1), tmp_path / "run", show_progress=False).run()
     code, err = run_main(monkeypatch, capsys, "evaluate", tmp_path / "run", "--threads", 1)

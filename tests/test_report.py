@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli_run import one_line_error, run_main
 from structseq import report
 from structseq.cli import app
 from structseq.errors import StructseqError
 from structseq.metrics.significance import format_mean_and_sd, format_mean_sd
+from tests.fixtures.cli_run import one_line_error, run_main
 
 
 def _write(path, data) -> str:

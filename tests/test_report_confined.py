@@ -16,8 +16,8 @@ import pytest
 
 from structseq.errors import StructseqError
 from structseq.report import tables
+from tests.fixtures.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "results" / "lexicon" / "colors-spread-predictions"
 PREDICTIONS = "results/preds"
 

@@ -10,10 +10,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cli_run import one_line_error, run_main
 from structseq import api
 from structseq.cli import app
 from structseq.config import config_from_dict
+from tests.fixtures.cli_run import one_line_error, run_main
 
 runner = CliRunner()
 

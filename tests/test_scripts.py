@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.fixtures.paths import ROOT
 
 
 def _sweep():
@@ -498,7 +498,7 @@ def test_probe_of_an_empty_test_split_is_one_error_naming_it(tmp_path):
 
     from structseq.errors import ConfigError
     from structseq.experiments import probe as pricing
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     data, empty = toy_tsv(tmp_path, n=20), tmp_path / "empty.tsv"
     empty.write_text("")
@@ -519,7 +519,7 @@ def test_probe_decodes_with_the_configs_processors_and_grammar(tmp_path):
 
     from structseq.errors import ConfigError
     from structseq.experiments import probe as pricing
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     d = toy_config(toy_tsv(tmp_path, n=20), max_steps=5, valid_every=0).to_dict()
     d["model"] = {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8, "layers": 1, "dropout": 0.0}

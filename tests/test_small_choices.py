@@ -57,8 +57,8 @@ def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkey
 
     from structseq.train import device
     from structseq.train.device import set_threads
-    from test_threads import FakeProc
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
+    from tests.test_threads import FakeProc
 
     class Terminal(io.StringIO):
         def isatty(self):
@@ -109,7 +109,7 @@ def test_small_choices_are_said_or_refused(tmp_path, monkeypatch):
 
     from structseq import progress
     from structseq.cli.plot import value_range
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     data = toy_tsv(tmp_path)
     d = toy_config(data, max_steps=2, valid_every=2, valid_metric="bleu").to_dict()

@@ -25,8 +25,8 @@ from structseq.decode.strategies.tagging import TagStrategy
 from structseq.decode.tree import greedy_trees, kbest_trees
 from structseq.errors import ConfigError
 from structseq.registry import STRATEGIES, register_strategy
-from test_decode_strategies import OLD_RUN
-from test_supertag import _tiny
+from tests.test_decode_strategies import OLD_RUN
+from tests.test_supertag import _tiny
 
 TREE_RUN = OLD_RUN.parent / "tree"
 

@@ -16,16 +16,9 @@ from structseq.decode import search
 from structseq.models import build_model
 from structseq.registry import TASKS
 from structseq.tasks import get_task
+from tests.fixtures.tiny import tiny_transformer
 
-TINY = {
-    "arch": "transformer",
-    "d_model": 16,
-    "n_heads": 2,
-    "ffn_dim": 16,
-    "encoder_layers": 1,
-    "decoder_layers": 1,
-    "dropout": 0.0,
-}
+TINY = tiny_transformer(ffn_dim=16)
 
 
 def test_validation_exact_match_compares_strings_like_evaluate(monkeypatch):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,8 +16,8 @@ from typer.testing import CliRunner
 from structseq.cli import app
 from structseq.train import device
 from structseq.train.device import busy_cpus, set_threads
+from tests.fixtures.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 
@@ -59,7 +58,7 @@ def two_cpus(monkeypatch):
 def test_a_run_started_right_after_another_gets_the_cpus_that_job_left(tmp_path, two_cpus):
     """The load average still says 2.0 (a job just ended); the CPUs are idle now: `structseq train` with
     threads 0 takes both (the load average gave it 2 - 2 + 1 = 1 for its whole run); busy now: 1."""
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump(toy_config(toy_tsv(tmp_path), max_steps=1, valid_every=0).to_dict()))
@@ -97,7 +96,7 @@ def test_the_real_proc_gives_a_count_within_the_cpus():
 def test_a_benchmark_pins_its_threads_whatever_the_machine_is_doing(tmp_path, two_cpus):
     """benchmarks/bench_train.py's worker sets its threads and its Trainer keeps them (train.threads), busy
     machine or not: the fairseq comparison of issue 55 ran structseq on 1 thread after every fairseq run."""
-    from test_train import toy_config, toy_tsv
+    from tests.fixtures.toy import toy_config, toy_tsv
 
     spec = importlib.util.spec_from_file_location("bench_train", ROOT / "benchmarks" / "bench_train.py")
     bench = importlib.util.module_from_spec(spec)

@@ -17,47 +17,8 @@ from structseq.nn.loss import label_smoothed_nll
 from structseq.run.checkpoint import load_checkpoint, save_atomic, save_checkpoint
 from structseq.train.loop import Trainer
 from structseq.train.optim import lr_multiplier
-
-
-def toy_tsv(tmp_path, n=60):
-    """A tiny copy-and-reverse task, written as a TSV file."""
-    import random
-
-    rng = random.Random(0)
-    lines = []
-    for _ in range(n):
-        toks = [rng.choice("abcdef") for _ in range(rng.randint(1, 5))]
-        lines.append(" ".join(toks) + "\t" + " ".join(reversed(toks)).upper())
-    path = tmp_path / "toy.tsv"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def toy_config(path, **train):
-    return config_from_dict(
-        {
-            "data": {"dataset": "files", "train": str(path), "valid": str(path), "test": [str(path)]},
-            "model": {
-                "arch": "transformer",
-                "d_model": 32,
-                "n_heads": 2,
-                "ffn_dim": 64,
-                "encoder_layers": 1,
-                "decoder_layers": 1,
-                "dropout": 0.1,
-            },
-            "optim": {
-                "lr": 3e-3,
-                "schedule": "inverse_sqrt",
-                "warmup": 5,
-                "max_tokens": 60,
-                "accumulate": 2,
-                "clip_norm": 1.0,
-                "label_smoothing": 0.1,
-            },
-            "train": {"max_steps": 12, "valid_every": 5, "log_every": 2, "seed": 3, **train},
-        }
-    )
+from tests.fixtures.tiny import tiny_transformer
+from tests.fixtures.toy import toy_config, toy_tsv
 
 
 def params(model):
@@ -339,9 +300,7 @@ def test_inference_caches_never_outlive_an_update(arch):
 
     vocab = Vocab.build([list("abcdef")])
     model_cfg = (
-        {"arch": "transformer", "d_model": 16, "n_heads": 2, "ffn_dim": 32, "encoder_layers": 1, "decoder_layers": 1}
-        if arch == "transformer"
-        else {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8}
+        tiny_transformer(dropout=None) if arch == "transformer" else {"arch": "lstm", "embed_dim": 8, "hidden_dim": 8}
     )
     torch.manual_seed(0)
     model = build_model(config_from_dict({"model": model_cfg}).model, {"src": vocab, "tgt": vocab})

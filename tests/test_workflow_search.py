@@ -20,17 +20,10 @@ from structseq.decode.ensemble import Ensemble
 from structseq.decode.sampling import Sampling
 from structseq.decode.search import normalized
 from structseq.errors import ConfigError
+from tests.fixtures.tiny import tiny_transformer
 
 TINY = {
-    "transformer": {
-        "arch": "transformer",
-        "d_model": 16,
-        "n_heads": 2,
-        "ffn_dim": 32,
-        "encoder_layers": 1,
-        "decoder_layers": 1,
-        "dropout": 0.0,
-    },
+    "transformer": tiny_transformer(),
     "lstm": {"arch": "lstm", "embed_dim": 16, "hidden_dim": 24, "layers": 1, "dropout": 0.0},
 }
 
