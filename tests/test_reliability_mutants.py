@@ -215,9 +215,11 @@ def test_the_run_lock_is_released_when_preparing_the_directory_fails(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
+    trainer = Trainer(toy_config(toy_tsv(tmp_path)), run, show_progress=False)  # the folder is free when it opens
+    # a foreign file appears before the run starts: refused by prepare_new, under the lock
     (run / "config.yaml").write_text("my: own\n")
     with pytest.raises(RunDirError, match="which no run created") as refused:
-        Trainer(toy_config(toy_tsv(tmp_path)), run, show_progress=False).run()
+        trainer.run()
     assert refused.value is not None  # the failure (and its frames) still alive, as in a caller handling it
     RunLock(run).acquire().release()  # free
 
