@@ -97,3 +97,22 @@ def test_a_failed_discovery_fails_every_later_lookup(monkeypatch, tmp_path):
     for _ in range(2):
         with pytest.raises(ConfigError, match="plugin file not found"):
             registry.ARCHS.get("transformer")
+
+
+def test_each_kind_is_registered_within_its_own_packages():
+    """A kind's listing imports only its own packages (`Registry.packages`), so every built-in registration of
+    the kind must be made there; and a lookup of one name imports the module `_index` reads it from."""
+    kinds = [r for r in vars(registry).values() if isinstance(r, Registry)]
+    from structseq.data.dataset import DATASETS
+
+    kinds.append(DATASETS)
+    by_decorator = {r.decorator: r for r in kinds}
+    assert len(by_decorator) == len(kinds) and None not in by_decorator
+    index = registry._index()
+    assert ("register_arch", "transformer") in index and ("register_learner", "ibm1") in index
+    for (decorator, name), module in index.items():
+        kind = by_decorator.get(decorator)
+        if kind is not None and name in kind:  # a docstring's example ("my-search") is no registration
+            assert any(module == p or module.startswith(p + ".") for p in kind.packages), (decorator, name, module)
+    for kind in kinds:
+        assert set(kind.packages) <= set(registry.BUILTIN), kind.kind

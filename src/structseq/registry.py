@@ -6,18 +6,23 @@ loader, the trainer and the CLI look names up here (they never import the module
     @register_arch("gru", config=GRUConfig)
     def build_gru(cfg, vocabs, train_examples=None): ...
 
-The first lookup imports the built-in packages (`BUILTIN`) and every plugin module named in the
-environment variable STRUCTSEQ_PLUGINS (module names or .py files, separated by commas), so that their
-decorators have run. A name registered twice is an error naming both definitions.
+A lookup imports only what it needs, so that validating a config imports the packages the config names and no
+others: first every plugin module named in the environment variable STRUCTSEQ_PLUGINS (module names or .py
+files, separated by commas); then, for one name, the built-in module whose source registers that name
+(`_index`: read, not imported); listing a kind's names (or a name found nowhere else) imports every module of
+the kind's own packages (`Registry.packages`, all of them `BUILTIN`). A name registered twice is an error
+naming both definitions.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
 import os
 import pkgutil
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -44,8 +49,9 @@ PLUGINS_ENV = "STRUCTSEQ_PLUGINS"
 #: the end of an unknown-name error: where names come from besides the built-in packages
 PLUGIN_HINT = f" (plugin modules are loaded from ${PLUGINS_ENV})"
 
-_discovered = False
-_failure: Exception | None = None
+_discovered = False  # the plugins are imported (the first lookup of any kind does it)
+_failure: Exception | None = None  # what failed to import: raised again by every later lookup
+_imported: set[str] = set()  # the built-in packages (and modules) every module of which is imported
 
 
 class RegistryError(StructseqError):
@@ -59,10 +65,13 @@ def _where(obj: Any) -> str:
 
 class Registry(Generic[T]):
     """Names of one kind (`model`, `task`, ...) and what each stands for. `key` is the config key that names
-    them, for error messages (e.g. `model.arch`)."""
+    them, for error messages (e.g. `model.arch`); `packages` the built-in packages (or modules) whose modules
+    register them, `decorator` the name of the function they register with (`register_arch`): a lookup of one
+    name imports the module that registers it, a listing every module of `packages` (module docstring)."""
 
-    def __init__(self, kind: str, key: str):
+    def __init__(self, kind: str, key: str, packages: tuple[str, ...] = (), decorator: str | None = None):
         self.kind, self.key = kind, key
+        self.packages, self.decorator = tuple(packages), decorator
         self._items: dict[str, T] = {}
 
     def add(self, name: str, item: T) -> T:
@@ -80,10 +89,25 @@ class Registry(Generic[T]):
         """Forget `name` (tests that register a throw-away extension clean up with this)."""
         self._items.pop(name, None)
 
+    def _find(self, name: object) -> bool:
+        """Whether `name` is registered, once the plugins, the built-in module whose source registers it
+        (`_index`) and, when neither did, every module of the kind's packages are imported."""
+        _load_plugins()
+        module = _index().get((self.decorator, name)) if isinstance(name, str) else None
+        if module is not None:
+            _import((module,), every_module=False)
+        if name not in self._items:
+            self.discover()
+        return name in self._items
+
+    def discover(self) -> None:
+        """Import the plugins and every module of the kind's packages: all of its names registered."""
+        _load_plugins()
+        _import(self.packages)
+
     def get(self, name: str) -> T:
         """The entry for `name`, or a ConfigError naming the config key and the choices."""
-        discover()
-        if name not in self._items:
+        if not self._find(name):
             raise ConfigError(
                 f"'{self.key}': unknown {self.kind} '{name}'; choices: {', '.join(sorted(self._items))}" + PLUGIN_HINT
             )
@@ -94,8 +118,7 @@ class Registry(Generic[T]):
     def check_names(self, names: Iterable[str], key: str | None = None) -> None:
         """A ConfigError naming `key` (default: the registry's config key), every name of `names` not registered
         and the choices, unless all are: the one wording of a list of names (`task.metrics`, `--metric`)."""
-        discover()
-        unknown = [n for n in names if n not in self._items]
+        unknown = [n for n in names if not self._find(n)]
         if unknown:
             raise ConfigError(
                 f"'{key or self.key}': no registered {self.kind} {', '.join(map(repr, unknown))}; choices: "
@@ -104,19 +127,18 @@ class Registry(Generic[T]):
             )
 
     def __contains__(self, name: object) -> bool:
-        discover()
-        return name in self._items
+        return self._find(name)
 
     def __iter__(self) -> Iterator[str]:
-        discover()
+        self.discover()
         return iter(list(self._items))
 
     def __len__(self) -> int:
-        discover()
+        self.discover()
         return len(self._items)
 
     def items(self) -> list[tuple[str, T]]:
-        discover()
+        self.discover()
         return list(self._items.items())
 
     def names(self) -> list[str]:
@@ -124,7 +146,7 @@ class Registry(Generic[T]):
 
     def table(self) -> dict[str, T]:
         """The live name -> entry dict, discovered (a test may patch an entry in it for its duration)."""
-        discover()
+        self.discover()
         return self._items
 
 
@@ -191,14 +213,22 @@ class Metric:
     doc: str = field(default="", compare=False)
 
 
-ARCHS: Registry[Arch] = Registry("model", "model.arch")
-HEADS: Registry[Head] = Registry("head", "model.head.type")
-TASKS: Registry[type] = Registry("task", "task.type")
-METRICS: Registry[Metric] = Registry("metric", "metric")
-LEARNERS: Registry[Callable[..., Any]] = Registry("lexicon learner", "model.head.lexicon")
-OPTIMIZERS: Registry[Callable[..., Any]] = Registry("optimizer", "optim.optimizer")
-SCHEDULES: Registry[Callable[..., Any]] = Registry("schedule", "optim.schedule")
-STRATEGIES: Registry[type] = Registry("decoding strategy", "decode.strategy")
+ARCHS: Registry[Arch] = Registry("model", "model.arch", ("structseq.models",), "register_arch")
+HEADS: Registry[Head] = Registry("head", "model.head.type", ("structseq.models",), "register_head")
+TASKS: Registry[type] = Registry("task", "task.type", ("structseq.tasks",), "register_task")
+METRICS: Registry[Metric] = Registry("metric", "metric", ("structseq.metrics", "structseq.tasks"), "register_metric")
+LEARNERS: Registry[Callable[..., Any]] = Registry(
+    "lexicon learner", "model.head.lexicon", ("structseq.lexicon",), "register_learner"
+)
+OPTIMIZERS: Registry[Callable[..., Any]] = Registry(
+    "optimizer", "optim.optimizer", ("structseq.train.optim",), "register_optimizer"
+)
+SCHEDULES: Registry[Callable[..., Any]] = Registry(
+    "schedule", "optim.schedule", ("structseq.train.optim",), "register_schedule"
+)
+STRATEGIES: Registry[type] = Registry(
+    "decoding strategy", "decode.strategy", ("structseq.decode.strategies",), "register_strategy"
+)
 
 
 @dataclass(frozen=True)
@@ -215,7 +245,9 @@ class Processor:
     doc: str = field(default="", compare=False)
 
 
-PROCESSORS: Registry[Processor] = Registry("logits processor", "decode.processors")
+PROCESSORS: Registry[Processor] = Registry(
+    "logits processor", "decode.processors", ("structseq.decode.processors",), "register_processor"
+)
 
 
 @dataclass(frozen=True)
@@ -229,7 +261,9 @@ class Grammar:
     doc: str = field(default="", compare=False)
 
 
-GRAMMARS: Registry[Grammar] = Registry("grammar", "decode.grammar")
+GRAMMARS: Registry[Grammar] = Registry(
+    "grammar", "decode.grammar", ("structseq.decode.processors",), "register_grammar"
+)
 
 
 def register_arch(
@@ -379,22 +413,70 @@ def _import_plugin(spec: str) -> None:
         raise ConfigError(f"${PLUGINS_ENV}: plugin {spec} failed to load: {type(e).__name__}: {e}") from e
 
 
-def discover() -> None:
-    """Import every module of the built-in packages and the plugins, once, so that their registrations run.
-    A failure is raised again on every later lookup (a retry would re-register what ran before it)."""
+def _load_plugins() -> None:
+    """Import the plugins named in $STRUCTSEQ_PLUGINS, once; a failure is raised again on every later lookup (a
+    retry would re-register what ran before it)."""
     global _discovered, _failure
     if _failure is not None:
         raise _failure
     if _discovered:
         return
-    _discovered = True  # a module's own lookups during discovery see what is registered so far
+    _discovered = True  # a plugin's own lookups see what is registered so far
     try:
-        for package in BUILTIN:
-            pkg = importlib.import_module(package)
-            for info in pkgutil.iter_modules(getattr(pkg, "__path__", ()), package + "."):
-                importlib.import_module(info.name)
         for spec in filter(None, (s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(","))):
             _import_plugin(spec)
     except Exception as e:
         _failure = e
         raise
+
+
+def _import(names: Iterable[str], every_module: bool = True) -> None:
+    """Import each module or package of `names` (`every_module`: and every module of a package), once; a failure
+    is raised again on every later lookup."""
+    global _failure
+    if _failure is not None:
+        raise _failure
+    for name in names:
+        if name in _imported:
+            continue
+        if every_module:
+            _imported.add(name)  # a module's own lookups during discovery see what is registered so far
+        try:
+            module = importlib.import_module(name)
+            if every_module:
+                for info in pkgutil.iter_modules(getattr(module, "__path__", ()), name + "."):
+                    importlib.import_module(info.name)
+        except Exception as e:
+            _failure = e
+            raise
+
+
+#: a registration by a literal name in a module's source: `@register_arch("transformer", ...)`
+_REGISTERS = re.compile(r"""\b(register_\w+)\(\s*["']([^"'\s]+)["']""")
+
+
+@functools.cache
+def _index() -> dict[tuple[str, str], str]:
+    """(decorator, name) -> the built-in module whose source registers `name` with `decorator` by a literal, read
+    from the source files of `BUILTIN` without importing them: how a lookup of one name imports only its module.
+    A name registered by a computed string (a grammar per file, a family of datasets or metrics) is found by
+    importing its kind's packages."""
+    root = Path(__file__).resolve().parent
+    out: dict[tuple[str, str], str] = {}
+    for package in BUILTIN:
+        path = root.joinpath(*package.split(".")[1:])
+        if path.is_dir():
+            files = [(f, package if f.name == "__init__.py" else f"{package}.{f.stem}") for f in path.glob("*.py")]
+            files += [(f, f"{package}.{f.parent.name}") for f in path.glob("*/__init__.py")]
+        else:
+            files = [(path.with_suffix(".py"), package)]
+        for file, module in sorted(files):
+            for decorator, name in _REGISTERS.findall(file.read_text(encoding="utf-8")):
+                out.setdefault((decorator, name), module)
+    return out
+
+
+def discover() -> None:
+    """Import every module of the built-in packages and the plugins, once, so that every registration has run."""
+    _import(BUILTIN)
+    _load_plugins()

@@ -6,14 +6,16 @@ schema by a key from a registry (`structseq.registry`): `task` by `type`, `model
 `type`; so each accepts only its own keys (`task: seq2seq` is short for `task: {type: seq2seq}`). Those
 schemas live beside their task, model or head. An unknown key or a value of the wrong type or out of its
 bounds raises ConfigError naming the dotted key; so do the checks across keys, the task and the model
-(`check_config`), which `config_from_dict` runs on every config it builds.
+(`check_config`), which `config_from_dict` runs on every config it builds. Validating a config imports the
+modules of the task, model, head and processors it names and no others (`structseq.registry`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,7 +142,7 @@ class DataConfig:
 
 @dataclass
 class OptimConfig:
-    optimizer: str = option("adam", "adam | adamw (or a registered optimiser)", choices=lambda: tuple(OPTIMIZERS))
+    optimizer: str = option("adam", "adam | adamw (or a registered optimiser)", choices=OPTIMIZERS)
     lr: float = option(5e-4, "peak learning rate (Noam: the scale factor)", gt=0)
     betas: list[float] = option([0.9, 0.98], "Adam betas", ge=0, lt=1, length=2)
     eps: float = option(1e-8, "Adam epsilon", gt=0)
@@ -148,7 +150,7 @@ class OptimConfig:
     schedule: str = option(
         "inverse_sqrt",
         "constant | noam | inverse_sqrt | cosine (or a registered schedule)",
-        choices=lambda: tuple(SCHEDULES),
+        choices=SCHEDULES,
     )
     warmup: int = option(4000, "warm-up updates", ge=0)
     min_lr: float = option(0.0, "final learning rate of the cosine schedule", ge=0)
@@ -275,7 +277,7 @@ class DecodeConfig:
         "a registered decoding strategy that fits the model (greedy, beam, sampling; a supertagger's tree-greedy, "
         "tree-beam, tag-kbest; or a plugin's: structseq.decode.strategies); null: greedy at beam 1, else beam "
         "search (a tree's: tree-greedy, tree-beam)",
-        choices=lambda: tuple(STRATEGIES.names()),
+        choices=STRATEGIES,
     )
     batch_size: int = option(128, "sentences decoded together", ge=1)
     processors: dict = entries(
@@ -287,7 +289,7 @@ class DecodeConfig:
         None,
         "a registered grammar every output must belong to (cogs, scan, a plugin's): each step allows only the "
         "tokens that keep the prefix viable, </s> only after a whole sentence (docs/decoding.md); null: none",
-        choices=lambda: tuple(GRAMMARS.names()),
+        choices=GRAMMARS,
     )
 
 
@@ -328,16 +330,37 @@ class Config:
         return dataclasses.asdict(self)
 
 
-def schemas(kind: str) -> dict[str, type]:
-    """The schemas a `chosen` section can pick from: `task` by type, `model` by arch, `head` by type."""
+class _Schemas(Mapping):
+    """A registry's schemas by name, looked up one name at a time (`Registry.get`): validating a config imports
+    the modules of the names it gives and no others (`structseq.registry`); listing them imports every one."""
+
+    def __init__(self, registry, schema: Callable[[Any], type]):
+        self.registry, self.schema = registry, schema
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.registry
+
+    def __getitem__(self, name: str) -> type:
+        return self.schema(self.registry.get(name))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.registry)
+
+    def __len__(self) -> int:
+        return len(self.registry)
+
+
+def schemas(kind: str) -> Mapping[str, type]:
+    """The schemas a `chosen` section can pick from: `task` by type, `model` by arch, `head` by type; `entries`:
+    a `processor`'s by name."""
     if kind == "task":
-        return {name: t.options_class for name, t in TASKS.items()}
+        return _Schemas(TASKS, lambda t: t.options_class)
     if kind == "model":
-        return {name: a.config for name, a in ARCHS.items()}
+        return _Schemas(ARCHS, lambda a: a.config)
     if kind == "head":
-        return {name: h.config for name, h in HEADS.items()}
+        return _Schemas(HEADS, lambda h: h.config)
     if kind == "processor":
-        return {name: p.options for name, p in PROCESSORS.items()}
+        return _Schemas(PROCESSORS, lambda p: p.options)
     raise ConfigError(f"no registry of {kind!r} schemas")
 
 
@@ -447,13 +470,23 @@ def _with_values(cfg: Config, values: dict[str, str], saved: bool) -> Config:
 def absolute_paths(cfg: Config) -> Config:
     """`cfg` with each relative local folder (`option(..., path=True)`: `model.pretrained`, ...) made absolute
     (from the current directory, `~` expanded), as a new run stores it: evaluating the run from another
-    directory then finds the same folder."""
+    directory then finds the same folder. Not validated again: the absolute path of a validated folder is the
+    same folder (a command validates its config once)."""
     values = {
         k: os.path.abspath(os.path.expanduser(v))
         for k, v in path_keys(cfg).items()
         if isinstance(v, str) and v and not os.path.isabs(os.path.expanduser(v))
     }
-    return _with_values(cfg, values, saved=False) if values else cfg
+    if not values:
+        return cfg
+    out = copy.deepcopy(cfg)
+    for key, value in values.items():
+        *sections, last = key.split(".")
+        node = out
+        for name in sections:
+            node = getattr(node, name)
+        setattr(node, last, value)
+    return out
 
 
 def moved_paths(cfg: Config, items: Sequence[str], where: object) -> Config:

@@ -46,7 +46,7 @@ class Dataset:
         return self.loader(split, root)
 
 
-DATASETS: Registry[Dataset] = Registry("dataset", "data.dataset")
+DATASETS: Registry[Dataset] = Registry("dataset", "data.dataset", ("structseq.data",), "register_dataset")
 
 
 def register_dataset(
