@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import structseq.config as config
-from cli_run import run_main
-from test_train import toy_config, toy_tsv
+from tests.fixtures.cli_run import run_main
+from tests.fixtures.toy import toy_config, toy_tsv
 
 
 def test_train_validates_its_config_once(tmp_path, monkeypatch, capsys):
