@@ -86,7 +86,15 @@ def test_compose_reads_name_split_with_the_data_registry_parser():
     assert not hasattr(corpus, "_dataset_split")
 
 
-@pytest.mark.parametrize("flag, home", [("--data-root", "options.py"), ("--checkpoint", "options.py")])
+@pytest.mark.parametrize(
+    "flag, home",
+    [
+        ("--data-root", "options.py"),
+        ("--checkpoint", "options.py"),
+        *((flag, "decoding.py") for flag in ("--threads", "--device", "--max-len-a", "--max-len-b")),
+        *((flag, "decoding.py") for flag in ("--top-p", "--temperature")),
+    ],
+)
 def test_each_shared_cli_option_is_declared_once(flag, home):
     option = rf"""(?:typer\.Option|_option)\([^)]*?["']{flag}["']"""  # a declaration, not a message naming it
     declared = {path.name: len(re.findall(option, path.read_text())) for path in sorted(CLI_DIR.glob("*.py"))}
@@ -136,7 +144,7 @@ def test_the_trees_capability_is_written_once():
 
 
 def test_the_device_pattern_is_written_once():
-    from structseq.cli.tagged_output import check_device
+    from structseq.cli.decoding import check_device
 
     assert written(r"cuda\(?:\\d") == {"config/__init__.py": 1}
     with pytest.raises(ConfigError) as by_config:

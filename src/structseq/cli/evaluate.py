@@ -9,106 +9,15 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from structseq.cli.options import Checkpoint, DataRoot, stdout_console
-from structseq.cli.tagged_output import DEVICE_HELP, all_formats, check_device, check_format, print_tagged
+from structseq.cli.decoding import Decoding, Runs, decoding_options
+from structseq.cli.options import DataRoot, stdout_console
+from structseq.cli.tagged_output import all_formats, check_format, print_tagged
 from structseq.errors import ConfigError
 
 console = stdout_console()
 
-Runs = typer.Argument(
-    ...,
-    help="run directory; several (or a quoted glob such as 'runs/seed*') decode as one "
-    "ensemble: per step, the log of the members' mean probability",
-)
-Beam = typer.Option(None, "--beam", help="beam size [default: the run's decode.beam]")
-BatchSize = typer.Option(None, "--batch-size", help="sentences decoded together (decode.batch_size)")
-Threads = typer.Option(
-    None, "--threads", min=1, help="CPU threads for torch [default: the CPUs other processes leave free, at least 1]"
-)
-MaxLenA = typer.Option(None, "--max-len-a", help="output length limit a * |x| + b: a (decode.max_len_a)")
-MaxLenB = typer.Option(None, "--max-len-b", help="output length limit a * |x| + b: b (decode.max_len_b)")
-Set = typer.Option(
-    [],
-    "--set",
-    help="decode.KEY=VALUE, checked by the config schema (repeatable), e.g. --set decode.len_penalty=0.6; "
-    "model.pretrained=DIR points a run at its moved base folder (its content hash is still checked)",
-)
-Sample = typer.Option(
-    False, "--sample", help="draw from the model (ancestral sampling) instead of searching: decode.strategy=sampling"
-)
-TopK = typer.Option(None, "--top-k", help="with sampling: only the K most probable tokens (0: all) [decode.top_k]")
-TopP = typer.Option(
-    None, "--top-p", help="with sampling: the smallest set of tokens with this much probability [decode.top_p]"
-)
-Temperature = typer.Option(
-    None, "--temperature", help="with sampling: divide log-probabilities by T (near 0: greedy) [decode.temperature]"
-)
-Seed = typer.Option(None, "--seed", help="with sampling: the random seed (same seed, same samples) [decode.seed]")
-Quiet = typer.Option(False, "--quiet", "-q", help="no progress on stderr")
 
-
-def run_paths(runs: list[str]) -> list[Path]:
-    """The run directories named by RUN arguments, each a directory or a glob of run folders (`run_folders`)."""
-    from structseq.run.layout import run_folders
-
-    return run_folders(runs)
-
-
-def load_for_decoding(
-    runs: list[str],
-    checkpoint: str | None,
-    *,
-    batch_size=None,
-    max_len_a=None,
-    max_len_b=None,
-    overrides=(),
-    threads: int | None = None,
-    device: str = "auto",
-    hint: bool = False,
-):
-    """The run (an ensemble for several) with the command line's decoding overrides applied."""
-    from structseq.api import load_ensemble
-    from structseq.train.device import set_threads
-
-    set_threads(threads, "--threads", hint=hint)
-    given = [
-        f"decode.{key}={value}"
-        for key, value in (("batch_size", batch_size), ("max_len_a", max_len_a), ("max_len_b", max_len_b))
-        if value is not None
-    ]
-    decode = [o for o in overrides if str(o).strip().startswith("decode.")]
-    moved = [o for o in overrides if not str(o).strip().startswith("decode.")]  # model.pretrained=NEWDIR
-    return load_ensemble(run_paths(runs), checkpoint, device=device, moved=moved).with_overrides([*decode, *given])
-
-
-#: the decoding flags that are shorthands for decode keys: flag -> key
-FLAG_KEYS = {"--beam": "beam", "--top-k": "top_k", "--top-p": "top_p", "--temperature": "temperature", "--seed": "seed"}
-
-
-def check_beam_clash(beam: int | None, overrides: list[str], **flags) -> None:
-    """A flag (--beam N, --seed S, ...) beside --set decode.KEY=M for its own key: refused rather than one
-    silently winning."""
-    for flag, value in {"--beam": beam, **{f"--{k.replace('_', '-')}": v for k, v in flags.items()}}.items():
-        given = [o for o in overrides if o.split("=", 1)[0].strip() == f"decode.{FLAG_KEYS[flag]}"]
-        if value is not None and given:
-            raise ConfigError(
-                f"{flag} {value} and --set {given[-1]} both set decode.{FLAG_KEYS[flag]}: give one of them"
-            )
-
-
-def sampling_overrides(run, sample: bool, top_k, top_p, temperature, seed) -> list[str]:
-    """The decode keys the sampling flags stand for: --sample is decode.strategy=sampling, --seed S is
-    decode.seed=S, ...; a sampling flag for a run that does not sample (without --sample) is refused."""
-    flags = {"--top-k": top_k, "--top-p": top_p, "--temperature": temperature, "--seed": seed}
-    given = {flag: v for flag, v in flags.items() if v is not None}
-    if given and not sample and run.config.decode.strategy != "sampling":
-        raise ConfigError(
-            f"{', '.join(given)} only apply with --sample (or decode.strategy: sampling); the run decodes with "
-            f"decode.strategy {run.config.decode.strategy or 'null'}"
-        )
-    return ["decode.strategy=sampling"] * sample + [f"decode.{FLAG_KEYS[f]}={v!r}" for f, v in given.items()]
-
-
+@decoding_options()
 def evaluate(
     runs: list[str] = Runs,
     split: Optional[str] = typer.Option(
@@ -117,23 +26,10 @@ def evaluate(
         help="split name, file, or NAME:SPLIT of any registered "
         "dataset (e.g. cognition:cg-test) [default: the config's test split]",
     ),
-    beam: Optional[int] = Beam,
-    checkpoint: Optional[str] = Checkpoint,
     bleu_tokenize: Optional[str] = typer.Option(None, "--bleu-tokenize", help="sacrebleu tokenizer (13a, zh, none...)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object with every metric"),
     data_root: Optional[Path] = DataRoot,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the split's first N examples"),
-    batch_size: Optional[int] = BatchSize,
-    threads: Optional[int] = Threads,
-    max_len_a: Optional[float] = MaxLenA,
-    max_len_b: Optional[int] = MaxLenB,
-    set_: list[str] = Set,
-    sample: bool = Sample,
-    top_k: Optional[int] = TopK,
-    top_p: Optional[float] = TopP,
-    temperature: Optional[float] = Temperature,
-    seed: Optional[int] = Seed,
-    quiet: bool = Quiet,
     metric: list[str] = typer.Option(
         [], "--metric", help="a registered metric to report too (repeatable; plugins included), e.g. --metric chrf"
     ),
@@ -142,6 +38,8 @@ def evaluate(
         "--overwrite",
         help="replace an earlier evaluation of the same name made otherwise (or a predictions file edited since)",
     ),
+    *,
+    decoding: Decoding,
 ):
     """Decode a split and report exact match, token accuracy, BLEU (and per-category accuracy; for
         CoGnition also character BLEU and, on cg-test, the compound translation error rate). An empty file, or an
@@ -151,25 +49,14 @@ def evaluate(
     run's own settings, with a .metrics.json stating them all; an earlier evaluation is replaced only with --overwrite."""
     from structseq.progress import is_main_process
 
-    check_beam_clash(beam, set_, top_k=top_k, top_p=top_p, temperature=temperature, seed=seed)
-    run = load_for_decoding(
-        runs,
-        checkpoint,
-        batch_size=batch_size,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        overrides=set_,
-        threads=threads,
-        hint=not quiet,
-    )
-    run = run.with_overrides(sampling_overrides(run, sample, top_k, top_p, temperature, seed))
+    run = decoding.sampled(decoding.load(runs))
     main = is_main_process()
     m = run.evaluate(
         split,
-        beam=beam,
+        beam=decoding.beam,
         data_root=data_root,
         bleu_tokenize=bleu_tokenize,
-        show_progress=not quiet,
+        show_progress=not decoding.quiet,
         limit=limit,
         write_predictions=main,
         overwrite=overwrite,
@@ -183,10 +70,9 @@ def evaluate(
     print_metrics(m)
 
 
+@decoding_options()
 def predict(
     runs: list[str] = Runs,
-    beam: Optional[int] = Beam,
-    checkpoint: Optional[str] = Checkpoint,
     nbest: Optional[int] = typer.Option(
         None,
         "--nbest",
@@ -203,18 +89,8 @@ def predict(
         "(index word POS category probability) and json (words, "
         "tags, k-best with probabilities; --beam K for K)",
     ),
-    batch_size: Optional[int] = BatchSize,
-    threads: Optional[int] = Threads,
-    max_len_a: Optional[float] = MaxLenA,
-    max_len_b: Optional[int] = MaxLenB,
-    set_: list[str] = Set,
-    sample: bool = Sample,
-    top_k: Optional[int] = TopK,
-    top_p: Optional[float] = TopP,
-    temperature: Optional[float] = Temperature,
-    seed: Optional[int] = Seed,
-    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
-    quiet: bool = Quiet,
+    *,
+    decoding: Decoding,
 ):
     """Read input lines on stdin (the task's format: a source; `source<TAB>context` for context-aware models;
     words for a tagger), write one output line each to stdout. Input must be UTF-8; an invalid byte, a reserved
@@ -225,20 +101,10 @@ def predict(
 
     if fmt not in all_formats():
         raise ConfigError(f"'--format' must be one of {', '.join(all_formats())}, got {fmt!r}")
-    check_beam_clash(beam, set_, top_k=top_k, top_p=top_p, temperature=temperature, seed=seed)
-    run = load_for_decoding(
-        runs,
-        checkpoint,
-        batch_size=batch_size,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        overrides=set_,
-        threads=threads,
-        device=check_device(device),
-        hint=not quiet,
-    )
-    own_format = check_format(fmt, run.task, beam=beam, nbest=nbest, sampling=sample or None)  # tagged_output.py
-    run = run.with_overrides(sampling_overrides(run, sample, top_k, top_p, temperature, seed))
+    run = decoding.load(runs)
+    beam, quiet = decoding.beam, decoding.quiet
+    own_format = check_format(fmt, run.task, nbest=nbest, sampling=decoding.sample or None)  # tagged_output.py
+    run = decoding.sampled(run)
     lines = list(stdin_lines())
     if own_format:
         if is_main_process():

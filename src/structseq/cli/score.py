@@ -8,11 +8,12 @@ from typing import Optional
 
 import typer
 
-from structseq.cli.evaluate import BatchSize, Runs, Set, Threads, load_for_decoding
-from structseq.cli.options import Checkpoint, DataRoot
+from structseq.cli.decoding import Decoding, Runs, decoding_options
+from structseq.cli.options import DataRoot
 from structseq.errors import ConfigError
 
 
+@decoding_options(search=False)
 def score(
     runs: list[str] = Runs,
     pairs: Optional[str] = typer.Option(
@@ -33,12 +34,10 @@ def score(
         help="instead of --pairs: the JSON of `predict --nbest N --format json`; each entry is scored by its ids, "
         "so its score is the search's (text may detokenise two id sequences alike)",
     ),
-    checkpoint: Optional[str] = Checkpoint,
-    batch_size: Optional[int] = BatchSize,
-    threads: Optional[int] = Threads,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N pairs"),
     data_root: Optional[Path] = DataRoot,
-    set_: list[str] = Set,
+    *,
+    decoding: Decoding,
 ):
     """Score each given target under a run (or an ensemble of runs), teacher-forced: its log-probability (the
     sum over its tokens and </s>), the same normalised as beam search ranks (decode.len_penalty), and each
@@ -49,7 +48,7 @@ def score(
         raise ConfigError(f"'--format' must be tsv or json, got {fmt!r}")
     if (pairs is None) == (nbest is None):
         raise ConfigError("give the outputs to score: either --pairs or --nbest")
-    run = load_for_decoding(runs, checkpoint, batch_size=batch_size, threads=threads, overrides=set_)
+    run = decoding.load(runs)
     if nbest is not None:
         inputs, ids, where, lines = read_nbest(nbest)
         examples = run.parse_lines(inputs, str(nbest))

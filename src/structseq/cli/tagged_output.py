@@ -1,29 +1,12 @@
 """`structseq predict` for taggers: the task's own output formats (`--format cc|multi|json|conll` of a supertag
-run, `structseq.tasks.supertag_formats`) and the `--device` choice. Kept apart from `cli/evaluate.py`, which
-calls `check_device`, `task_formats` and `print_tagged`."""
+run, `structseq.tasks.supertag_formats`). Kept apart from `cli/evaluate.py`, which calls `check_format` and
+`print_tagged`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from structseq.errors import ConfigError
-
-DEVICE_HELP = "where the model runs: cpu | cuda | cuda:N | auto (CUDA when available) [default: auto]"
-
-
-def check_device(device: str) -> str:
-    """`--device`: a device `train.device` may name (`config.DEVICES`); cuda without a CUDA device is an error
-    (before the run loads)."""
-    from structseq.config import DEVICES
-    from structseq.fields import check_value
-
-    check_value(device, {"pattern": DEVICES}, "--device")
-    if device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError(f"'--device {device}': no CUDA device is available here; use cpu or auto")
-    return device
 
 
 def all_formats() -> tuple[str, ...]:
@@ -39,7 +22,7 @@ def task_formats(task) -> tuple[str, ...]:
     return tuple(task.output_formats)
 
 
-def check_format(fmt: str, task, *, beam: int | None = None, nbest: int | None = None, sampling=None) -> bool:
+def check_format(fmt: str, task, *, nbest: int | None = None, sampling=None) -> bool:
     """An unsupported `--format` is one ConfigError naming the task's formats; True when the task writes the
     format itself (`print_tagged`), False for the sequence formats of `predict`. For a tagger, `--nbest` and
     `--sample` (autoregressive models only) are errors too, before any input is read (the beam is checked by the
