@@ -65,3 +65,15 @@ def test_every_command_checks_the_device_before_loading(command, tmp_path, monke
     extra = ["--pairs", "x.tsv"] if command == "score" else []
     code, err = run_main(monkeypatch, capsys, command, tmp_path / "no-run", *extra, "--device", "tpu", stdin="")
     one_line_error(code, err, "'--device': invalid value 'tpu'; choices: auto, cpu, cuda, cuda:N")
+
+
+def test_a_run_samples_by_one_route():
+    """Issue 56 item 4: `Run` decoded by five methods, three of which also took `sampling=` (a second route to
+    what `Run.sampled` does); now a run samples only as `run.sampled(Sampling(...))`, whose methods draw."""
+    import inspect
+
+    from structseq.api import Run
+
+    for method in (Run.decode_examples, Run.search, Run.predict, Run.translate):
+        assert "sampling" not in inspect.signature(method).parameters, method.__name__
+    assert "sampling" in inspect.signature(Run.sampled).parameters

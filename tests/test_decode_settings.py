@@ -130,7 +130,7 @@ def test_every_sampled_evaluation_is_seeded_and_named_by_its_seed_and_settings(r
 def test_api_sampling_is_the_same_route_as_the_decode_keys():
     run = api.load_run(OLD_RUN)
     examples = run.parse_lines(LINES.splitlines())
-    via_api = run.search(examples, nbest=3, sampling=Sampling(temperature=0.8, seed=5))
+    via_api = run.sampled(Sampling(temperature=0.8, seed=5)).search(examples, nbest=3)
     via_keys = run.with_overrides(["decode.strategy=sampling", "decode.temperature=0.8", "decode.seed=5"])
     assert via_api == via_keys.search(examples, nbest=3)
     assert via_api != run.with_overrides(["decode.strategy=sampling", "decode.seed=6"]).search(examples, nbest=3)

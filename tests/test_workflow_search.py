@@ -160,7 +160,7 @@ def test_nbest_lists_are_sorted_and_their_scores_are_teacher_forced(runs, exampl
 def test_sampling_is_seeded_and_reaches_greedy_in_the_limit(runs, examples):
     run = api.load_run(runs["a"])
     greedy = run.search(examples)
-    draw = lambda **kw: run.search(examples, nbest=3, sampling=Sampling(**kw))
+    draw = lambda **kw: run.sampled(Sampling(**kw)).search(examples, nbest=3)
     first, again, other = draw(seed=7), draw(seed=7), draw(seed=8)
     assert first == again and first != other
     sources, _ = texts(examples)
@@ -170,7 +170,7 @@ def test_sampling_is_seeded_and_reaches_greedy_in_the_limit(runs, examples):
         )
         assert [c.normalized for c in cs] == sorted((c.normalized for c in cs), reverse=True)
     for kw in ({"temperature": 1e-4}, {"top_k": 1}, {"top_p": 1e-6}):
-        got = run.search(examples, sampling=Sampling(seed=3, **kw))
+        got = run.sampled(Sampling(seed=3, **kw)).search(examples)
         assert [c[0].tokens for c in got] == [g[0].tokens for g in greedy], kw
         assert [c[0].score for c in got] == pytest.approx([g[0].score for g in greedy], abs=1e-5)
     for bad in ({"temperature": 0}, {"top_k": -1}, {"top_p": 0}, {"top_p": 1.5}):
@@ -210,7 +210,7 @@ def test_predict_writes_nbest_tsv_and_json_and_samples(runs, examples):
     )
     assert r.exit_code == 0, r.output
     objs = [json.loads(x) for x in r.stdout.splitlines()]
-    sampled = run.search(examples[:5], nbest=2, sampling=Sampling(top_k=3, seed=4))
+    sampled = run.sampled(Sampling(top_k=3, seed=4)).search(examples[:5], nbest=2)
     assert [[o["output"] for o in obj["nbest"]] for obj in objs] == [[" ".join(c.tokens) for c in cs] for cs in sampled]
     r = CliRunner().invoke(app, ["predict", str(runs["a"]), "--top-k", "3"], input=stdin)
     assert r.exit_code != 0 and "--sample" in str(r.exception)
@@ -361,7 +361,7 @@ def test_a_pretrained_backbone_searches_samples_and_scores_with_its_own_ids(tmp_
     assert [cs[0].tokens for cs in run.search(examples)] == greedy
     lists = run.search(examples, nbest=3)
     assert [cs[0].tokens for cs in lists] == run.decode_examples(examples, beam=3)
-    cold = run.search(examples, sampling=Sampling(temperature=1e-4, seed=2))
+    cold = run.sampled(Sampling(temperature=1e-4, seed=2)).search(examples)
     assert [cs[0].tokens for cs in cold] == greedy
     sources, targets = texts(examples)
     scored = run.score(examples)

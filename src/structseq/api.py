@@ -109,11 +109,8 @@ class Run(LoadedRun, NamedVocabs):
         *,
         beam: int | None = None,
         show_progress: bool = False,
-        sampling: Sampling | None = None,
     ) -> list[Any]:
-        """The task's prediction for each example (tokens for seq2seq); with `sampling`, one sample each."""
-        if sampling is not None:
-            return self.sampled(sampling).decode_examples(examples, beam=beam, show_progress=show_progress)
+        """The task's prediction for each example (tokens for seq2seq); `run.sampled(Sampling(...))` samples."""
         return self.task.predict(self.model, examples, self.vocabs, beam=beam, show_progress=show_progress)
 
     def search(
@@ -122,17 +119,14 @@ class Run(LoadedRun, NamedVocabs):
         *,
         nbest: int = 1,
         beam: int | None = None,
-        sampling: Sampling | None = None,
         show_progress: bool = False,
     ) -> list[list[Candidate]]:
-        """The `nbest` best outputs of each example (beam search with a beam of at least `nbest`), or `nbest`
-        samples with `sampling`, as `Candidate`s (tokens, log-probability, length-normalised score), best first;
+        """The `nbest` best outputs of each example (beam search with a beam of at least `nbest`; of a run
+        `sampled(Sampling(...))`, `nbest` samples), as `Candidate`s (tokens, log-probability, length-normalised score), best first;
         sequence models only (a tagger's k-best lists are per word: `decode_examples`). Tokens are the task's
         output words (`_outputs`: subword pieces joined)."""
         from structseq.decode.batched import run
 
-        if sampling is not None:
-            return self.sampled(sampling).search(examples, nbest=nbest, beam=beam, show_progress=show_progress)
         if self.model.search_interface != "sequence":
             raise ConfigError(
                 f"n-best lists and sampling need a sequence model (task {self.task.name}, model "
@@ -188,16 +182,15 @@ class Run(LoadedRun, NamedVocabs):
         *,
         beam: int | None = None,
         where: str = "<input>",
-        sampling: Sampling | None = None,
         show_progress: bool = False,
     ) -> list[str]:
         """`structseq predict`: each input line parsed by the task (e.g. `source<TAB>context`), one output line.
         A line holding a reserved token or longer than the run's limits (`check_input`) is a DataError naming
-        `where:line`. With `sampling`, one sample each instead of search."""
+        `where:line`."""
         examples = self.parse_lines(lines, where)
         return [
             self.task.format_prediction(p)
-            for p in self.decode_examples(examples, beam=beam, sampling=sampling, show_progress=show_progress)
+            for p in self.decode_examples(examples, beam=beam, show_progress=show_progress)
         ]
 
     def parse_lines(self, lines: Sequence[str], where: str = "<input>") -> list[Example]:

@@ -104,7 +104,7 @@ class EvaluatedRun(Protocol):
 
     def sampled(self, sampling: Sampling | None) -> EvaluatedRun: ...
 
-    def decode_examples(self, examples, *, beam=None, show_progress=False, sampling=None) -> list: ...
+    def decode_examples(self, examples, *, beam=None, show_progress=False) -> list: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +165,7 @@ def evaluate(run: EvaluatedRun, options: EvalOptions) -> dict:
     if o.write_predictions:  # refused before anything is decoded
         label = prediction_label(split, dataset, split_name) + evaluation_suffix(settings, run_defaults(run))
         target = _check_target(prediction_files(run.run_dir, label), settings, split, o.overwrite)
-    predictions = run.decode_examples(examples, beam=beam, show_progress=o.show_progress, sampling=sampling)
+    predictions = run.decode_examples(examples, beam=beam, show_progress=o.show_progress)
     metrics = scorer.evaluate(
         examples, predictions, dataset=dataset, split=split_name, data_root=o.data_root, metrics=o.metrics
     )
