@@ -54,6 +54,7 @@ from structseq.testing.process import run_with_budget
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutants-work"
 EQUIVALENT = Path(__file__).with_name("mutants_equivalent.yaml")
+SITE = Path(__file__).with_name("mutants_site")  # its sitecustomize.py: see there
 SEPARATOR = "\u01c1"  # mutmut's class separator in a method's key: xǁClassǁmethod
 # mutmut's exit codes (mutmut/stats.py status_by_exit_code), grouped as the score counts them
 KILLED = {1, 3, -24, 24, 36, 152, 255, 37, -11, -9}  # failed tests, timeouts, crashes: the bug was noticed
@@ -301,7 +302,8 @@ def run_mutmut(copy: Path, names: list[str], tests: list[str], budget_s: float, 
     ignore = " ".join(f"--ignore={t}" for t in ignored_tests(copy, tests))
     env = {
         **os.environ,
-        "PYTHONPATH": str(copy / "mutants" / "src"),
+        # the mutated copy first; then mutants_site/sitecustomize.py, for the Python processes tests start
+        "PYTHONPATH": os.pathsep.join([str(copy / "mutants" / "src"), str(SITE)]),
         "OMP_NUM_THREADS": "1",
         "STRUCTSEQ_DATA": str(data_root().resolve()),
         "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} {ignore}".strip(),
@@ -322,7 +324,7 @@ def merge(old: dict | None, new: dict) -> dict:
     modules = dict(new["modules"])
     for name, entry in old.get("modules", {}).items():
         mine = modules.get(name)
-        if mine is None or (mine["score"] is None and not mine["equivalent"]):
+        if mine is None or mine["score"] is None:  # nothing killed, survived or unreached here
             modules[name] = entry
     tests = sorted(set(old.get("tests", [])) | set(new["tests"]))
     return {**new, "minutes": round(old.get("minutes", 0) + new["minutes"], 1), "tests": tests, "modules": modules}

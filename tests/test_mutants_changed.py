@@ -263,9 +263,12 @@ def test_a_record_keeps_what_an_earlier_call_scored():
     """A call on other modules (or in another checkout's copy) keeps the modules it decided nothing of; the
     minutes add up; a record of another base is replaced."""
     old = {"base": "b", "minutes": 5.0, "tests": ["tests/a.py"], "modules": {"p.a": _entry(9), "p.gone": _entry(2)}}
-    new = {"base": "b", "minutes": 1.5, "tests": ["tests/b.py"], "modules": {"p.a": _entry(0, 4), "p.b": _entry(3)}}
+    old["modules"]["p.eq"] = _entry(7)
+    listed = {**_entry(0, 5), "equivalent": 3}  # equivalents listed, nothing decided here
+    modules = {"p.a": _entry(0, 4), "p.b": _entry(3), "p.eq": listed}
+    new = {"base": "b", "minutes": 1.5, "tests": ["tests/b.py"], "modules": modules}
     got = mc.merge(old, new)
-    assert got["modules"] == {"p.a": _entry(9), "p.gone": _entry(2), "p.b": _entry(3)}
+    assert got["modules"] == {"p.a": _entry(9), "p.gone": _entry(2), "p.b": _entry(3), "p.eq": _entry(7)}
     assert got["minutes"] == 6.5 and got["tests"] == ["tests/a.py", "tests/b.py"]
     redone = {**new, "modules": {"p.a": _entry(1)}}
     assert mc.merge(old, redone)["modules"]["p.a"] == _entry(1)  # decided here: this copy's verdicts win
@@ -277,7 +280,20 @@ def test_report_counts_the_modules_not_run_yet(tmp_path, capsys):
         "structseq.m": {**_entry(4), "functions": 2, "survivors": []},
         "structseq.w1": {**_entry(0, 7), "functions": 3, "survivors": []},
         "structseq.w2": {**_entry(0, 5), "functions": 1, "survivors": []},
+        "structseq.w3": {**_entry(0, 2), "equivalent": 1, "functions": 1, "survivors": []},  # only listed ones
     }
     out = render_record(tmp_path, capsys, modules)
     assert "| `structseq.m` | 2 | 4 | 4 | 0 | 0 | 0 | 0 | 100.0% |" in out and "w1`" not in out
-    assert "Not run yet: 2 more changed modules (4 functions, 12 mutants made)" in out
+    assert "Not run yet: 3 more changed modules (5 functions, 14 mutants made)" in out
+
+
+@pytest.mark.parametrize(
+    "under_test, seen", [("stats", ""), ("structseq.m.x_f__mutmut_3", "structseq.m.x_f__mutmut_3")]
+)
+def test_a_tests_subprocess_records_no_stats_but_runs_the_mutant(under_test, seen):
+    """mutmut's stats recorder fails in a process a test starts in a temporary folder (no configuration there):
+    such a process runs the original functions while stats are taken, and the mutant while one is under test."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(mc.SITE), "MUTANT_UNDER_TEST": under_test}
+    code = "import os; print(os.environ['MUTANT_UNDER_TEST'])"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == seen

@@ -30,7 +30,7 @@ def command(
 def render(a: argparse.Namespace) -> str:
     rec = read_json(a.record)
     modules = rec["modules"]
-    waiting = sorted(n for n, m in modules.items() if m["score"] is None and not m["equivalent"])
+    waiting = sorted(n for n, m in modules.items() if m["score"] is None)  # nothing decided: equivalents only
     out = [
         "| module | functions | mutants | killed | survived | no test reaches | not run yet | equivalent | score |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
