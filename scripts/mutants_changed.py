@@ -236,9 +236,13 @@ def prepare_copy(work: Path, files: list[str], new_files: list[str]) -> Path:
     afresh, and every test's stats are taken again, as no test reached its trampolines before."""
     copy = work / "repo"
     listed = git("ls-files", "-co", "--exclude-standard", "-z").split("\0")
+    records = set(git("ls-files", "-z", "--", "results/mutants").split("\0")) - {""}
     for rel in filter(None, listed):
         src, dst = ROOT / rel, copy / rel
-        if src.is_file() and not src.is_symlink():
+        if rel in records:  # the committed record, which the documents' tables match, not the one runs rewrite
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_text(git("show", f"HEAD:{rel}"), encoding="utf-8")
+        elif src.is_file() and not src.is_symlink():
             if not dst.exists() or dst.read_bytes() != src.read_bytes():
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dst)

@@ -297,3 +297,27 @@ def test_a_tests_subprocess_records_no_stats_but_runs_the_mutant(under_test, see
     code = "import os; print(os.environ['MUTANT_UNDER_TEST'])"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == seen
+
+
+def test_the_copy_holds_the_committed_record_not_the_one_a_run_rewrites(tmp_path, monkeypatch):
+    """A run rewrites results/mutants/ in the checkout; the copy's suite checks the documents' tables against
+    the records, so the copy takes the committed record (which the committed tables match)."""
+
+    def git(*a):
+        subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "results" / "mutants").mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    record = tmp_path / "results" / "mutants" / "changed-b.json"
+    record.write_text('{"minutes": 1}\n')
+    (tmp_path / "README.md").write_text("committed\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "0")
+    record.write_text('{"minutes": 2}\n')  # a run's rewrite
+    (tmp_path / "README.md").write_text("edited\n")  # other files: as they are in the checkout
+    monkeypatch.setattr(mc, "ROOT", tmp_path)
+    copy = mc.prepare_copy(tmp_path / "work", [], [])
+    assert (copy / "results" / "mutants" / "changed-b.json").read_text() == '{"minutes": 1}\n'
+    assert (copy / "README.md").read_text() == "edited\n"
