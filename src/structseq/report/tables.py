@@ -183,7 +183,7 @@ def _markdown_only(value: str) -> str:
 
 def command(
     documents: Optional[list[str]] = typer.Argument(
-        None, metavar="[DOCUMENTS]...", help=f"Markdown files (default: {', '.join(DOCUMENTS)})", show_default=False
+        None, metavar="DOCUMENTS", help=f"Markdown files (default: {', '.join(DOCUMENTS)})", show_default=False
     ),
     check: bool = typer.Option(False, "--check", help="change nothing; exit 1 if a block is stale"),
     root: Path = typer.Option(Path("."), "--root", help="the repository root: the documents' and commands' paths"),
