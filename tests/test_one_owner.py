@@ -137,10 +137,14 @@ def test_a_missing_file_is_no_such_file_whoever_reads_the_split(tmp_path, monkey
 
 
 def test_the_trees_capability_is_written_once():
-    from structseq.registry import ARCHS, TREES
+    from structseq.registry import ARCHS, HF_EXPORT, MARIAN_LAYOUT, TREES
 
     assert written(r"""["']trees["']""") == {"registry.py": 1}
     assert [name for name, arch in ARCHS.items() if TREES in arch.capabilities] == ["supertag-tree"]
+    # and the export capabilities: each written where it is defined, asked by its constant
+    for capability, archs in ((HF_EXPORT, ["hf-seq2seq"]), (MARIAN_LAYOUT, ["transformer"])):
+        assert written(rf"""["']{capability}["']""") == {"registry.py": 1}, capability
+        assert [name for name, arch in ARCHS.items() if capability in arch.capabilities] == archs
 
 
 def test_the_device_pattern_is_written_once():

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from structseq.errors import StructseqError
 from structseq.outputs import _umask, atomic_write, plain_name
-from structseq.registry import ARCHS
+from structseq.registry import ARCHS, HF_EXPORT
 from structseq.run.checkpoint import RUN_KEYS, load_checkpoint, resolve_checkpoint, save_checkpoint
 from structseq.run.layout import check_directory, checkpoint_file
 from structseq.run.saved_config import read_run_config, write_config
@@ -100,7 +100,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None 
         plain_name(vocab, f"{path}: a vocabulary name")
     capabilities = ARCHS.get(arch).capabilities if arch in ARCHS else frozenset()
     marian = None
-    if "huggingface-export" not in capabilities and fmt != "structseq":
+    if HF_EXPORT not in capabilities and fmt != "structseq":
         from structseq.config import config_from_dict
 
         why = (
@@ -116,7 +116,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path, checkpoint: str | None 
     out = _out_folder(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        if arch in ARCHS and "huggingface-export" in ARCHS.get(arch).capabilities:
+        if arch in ARCHS and HF_EXPORT in ARCHS.get(arch).capabilities:
             _export_huggingface(run_dir, name, tmp)
             record["format"] = "huggingface"
         else:

@@ -16,7 +16,7 @@ the folder needs nothing but stock transformers (`trust_remote_code=False`).
 
 What Marian cannot hold is refused in one line naming why (`marian_blockers`): relative positions, pre-norm
 layers, a copy or lexical head, `head.mask_special`. An arch opts in by the capability `marian-layout`
-(`register_arch(..., capabilities=("marian-layout",))`): its config has the Transformer's keys and its model
+(`register_arch(..., capabilities=(MARIAN_LAYOUT,))`): its config has the Transformer's keys and its model
 the Transformer's modules. Dangle, R-Dangle, the LSTM and context models declare no such layout.
 
 Tokenizer: structseq's tokens are the data's own (whitespace-split words or the run's subword pieces), so the
@@ -34,9 +34,10 @@ import torch
 from structseq.data.vocab import Vocab
 from structseq.errors import StructseqError
 from structseq.outputs import atomic_write
+from structseq.registry import MARIAN_LAYOUT
 
 #: the capability an arch declares when its model is the Transformer's layout (`marian_blockers` checks its config)
-CAPABILITY = "marian-layout"
+CAPABILITY = MARIAN_LAYOUT  # the capability an arch declares (`structseq.registry`)
 
 
 def marian_blockers(model_config) -> list[str]:

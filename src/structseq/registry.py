@@ -160,6 +160,11 @@ COMPILES = "compiles"
 #: an architecture's capability: it decodes category trees (the supertagger's tree decoder), so its task predicts,
 #: scores and formats trees (`structseq.tasks.supertag`)
 TREES = "trees"
+#: an architecture's capability: its model is a Hugging Face model, so `structseq export` writes a Hugging Face folder
+HF_EXPORT = "huggingface-export"
+#: an architecture's capability: its config has the Transformer's keys and its model the layout a stock Marian model
+#: holds (`structseq.export_marian`)
+MARIAN_LAYOUT = "marian-layout"
 
 
 @dataclass(frozen=True)
@@ -167,8 +172,8 @@ class Arch:
     """A model family: its `model` schema, its builder `(config, vocabs, train_examples) -> Model`, the
     tasks whose batches it reads, whether it hands attention weights to an output head (copy and lexical
     heads need them), and its capabilities, which generic code asks for instead of testing names: `TREES`
-    (the supertagger decodes category trees), "huggingface-export" (`structseq export` writes a Hugging Face
-    folder), `COMPILES` (its training step compiles into whole graphs, one per batch shape: `train.compile:
+    (the supertagger decodes category trees), `HF_EXPORT` (`structseq export` writes a Hugging Face
+    folder), `MARIAN_LAYOUT` (a Transformer's layout, exported as Marian), `COMPILES` (its training step compiles into whole graphs, one per batch shape: `train.compile:
     auto` compiles only these)."""
 
     name: str

@@ -32,7 +32,7 @@ from structseq.fields import option
 from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
 from structseq.models.hf_checkpoint import RowCache, SpecialIds, cache_keyword, load_seq2seq, output_cache, special_ids
 from structseq.nn.attention import without_cudnn_attention
-from structseq.registry import register_arch
+from structseq.registry import HF_EXPORT, register_arch
 
 
 def model_width(config) -> int:
@@ -151,7 +151,7 @@ class HFSeq2SeqConfig:
     lr_scale: float = option(1.0, "learning-rate factor of the pretrained weights (0 freezes them)", ge=0.0, le=100.0)
 
 
-@register_arch("hf-seq2seq", config=HFSeq2SeqConfig, tasks=("hf-seq2seq",), capabilities=("huggingface-export",))
+@register_arch("hf-seq2seq", config=HFSeq2SeqConfig, tasks=("hf-seq2seq",), capabilities=(HF_EXPORT,))
 def build_hf_seq2seq(cfg: HFSeq2SeqConfig, vocabs: Vocabs, train_examples: Sequence | None = None) -> HFSeq2Seq:
     ids = special_ids(cfg.pretrained)
     hf = load_seq2seq(cfg.pretrained)

@@ -20,7 +20,7 @@ from structseq.fields import option
 from structseq.models.base import Autoregressive, Inputs, State, Vocabs, with_width
 from structseq.models.heads import LexicalHead, SoftmaxHead, build_head, head_option
 from structseq.nn.layers import DecoderLayer, EncoderLayer, TokenEmbedding
-from structseq.registry import COMPILES, register_arch
+from structseq.registry import COMPILES, MARIAN_LAYOUT, register_arch
 
 
 class TransformerEncoder(nn.Module):
@@ -244,7 +244,7 @@ def decoder_and_head(
     return decoder, head
 
 
-@register_arch("transformer", config=TransformerConfig, attention=True, capabilities=(COMPILES, "marian-layout"))
+@register_arch("transformer", config=TransformerConfig, attention=True, capabilities=(COMPILES, MARIAN_LAYOUT))
 def build_transformer(
     cfg: TransformerConfig, vocabs: Vocabs, train_examples: Sequence | None = None
 ) -> TransformerSeq2Seq:
