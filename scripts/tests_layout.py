@@ -160,6 +160,7 @@ MOVES = {
     "test_scan.py": "data/test_scan.py",
     "test_schema_bounds.py": "config/test_schema_bounds.py",
     "test_scripts.py": "repo/test_scripts.py",
+    "test_sampling_generate.py": "decode/test_sampling_generate.py",
     "test_search.py": "decode/test_search.py",
     "test_settings_line.py": "test_evaluation_settings_line.py",
     "test_small_choices.py": "cli/test_small_choices.py",
