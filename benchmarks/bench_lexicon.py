@@ -15,7 +15,7 @@ both directions + our intersection). The C++ tools live in a separate venv under
 Link agreement with the C++ tools is reported as a sanity figure, not a test: systran-align's
 probability files keep no alignment settings and its Aligner symmetrises with its own heuristic
 (between intersection and union); after Model 1 training its links look diagonal-biased, unlike
-fast_align's own Model 1 Viterbi output, which is what ours reproduces (tests/test_lexicon_ibm.py checks
+fast_align's own Model 1 Viterbi output, which is what ours reproduces (tests/lexicon/test_ibm.py checks
 it against a loop transcription of fast_align's training).
 """
 

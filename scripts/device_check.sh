@@ -8,7 +8,7 @@
 #    index; else PYTHONPATH), then OUT_DIR/imports.json: every third-party import pyproject.toml names (each
 #    distribution once, under the module it imports: pytest-xdist is `xdist`, import-linter `importlinter`),
 #    which are missing and what needs them (the script goes on regardless);
-# 3. pytest -m gpu (tests/test_gpu.py): OUT_DIR/gpu-tests.xml (junit, skips with their reasons), stopped at its
+# 3. pytest -m gpu (tests/train/test_gpu.py): OUT_DIR/gpu-tests.xml (junit, skips with their reasons), stopped at its
 #    limit with SIGINT (pytest then writes the junit file of what ran; SIGTERM would lose it);
 # 4. benchmarks/bench_gpu.py: OUT_DIR/bench/{gemm,train,decode}.json, each rewritten after every measurement, for
 #    the models the A/B (scripts/device_ab.sh, a call of its own) leaves out: R-Dangle_sep at intervals 1, 4, inf,
@@ -20,7 +20,7 @@
 # not measurements, and it says so.
 # Environment: PYTHON (default python3), STRUCTSEQ_DATA (benchmark data, or a folder of *.tar.gz of it;
 # missing datasets are replaced by generated ones in the benchmark), GPU_TESTS (pytest selection, default: all
-# of tests/test_gpu.py).
+# of tests/train/test_gpu.py).
 # Exit status: 0 when every step succeeded and everything in OUT_DIR would come back, else 1 (each step's
 # status is in check.log's last lines).
 set -uo pipefail
@@ -30,7 +30,7 @@ parse_call_args "$@"
 mkdir -p "$OUT_DIR/bench"
 start_call check.log
 DEVICE=cuda
-SELECT=("$ROOT/tests/test_gpu.py")
+SELECT=("$ROOT/tests/train/test_gpu.py")
 [ -n "${GPU_TESTS:-}" ] && read -r -a SELECT <<<"$GPU_TESTS"
 IMPORTS_S=30 MARGIN=15
 TESTS_S=$(((BUDGET_S - IMPORTS_S - 2 * MARGIN) * 45 / 100))
@@ -38,7 +38,7 @@ BENCH_S=$((BUDGET_S - IMPORTS_S - TESTS_S - 2 * MARGIN))
 BENCH_ARGS=(--budget-s $((BENCH_S * 3 / 4)) --only transformer-6+6 rdangle-sep-o1 rdangle-sep-o4 oinf lstm supertag interleave)
 if [ -n "$SMOKE" ]; then
     DEVICE=cpu
-    SELECT=("$ROOT/tests/test_gpu.py::test_every_architecture_trains_and_its_loss_falls[lstm-fp32]")
+    SELECT=("$ROOT/tests/train/test_gpu.py::test_every_architecture_trains_and_its_loss_falls[lstm-fp32]")
     BENCH_ARGS+=(--cpu-smoke)
 fi
 declare -a STATUS=()

@@ -22,8 +22,8 @@ A flat file (`tests/test_NAME.py`) goes where MOVES says; one not listed there f
 `test_PKG_REST.py` goes to `tests/PKG/test_REST.py` when PKG is a package of structseq, `test_MOD*.py` stays when
 MOD is a top-level module; any other is listed by --check as having no place (add it to MOVES). Running it again
 after others add flat files moves only those (idempotent). `--fix-refs` rewrites `tests/test_NAME.py` (and its
-`::test` ids) and `tests.test_NAME` imports in the tracked text files (not in results/: those are records) for
-every move in MOVES whose destination exists.
+`::test` ids) and `tests.test_NAME` imports in the tracked text files (not in results/: those are records) that
+name a flat file moved (by MOVES or by the rule of its name).
 """
 
 from __future__ import annotations
@@ -269,20 +269,33 @@ def move(dry_run: bool) -> int:
     return status
 
 
-def references() -> list[tuple[re.Pattern, str]]:
-    """(pattern, replacement) for each move done: paths (tests/test_x.py) and module names (tests.test_x)."""
-    subs = []
-    for old, new in MOVES.items():
-        if old == new or not (TESTS / new).is_file():
-            continue
-        old_mod, new_mod = old.removesuffix(".py"), new.removesuffix(".py").replace("/", ".")
-        subs.append((re.compile(rf"(?<![\w.])tests/{re.escape(old)}(?![\w])"), f"tests/{new}"))
-        subs.append((re.compile(rf"(?<![\w.])tests\.{re.escape(old_mod)}(?![\w])"), f"tests.{new_mod}"))
-    return subs
+PATH_REF = re.compile(r"(?<![\w.])tests/(test_\w+)\.py(?![\w])")
+MODULE_REF = re.compile(r"(?<![\w.])tests\.(test_\w+)(?![\w])")
+
+
+def moved_to(name: str) -> str | None:
+    """Where the flat file tests/NAME went (MOVES or the rule of its name), when it is there and NAME is not."""
+    if (TESTS / name).exists():
+        return None
+    dest = destination(name)
+    return dest if dest and dest != name and (TESTS / dest).is_file() else None
+
+
+def rewrite(text: str) -> str:
+    """`text` with each `tests/test_x.py` (and its ::ids) and `tests.test_x` of a moved file naming its place."""
+
+    def path(m: re.Match) -> str:
+        dest = moved_to(m.group(1) + ".py")
+        return f"tests/{dest}" if dest else m.group(0)
+
+    def module(m: re.Match) -> str:
+        dest = moved_to(m.group(1) + ".py")
+        return "tests." + dest.removesuffix(".py").replace("/", ".") if dest else m.group(0)
+
+    return MODULE_REF.sub(module, PATH_REF.sub(path, text))
 
 
 def fix_refs(dry_run: bool) -> int:
-    subs = references()
     for rel in git("ls-files", "-z").split("\0"):
         path = ROOT / rel
         if not rel or rel.startswith("results/") or not path.is_file() or path.suffix in {".pt", ".json", ".png"}:
@@ -291,9 +304,7 @@ def fix_refs(dry_run: bool) -> int:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
-        new = text
-        for pattern, repl in subs:
-            new = pattern.sub(repl, new)
+        new = rewrite(text)
         if new != text:
             print(f"references rewritten: {rel}")
             if not dry_run:

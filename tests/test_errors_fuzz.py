@@ -3,7 +3,7 @@ prediction either works or raises the toolkit's own error (a `StructseqError`) n
 escapes.
 
 CI runs a small, derandomised profile (seconds); the long profile runs on demand with fresh random
-examples: `STRUCTSEQ_FUZZ=long pytest tests/test_fuzz.py` (2000 examples per property).
+examples: `STRUCTSEQ_FUZZ=long pytest tests/test_errors_fuzz.py` (2000 examples per property).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from tests.fixtures.tiny import tiny_transformer
 CG_TEST = "cognition:cg-test"
 # The human references of cg-test fail the (lexicon-based) CTER check on 283 of 10800 lines (a translation
 # outside the lexicon, e.g. 服务生 for "waiter"), in 212 of the 2160 blocks of 5; computed once with
-# `CTER.from_data_root()`, whose agreement with the human judgements is tested in test_cter.py.
+# `CTER.from_data_root()`, whose agreement with the human judgements is tested in tests/metrics/test_cter.py.
 REF_WRONG_LINES, REF_WRONG_BLOCKS = 283, 212
 
 

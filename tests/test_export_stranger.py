@@ -88,7 +88,7 @@ def test_export_on_a_full_disk_is_one_line_leaves_nothing_and_a_retry_works(toy_
     code, err = run_main(monkeypatch, capsys, "export", toy_run, "-o", out)
     assert code == 0, err
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
-        "README.md",  # a Transformer's folder holds its transformers model too (test_export_transformers)
+        "README.md",  # a Transformer's folder holds its transformers model too (tests/test_export_marian.py)
         "best.pt",
         "config.json",
         "config.yaml",
@@ -125,7 +125,7 @@ def test_huggingface_export_on_a_full_disk_is_one_line_leaves_nothing(tmp_path, 
     from structseq import api
     from structseq.config import config_from_dict
     from structseq.testing.hf_tiny import tiny_bart
-    from tests.test_hf_seq2seq import train_config
+    from tests.tasks.test_hf_seq2seq import train_config
 
     base = tiny_bart(tmp_path / "base", d_model=16)
     api.train(config_from_dict(train_config(base, 1)), tmp_path / "run", show_progress=False)

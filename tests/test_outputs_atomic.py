@@ -296,7 +296,7 @@ def context_run(tmp_path_factory):
     """A tiny sequential context-transformer run, its predictions file and its test file."""
     from structseq.api import load_run
     from structseq.train.loop import train
-    from tests.test_context_task import _cfg
+    from tests.tasks.test_context import _cfg
 
     root = tmp_path_factory.mktemp("ctx")
     train(_cfg(root, model={"decoder": "sequential"}), root / "seq", show_progress=False)

@@ -3,7 +3,7 @@ of one CPU core, ending with one summary line per claim and its numbers.
 
 1. Lexical translation (Akyürek & Andreas 2021) on the Colors grammar: the paper's LSTM and the same LSTM with a
    lexical translation output layer (lexicon learned from the 14 training pairs by the `simple` rule, printed),
-   at 128 units instead of 512 (same 560 updates; tests/test_lexical_head.py: 0.80 against 0.00 over 8 seeds):
+   at 128 units instead of 512 (same 560 updates; tests/models/test_lexical.py: 0.80 against 0.00 over 8 seeds):
    both fit the training pairs, only the lexical one generalises to the compositional test split.
 2. R-Dangle_sep (Zheng & Lapata 2023) on Colors beside a Transformer of the same size: the source re-encoded from
    the decoded prefix every 2 steps. Shown: it trains and decodes like the Transformer; its generalisation gains

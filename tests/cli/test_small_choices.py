@@ -58,7 +58,7 @@ def test_threads_default_to_the_free_cpus_with_a_hint_when_busy(tmp_path, monkey
     from structseq.train import device
     from structseq.train.device import set_threads
     from tests.fixtures.toy import toy_config, toy_tsv
-    from tests.test_threads import FakeProc
+    from tests.train.test_threads import FakeProc
 
     class Terminal(io.StringIO):
         def isatty(self):

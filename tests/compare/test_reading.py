@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from structseq.cli import app
 from structseq.metrics import significance as sig
-from tests.test_compare import _refs, _system, _write_predictions
+from tests.compare.test_compare import _refs, _system, _write_predictions
 
 runner = CliRunner()
 

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from structseq.cli import compose as cli
 from structseq.compose.select import read_degree_tsv, read_uncertainty_tsv
-from tests.test_compose_select import toy_corpus
-from tests.test_compose_uncertainty import FakeRun
+from tests.compose.test_select import toy_corpus
+from tests.compose.test_uncertainty import FakeRun
 
 runner = CliRunner()
 

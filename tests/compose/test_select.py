@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from structseq.compose import BuildConfig, build_benchmark, read_uncertainty_tsv, select_uncertain, top_k_unique
 from structseq.errors import ConfigError, DataError
-from tests.test_compose_uncertainty import FakeRun
+from tests.compose.test_uncertainty import FakeRun
 
 
 def test_top_k_unique_takes_best_distinct():

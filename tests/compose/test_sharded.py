@@ -21,9 +21,9 @@ from structseq.compose import BuildConfig, build_benchmark, read_corpora, read_s
 from structseq.compose.sharded import build_sharded  # noqa: E402
 from structseq.compose.shards import plan, read_parquet, read_piece  # noqa: E402
 from structseq.errors import DataError  # noqa: E402
+from tests.compose.test_runs import run_dirs  # noqa: E402, F401 (the fixture: two tiny trained runs)
+from tests.compose.test_uncertainty import FakeRun  # noqa: E402
 from tests.fixtures.paths import ROOT as REPO  # noqa: E402
-from tests.test_compose_runs import run_dirs  # noqa: E402, F401 (the fixture: two tiny trained runs)
-from tests.test_compose_uncertainty import FakeRun  # noqa: E402
 
 ROOT = REPO.parent / "shared" / "data" / "react" / "raw"
 TRAIN = [ROOT / "valid.de", ROOT / "test.de", ROOT / "cg_test.de"]
@@ -251,7 +251,7 @@ def test_ensemble_uncertainty_in_chunks_equals_in_memory(run_dirs, tmp_path, mon
     ensemble itself) exactly as the in-memory build scores them in one call."""
     from structseq.api import load_run
     from structseq.compose import sharded
-    from tests.test_compose_select import toy_corpus
+    from tests.compose.test_select import toy_corpus
 
     train, pool, _ = toy_corpus(2)
     (tmp_path / "train.txt").write_text("\n".join(train) + "\n")

@@ -1,7 +1,7 @@
 """Issue 31, sections 2 and 3: values that make no sense are refused naming the key, and every input a model
 sees has a finite maximum length, refused (or, in training, skipped) by name and line, quickly.
 
-The generic walk over every schema is tests/test_schema_bounds.py; here are the issue's own examples, the
+The generic walk over every schema is tests/config/test_schema_bounds.py; here are the issue's own examples, the
 cross-field rules, the vocabulary `data.min_freq` leaves, and the lengths."""
 
 from __future__ import annotations

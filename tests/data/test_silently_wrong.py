@@ -21,7 +21,7 @@ from structseq.data.training import load_training_data
 from structseq.errors import ConfigError, DataError
 from structseq.run.directory import RunDirError
 from structseq.tasks import get_task
-from tests.test_reliability_runs import interrupted_run, toy_tsv
+from tests.train.test_runs import interrupted_run, toy_tsv
 
 CONTEXT = {"task": {"type": "context-seq2seq"}, "model": {"arch": "context-transformer"}}
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from structseq.decode.search import beam_search, greedy, max_lengths, sequence_log_prob
-from tests.test_models import VARIANTS, batch, make
+from tests.models.test_models import VARIANTS, batch, make
 
 
 def argmax_loop(model, src, max_len):
@@ -140,8 +140,8 @@ def test_sentence_state_is_copied_only_when_sentences_leave(name, beam):
     """Entries equal across a sentence's hypotheses are left in place while no sentence leaves the batch: the
     results equal a search that reorders every entry at every step (limits 1..B make sentences leave one by one)."""
     if name.startswith("sep"):
-        from tests.test_dangle import VARIANTS as DANGLE
-        from tests.test_dangle import make as make_dangle
+        from tests.models.test_dangle import VARIANTS as DANGLE
+        from tests.models.test_dangle import make as make_dangle
 
         model = make_dangle(DANGLE[name])
     else:
@@ -155,9 +155,9 @@ def test_sentence_state_is_copied_only_when_sentences_leave(name, beam):
 
 
 def test_context_models_keep_both_memories_in_place():
-    from tests.test_context_models import VARIANTS as CTX_VARIANTS
-    from tests.test_context_models import batch as ctx_batch
-    from tests.test_context_models import make as make_ctx
+    from tests.models.test_context import VARIANTS as CTX_VARIANTS
+    from tests.models.test_context import batch as ctx_batch
+    from tests.models.test_context import make as make_ctx
 
     model = make_ctx({**CTX_VARIANTS["alternate"], "head": {"type": "copy"}})
     b = ctx_batch()

@@ -17,9 +17,9 @@ from structseq.decode.sampling import Sampling, _draw, sample
 from structseq.decode.strategies import Settings, choose, decode
 from structseq.decode.strategies.diverse import Diverse
 from structseq.errors import StructseqError
+from tests.decode.test_identity import LIMITS, SRC, Toy
 from tests.fixtures.cli_run import one_line_error, run_main
 from tests.fixtures.paths import FIXTURES
-from tests.test_decode_identity import LIMITS, SRC, Toy
 
 OLD_RUN = FIXTURES / "old_runs" / "lstm"
 LINES = "dax lug\nlug blicket wif\nlug kiki wif fep\n"

@@ -25,8 +25,8 @@ from structseq.decode.strategies.tagging import TagStrategy
 from structseq.decode.tree import greedy_trees, kbest_trees
 from structseq.errors import ConfigError
 from structseq.registry import STRATEGIES, register_strategy
-from tests.test_decode_strategies import OLD_RUN
-from tests.test_supertag import _tiny
+from tests.decode.test_strategies import OLD_RUN
+from tests.tasks.test_supertag import _tiny
 
 TREE_RUN = OLD_RUN.parent / "tree"
 
@@ -160,7 +160,7 @@ def test_sampling_and_nbest_do_not_fit_a_tagger_and_a_tree_strategy_does_not_fit
 
 def test_a_strategy_that_does_not_fit_is_refused_where_a_run_loads_or_training_starts(tmp_path):
     """Before any batch: `--set decode.strategy=...` on a run, a training config (a saved run's is null with a
-    warning: tests/test_old_runs.py)."""
+    warning: tests/train/test_old_runs.py)."""
     fits = "'decode.strategy': '{}' searches {} models, but model {} decodes as {}"
     with pytest.raises(ConfigError, match=fits.format("tree-beam", "tree", ".*", "sequence")):
         api.load_run(OLD_RUN).with_overrides(["decode.strategy=tree-beam"])

@@ -14,7 +14,7 @@ from structseq.fields import path_keys  # noqa: E402
 from structseq.run.checkpoint import load_checkpoint  # noqa: E402
 from structseq.testing.hf_tiny import tiny_bart  # noqa: E402
 from tests.fixtures.cli_run import one_line_error, run_main  # noqa: E402
-from tests.test_hf_seq2seq import train_config  # noqa: E402
+from tests.tasks.test_hf_seq2seq import train_config  # noqa: E402
 
 
 def test_a_relative_base_folder_is_stored_absolute_and_a_moved_one_can_be_pointed_at(tmp_path, monkeypatch, capsys):

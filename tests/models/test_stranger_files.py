@@ -114,7 +114,7 @@ def test_predict_on_a_crafted_run_never_runs_its_base_folders_code(tmp_path, mon
     from structseq.models.hf_checkpoint import base_digest
     from structseq.run.checkpoint import load_checkpoint, save_checkpoint
     from structseq.testing.hf_tiny import tiny_bart
-    from tests.test_hf_seq2seq import train_config
+    from tests.tasks.test_hf_seq2seq import train_config
 
     base = tiny_bart(tmp_path / "base")
     api.train(config_from_dict(train_config(base, 1)), tmp_path / "run", show_progress=False)

@@ -1,6 +1,6 @@
 """`sdpa_without_cudnn` leaves cuDNN's attention out on CUDA and puts the process flag back as it found it
 (the H200 run: cuDNN rebuilt its graph for every batch shape). A recorder stands in for SDPA, so this runs on
-a CPU; the GPU test (tests/test_gpu.py) checks the numbers on the device."""
+a CPU; the GPU test (tests/train/test_gpu.py) checks the numbers on the device."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Package files by size, counting every line: blank lines, comments and docstrings too (issue 46: a reader reads
-them as well). tests/test_architecture.py bounds the code lines of files and functions besides.
+them as well). tests/repo/test_architecture.py bounds the code lines of files and functions besides.
 
 Over SOFT_LINES a file is a warning that names it and asks whether it holds one concept: split by concept (a new
 module for a new concept), never to get under a number. The failing 450-line rule made splits that cut one

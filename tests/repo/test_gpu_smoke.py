@@ -1,6 +1,6 @@
 """The GPU readiness pieces cannot rot where no GPU is (issue 33): a subset of the `gpu` tests runs on the CPU,
 and scripts/device_check.sh, device_ab.sh and device_reproduce.sh run end to end in their --cpu-smoke setting
-(the whole lease plan: tests/test_lease_plan.py, slow)."""
+(the whole lease plan: tests/repo/test_lease_plan.py, slow)."""
 
 import json
 import os
@@ -16,7 +16,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable, "STRUCTSE
 #: the gpu tests run here on the CPU: one architecture through training, numerics, decoding, syncs and resume;
 #: a pretrained one (on the random BART the gpu tests build) through training
 SMOKE = [
-    f"tests/test_gpu.py::{name}"
+    f"tests/train/test_gpu.py::{name}"
     for name in (
         "test_every_architecture_trains_and_its_loss_falls[transformer-fp32]",
         "test_every_architecture_trains_and_its_loss_falls[rdangle-pretrained-fp32]",  # its tiny BART

@@ -18,7 +18,7 @@ from tests.fixtures.paths import ROOT
 
 
 def _context_cfg(tmp_path, **over):
-    from tests.test_context_task import _cfg
+    from tests.tasks.test_context import _cfg
 
     return _cfg(tmp_path, **over)
 

@@ -139,10 +139,10 @@ def test_the_score_counts_each_outcome_and_leaves_equivalents_out():
 
 def test_tests_are_chosen_by_what_they_import():
     chosen = mc.choose_tests({"structseq.metrics.significance"}, [])
-    assert "tests/test_behaviour_significance.py" in chosen  # imports it
-    assert "tests/test_mutants_changed.py" not in chosen
+    assert "tests/metrics/test_significance.py" in chosen  # imports it
+    assert "tests/repo/test_mutants_changed.py" not in chosen
     # through a package's __init__.py, whose `from .kinds import ...` is structseq.report.kinds (not structseq.kinds)
-    assert "tests/test_behaviour_small_parsers.py" in mc.choose_tests({"structseq.report.kinds"}, [])
+    assert "tests/cli/test_small_parsers.py" in mc.choose_tests({"structseq.report.kinds"}, [])
     assert "structseq.report.kinds" in mc.imports_of("from .kinds import run\n", "structseq.report", True)
     assert "tests/extra.py" in mc.choose_tests({"structseq.metrics.significance"}, ["tests/extra.py"])
 

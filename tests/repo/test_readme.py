@@ -1,5 +1,5 @@
 """The README a user can hold (issue 46): at most 300 lines, its lists of tasks, model families, datasets and
-metrics generated from the registries (`structseq report tables --check` in tests/test_scripts.py keeps them
+metrics generated from the registries (`structseq report tables --check` in tests/repo/test_scripts.py keeps them
 current), and every paper page linked from it."""
 
 import re

@@ -1,6 +1,6 @@
 """`structseq report` (structseq.report): each kind of table on a few records written here, a cell checked
 against values worked out by hand, independent of the records in results/. The kinds with tests of their own in
-tests/test_scripts.py: results (diverged seeds, pooled BLEU, old beam search, per category), supertag, gpu,
+tests/repo/test_scripts.py: results (diverged seeds, pooled BLEU, old beam search, per category), supertag, gpu,
 bench (search) and context (through `tables.update`)."""
 
 import importlib

@@ -7,8 +7,8 @@ import torch
 from structseq.config import config_from_dict
 from structseq.train.compiled import compile_wanted, set_tf32
 from structseq.train.loop import Trainer
+from tests.data.test_buckets import MODELS
 from tests.fixtures.toy import toy_tsv
-from tests.test_buckets import MODELS
 
 
 def trainer(tmp_path, name, model, **train):

@@ -4,7 +4,7 @@ worlds, host-device synchronisations per update, and the peak memory of Dangle's
 
 Every test runs on the device named by $STRUCTSEQ_TEST_DEVICE (default `cuda`) and is skipped, with the reason,
 where that is CUDA and `torch.cuda.is_available()` is false. STRUCTSEQ_TEST_DEVICE=cpu runs the same tests on the
-CPU, so that they cannot rot where no GPU is (tests/test_gpu_smoke.py runs a subset in the default suite); the
+CPU, so that they cannot rot where no GPU is (tests/repo/test_gpu_smoke.py runs a subset in the default suite); the
 CUDA-only measurements (synchronisations, peak memory) are not taken there.
 
     pytest -m gpu                                              # on a GPU machine
@@ -150,7 +150,7 @@ def config(
                 f"{arch} needs model.{', model.'.join(requires)} (e.g. a local pretrained checkpoint): no "
                 "tiny config here"
             )
-        raise AssertionError(f"architecture '{arch}' has no tiny config in tests/test_gpu.py MODELS: add one")
+        raise AssertionError(f"architecture '{arch}' has no tiny config in tests/train/test_gpu.py MODELS: add one")
     if arch in DATASETS:
         task, dataset, valid = DATASETS[arch]
         data_section = {"dataset": dataset, "valid": valid, "test": ["test"], "max_train_examples": N_TRAIN}
@@ -357,7 +357,7 @@ def _free_port() -> int:
 @pytest.mark.parametrize("world", [1, 2], ids=["world_of_one", "world_of_two"])
 def test_torchrun_matches_one_process(world, device, tmp_path):
     """`torchrun --nproc-per-node N -m structseq train` reaches the parameters of a plain run on the same global
-    batches (dropout 0: ranks draw their own masks; Adam eps 1e-3, see tests/test_tasks.py). A world of one (the
+    batches (dropout 0: ranks draw their own masks; Adam eps 1e-3, see tests/tasks/test_tasks.py). A world of one (the
     torchrun launch of a one-GPU machine, its environment variables set) is run by structseq as one plain process:
     NCCL's all-reduce is exercised by a world of two, which needs two GPUs (two ranks cannot share one under NCCL);
     on the CPU it is gloo's."""

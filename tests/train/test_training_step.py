@@ -8,7 +8,7 @@ from structseq.decode.search import beam_search, greedy, max_lengths
 from structseq.testing.bench import NoEos, count_flops
 from structseq.train.loop import StepResult, Trainer
 from tests.fixtures.toy import toy_config, toy_tsv
-from tests.test_models import VARIANTS, batch, make
+from tests.models.test_models import VARIANTS, batch, make
 
 
 def test_steps_reach_the_parameters_run_reaches(tmp_path):

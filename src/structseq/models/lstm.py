@@ -22,7 +22,7 @@ call it one step at a time (`structseq/testing/oracles/lstm_reference.py` keeps 
 - rows are sorted by target length and a step runs only on the rows still inside their target (outputs
   at padding positions are zeros; no loss reads them).
 Dropout masks are drawn in the order of the per-step formulation, so seeded training agrees with it up to
-floating-point rounding (tests/test_lstm_fast.py).
+floating-point rounding (tests/models/test_lstm.py).
 
 `feed_dropout` / `high_dropout` (config `model.feed_dropout: true`) reproduce how the reference code drops the
 fed-back vector: its decoder input [embedding; feed] is dropped as a whole (p = dropout) and the combined vector

@@ -7,7 +7,7 @@ fairseq-sized Transformer's training step (`benchmarks/profile_train_step.py`). 
 `F.dropout` keeps).
 
 `torch_masks()` switches back to `F.dropout`'s draws, for bit-for-bit replays of seeded runs made before this
-module existed (tests/test_core_fixture.py uses it).
+module existed (tests/models/test_core_fixture.py uses it).
 """
 
 from __future__ import annotations

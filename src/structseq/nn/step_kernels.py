@@ -16,7 +16,7 @@ class Tape:
     The tape holds detached tensors only and is emptied once the gradients are formed: the autograd nodes
     hold the tape, so a stashed tensor with a grad_fn would close a reference cycle through C++ nodes that
     Python's garbage collector cannot see, and every training step's graph would stay alive (a leak of ~25 MB
-    per update at 256 units, fixed with tests/test_lstm_fast.py::test_training_steps_do_not_keep_graphs)."""
+    per update at 256 units, fixed with tests/models/test_lstm.py::test_training_steps_do_not_keep_graphs)."""
 
     def __init__(self, grads):
         self.fwd: list[tuple[Tensor, ...]] = []

@@ -12,7 +12,7 @@ every other command reads them through these functions).
       predictions/          LABEL.tsv and LABEL.metrics.json of each evaluation (`structseq.evaluation`)
       tensorboard/          event files (`train.tensorboard`)
 
-`tests/test_architecture.py` checks that no module outside `structseq.run` spells these names in a path.
+`tests/repo/test_architecture.py` checks that no module outside `structseq.run` spells these names in a path.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The built-in processors, each equal to its transformers namesake (`transformers.generation.logits_process`) on
-the same inputs (tests/test_processors.py), and registered with its settings under `decode.processors.NAME`.
+the same inputs (tests/decode/test_processors.py), and registered with its settings under `decode.processors.NAME`.
 
 Ranks follow transformers' `generate` (`_get_logits_processor`): repetition penalty 10, no-repeat n-gram 20,
 banned tokens 30, min length 40, prefix constraints and grammars 50, forced BOS 60, forced EOS 70, then the

@@ -5,7 +5,7 @@ step runs `nn.LSTM` on a length-1 sequence of [embedding; previous combined vect
 `attn_proj` for the attention scores and applies `combine` to the concatenation. It shares the parameters
 (same state dict), so `model.__class__ = LSTMSeq2SeqReference` or `load_state_dict` turns one into the other;
 teacher-forced log-probs, decoding and seeded training agree with `LSTMSeq2Seq` up to floating-point rounding
-(the dropout masks are drawn in the same order, tests/test_lstm_fast.py).
+(the dropout masks are drawn in the same order, tests/models/test_lstm.py).
 """
 
 from __future__ import annotations
