@@ -55,7 +55,8 @@ def test_every_strategy_returns_only_sentences(run_dir):
     constrained = run.with_overrides(["decode.grammar=scan"])
     assert run.task.output_space(run.vocabs).detokenize is None  # word outputs: the grammar applies
     for kw in ({"beam": 1}, {"beam": 3, "nbest": 3}, {"sampling": Sampling(seed=2), "nbest": 4}):
-        assert _sentences(run, constrained.search(examples, **kw)), kw
+        searcher = constrained.sampled(kw.pop("sampling")) if "sampling" in kw else constrained
+        assert _sentences(run, searcher.search(examples, **kw)), kw
 
 
 def test_cli_takes_the_grammar_and_refuses_an_unknown_one(run_dir, monkeypatch, capsys, tmp_path):
@@ -102,7 +103,8 @@ def test_every_output_is_a_sentence_within_the_length_limit(cogs_run):
     checker = grammar_constraint("cogs", run.task.output_space(run.vocabs))
     constrained = run.with_overrides(["decode.grammar=cogs"])
     for kw in ({"beam": 1}, {"beam": 4, "nbest": 4}, {"sampling": Sampling(seed=3), "nbest": 6}):
-        lists = constrained.search(examples, **kw)
+        searcher = constrained.sampled(kw.pop("sampling")) if "sampling" in kw else constrained
+        lists = searcher.search(examples, **kw)
         bad = [c.tokens for entries in lists for c in entries if not checker.accepts(c.tokens)]
         assert not bad, (kw, bad[:2])
         assert all(len(c.tokens) <= 8 for entries in lists for c in entries)
