@@ -14,8 +14,9 @@
    (fairseq-generate: 12,000 tokens; structseq: 128 sentences) and matched (128 sentences in both).
 3. Rounds alternate A B A B; each measurement is a fresh process. Reported: sentences/s by each toolkit's own
    timer around generation only (fairseq's `Translated ... sentences/s` line, which excludes loading and
-   printing; ours times `Run.decode_examples`, which also collates and detokenises), the process wall time with
-   start-up, each toolkit's mean output length and exact match (so that the work compared is comparable), medians
+   printing; ours times `Run.decode_examples`, which also collates and detokenises), the process wall time and
+   CPU seconds (user + system, all threads) with start-up (on a loaded machine the CPU seconds move much less
+   than the wall clock), each toolkit's mean output length and exact match (so that the work compared is comparable), medians
    and the median of per-round ratios, and the load average before and after.
 """
 
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -52,16 +54,22 @@ d = run.task.cfg.decode
 d.max_len_a, d.max_len_b, d.batch_size, d.len_penalty = 0.0, int(sys.argv[4]), int(sys.argv[3]), 1.0
 sources = [l.rstrip("\n") for l in open(sys.argv[2], encoding="utf-8")]
 examples = [Example.from_text(s) for s in sources]
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 hyps = run.decode_examples(examples, beam=int(sys.argv[6]))
-dt = time.perf_counter() - t
-print(json.dumps({"gen_s": dt, "sentences": len(hyps), "startup_s": t - t0,
+dt, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"gen_s": dt, "gen_cpu_s": cpu, "sentences": len(hyps), "startup_s": t - t0,
                   "hypotheses": [" ".join(h) for h in hyps]}))
 """
 
 
 def log(msg: str) -> None:
     print(f"[bench_decode_fairseq] {msg}", file=sys.stderr, flush=True)
+
+
+def _child_cpu() -> float:
+    """CPU seconds (user + system) of the waited-for child processes so far: a child's is the difference."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _env(threads: int) -> dict:
@@ -187,9 +195,9 @@ def run_fairseq_generate(ckpt: Path, test_bin: Path, beam: int, batch: int | Non
         "1",
     ]
     cmd += ["--batch-size", str(batch)] if batch else []  # default: --max-tokens 12000 (fairseq-generate's own)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), _child_cpu()
     r = subprocess.run(cmd, capture_output=True, text=True, env=fb.fairseq_env(threads), cwd=str(WORK))
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, _child_cpu() - c
     if r.returncode != 0:
         raise RuntimeError(f"fairseq-generate failed:\n{r.stderr[-3000:]}")
     m = TRANSLATED.search(r.stdout + r.stderr)
@@ -204,12 +212,13 @@ def run_fairseq_generate(ckpt: Path, test_bin: Path, beam: int, batch: int | Non
         "gen_s": float(m.group(3)),
         "sentences_per_s": float(m.group(4)),
         "wall_s": wall,
+        "process_cpu_s": cpu,
         "hypotheses": [hyps[i] for i in sorted(hyps)],
     }
 
 
 def run_ours(run_dir: Path, sources: Path, beam: int, batch: int, threads: int) -> dict:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), _child_cpu()
     r = subprocess.run(
         [
             sys.executable,
@@ -226,11 +235,11 @@ def run_ours(run_dir: Path, sources: Path, beam: int, batch: int, threads: int) 
         text=True,
         env=_env(threads),
     )
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, _child_cpu() - c
     if r.returncode != 0:
         raise RuntimeError(f"structseq worker failed:\n{r.stderr[-3000:]}")
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    return {**out, "sentences_per_s": out["sentences"] / out["gen_s"], "wall_s": wall}
+    return {**out, "sentences_per_s": out["sentences"] / out["gen_s"], "wall_s": wall, "process_cpu_s": cpu}
 
 
 def quality(hyps: list[str], refs: list[str]) -> dict:
@@ -285,6 +294,7 @@ def main(argv=None) -> None:
                 )
             ratios = [o["sentences_per_s"] / f["sentences_per_s"] for f, o in zip(f_runs, o_runs)]
             wall_ratios = [f["wall_s"] / o["wall_s"] for f, o in zip(f_runs, o_runs)]
+            cpu_ratios = [f["process_cpu_s"] / o["process_cpu_s"] for f, o in zip(f_runs, o_runs)]
             rows.append(
                 {
                     "setting": setting,
@@ -301,6 +311,12 @@ def main(argv=None) -> None:
                         "structseq": statistics.median(x["wall_s"] for x in o_runs),
                     },
                     "process_wall_ratio_median": statistics.median(wall_ratios),
+                    "process_cpu_s": {
+                        "fairseq": statistics.median(x["process_cpu_s"] for x in f_runs),
+                        "structseq": statistics.median(x["process_cpu_s"] for x in o_runs),
+                    },
+                    "process_cpu_ratio_median": statistics.median(cpu_ratios),
+                    "structseq_generation_cpu_s": statistics.median(x["gen_cpu_s"] for x in o_runs),
                     "quality": {
                         "fairseq": quality(f_runs[0]["hypotheses"], refs),
                         "structseq": quality(o_runs[0]["hypotheses"], refs),
@@ -308,7 +324,9 @@ def main(argv=None) -> None:
                 }
             )
             log(f"{setting} beam {beam}: structseq / fairseq {rows[-1]['ratio_median_of_rounds']:.2f}x")
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     result = {
+        "commit": commit.stdout.strip(),
         "updates": args.updates,
         "sentences": args.sentences,
         "max_len": MAX_LEN,

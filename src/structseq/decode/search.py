@@ -19,6 +19,10 @@ output ends there unterminated, its score without </s>.
 A model whose outputs are bounded by its own position table (a pretrained backbone) says so through
 `output_limit(inputs)`; both searches clamp L to it (`within_model`) with one warning naming both numbers, so
 a `decode.max_len_b` larger than the table cuts outputs there instead of an IndexError in the embedding.
+
+How the loop places hypotheses in the model's rows is a speed-up, switched in `structseq.decode.speedups`
+(greedy leaves an unchanged state alone; beam search keeps a hypothesis in its parent's row where it can, so
+caches copy only the rows that move); it changes no output.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import torch
 from torch import Tensor
 
 from structseq.data.vocab import Vocab
+from structseq.decode.speedups import current as current_speedups
 from structseq.errors import ConfigError, StructseqError
 from structseq.models.base import first_token, output_limit, sentence_state
 from structseq.state import map_state
@@ -63,10 +68,11 @@ def greedy(
     return beam_search(model, inputs, 1, max_len, len_penalty=0.0, eos=eos, bos=bos, pad=pad, eos_at_limit=eos_at_limit)
 
 
-def _reorder(state, select, shared: frozenset[str], shrunk: bool):
+def _reorder(state, rows: Tensor, shared: frozenset[str], shrunk: bool):
     """Beam reordering moves hypotheses only within their sentence, so the entries equal across a sentence's
     hypotheses (`model.sentence_state`) need a copy only when sentences have left the batch. The search never
     reads a state again after reordering it, so it hands the state over (`owned`: caches may reuse buffers)."""
+    select = lambda x: x.index_select(0, rows)  # noqa: E731
     if shrunk or not shared or not isinstance(state, dict):
         return map_state(state, select, owned=True)
     return {k: v if k in shared else map_state(v, select, owned=True) for k, v in state.items()}
@@ -210,6 +216,8 @@ def search(
     expand = torch.arange(B0, device=device).repeat_interleave(copies * K)
     state = map_state(state, lambda t: t.index_select(0, expand))
     T = int(max_len.max()) + 1
+    speed = current_speedups()  # with stable slots, `slot` (n, K): each hypothesis's row, in rank order
+    slot = torch.arange(K, device=device).expand(B, K) if speed.stable_slots and K > 1 else None
     scores = rule.start(K, device).expand(B, K).clone()
     history = torch.empty(B, K, 0, dtype=torch.long, device=device)
     fin_norm = torch.full((B, K), float("-inf"), device=device)  # finished: normalised score, best first
@@ -221,11 +229,12 @@ def search(
     limit = max_len.to(device)  # (n,)
     alive = torch.arange(B, device=device)  # original index of each open sentence
     done: dict[int, tuple] = {}  # original index -> (fin_hist, fin_score, fin_len, fin_norm, history) when it left
+    moved = False  # whether any hypothesis is not in the row of its rank (`_place`)
     for t in range(T):
         n = alive.shape[0]
         log_probs, state = model.step(prev, state)
-        V = log_probs.shape[-1]
-        lp = log_probs.view(n, K, V).float().nan_to_num(nan=float("-inf"))  # a diverged model must not crash search
+        lp = _ranked(log_probs.view(n, K, -1), slot if moved else None).float().nan_to_num(nan=float("-inf"))
+        V = lp.shape[-1]  # (nan: a diverged model must not crash search)
         if processors:
             ids = torch.cat([prev.new_full((n * K, 1), start), history.reshape(n * K, t)], 1)
             budget = {}  # each row's words left before it must end (a length-aware grammar reads them)
@@ -249,7 +258,7 @@ def search(
         origin, token = origin.gather(1, keep_k), token.gather(1, keep_k)
         history = torch.cat([history.gather(1, origin[..., None].expand(n, K, t)), token[..., None]], 2)
         settled = _settled(stop, fin_norm, scores.max(1).values, limit, t, len_penalty, top_only=not nbest)
-        reorder = origin + torch.arange(n, device=device)[:, None] * K  # (n, K) rows of the new states
+        reorder, token_rows, slot, moved = _place(origin, token, slot)  # (n, K) rows of the new states, their tokens
         shrunk = bool(settled.any())
         if shrunk:
             for i in settled.nonzero()[:, 0].tolist():
@@ -257,12 +266,12 @@ def search(
             keep = (~settled).nonzero()[:, 0]
             if keep.numel() == 0:
                 break
-            alive, reorder, token, limit = alive[keep], reorder[keep], token[keep], limit[keep]
-            scores, history = scores[keep], history[keep]
+            alive, reorder, token_rows, limit = alive[keep], reorder[keep], token_rows[keep], limit[keep]
+            scores, history, slot = scores[keep], history[keep], slot if slot is None else slot[keep]
             fin_norm, fin_score, fin_len, fin_hist = fin_norm[keep], fin_score[keep], fin_len[keep], fin_hist[keep]
-        rows = reorder.view(-1)
-        state = _reorder(state, lambda x: x.index_select(0, rows), shared, shrunk=shrunk)
-        prev = token.view(-1)
+        if shrunk or not _identity(reorder, K, speed):
+            state = _reorder(state, reorder.view(-1), shared, shrunk=shrunk)
+        prev = token_rows.reshape(-1)
     lists = [_entries(done[b], eos, (eos, pad, bos)) for b in range(B)]
     if copies > 1:  # each copy's best, ranked as the search ranks
         lists = [[e[0] for e in lists[b * copies : (b + 1) * copies]] for b in range(B0)]
@@ -273,6 +282,53 @@ def search(
     return Hypotheses(
         [e[0][0] for e in pairs], [e[0][1] for e in pairs], kept, ended if kept else [e[:1] for e in ended]
     )
+
+
+def _ranked(log_probs: Tensor, slot: Tensor | None) -> Tensor:
+    """The model's log-probabilities (n, K rows, V) in the search's rank order (`slot`: each rank's row; None:
+    row = rank)."""
+    return log_probs if slot is None else log_probs.gather(1, slot[..., None].expand(log_probs.shape))
+
+
+def _place(origin: Tensor, token: Tensor, slot: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None, bool]:
+    """Where the hypotheses (n, K, rank order; `origin`: the parent's rank) go in the model's state: the rows
+    of the new state (n, K, flat indices of the old), the token of each row, each hypothesis's row and whether
+    any is not in the row of its rank. Without `slot` (each hypothesis's row before the step), row = rank;
+    with it, each row holds the hypothesis that descends from it where one does (`_stable_slots`)."""
+    n, K = origin.shape
+    base = torch.arange(n, device=origin.device)[:, None] * K
+    if slot is None:
+        return origin + base, token, None, False
+    parent = slot.gather(1, origin)
+    slot = _stable_slots(parent)
+    rank = torch.empty_like(slot).scatter_(1, slot, torch.arange(K, device=slot.device).expand(n, K))
+    moved = bool((slot != torch.arange(K, device=slot.device)).any())
+    return parent.gather(1, rank) + base, token.gather(1, rank), slot, moved
+
+
+def _identity(reorder: Tensor, K: int, speed) -> bool:
+    """Whether a step's reorder (no sentence left) keeps every row in place, so that the state need not be
+    reordered (`speedups.identity_reorder`): one hypothesis per sentence, or stable slots where every
+    hypothesis descends from its own row."""
+    if not speed.identity_reorder:
+        return False
+    if K == 1:
+        return True
+    rows = torch.arange(reorder.numel(), device=reorder.device).view_as(reorder)
+    return speed.stable_slots and not bool((reorder != rows).any())
+
+
+def _stable_slots(parent: Tensor) -> Tensor:
+    """Each hypothesis's row (n, K), in rank order, given its parent's row (n, K): the best child of each parent
+    keeps the parent's row; the other children take, in rank order, the rows no hypothesis descends from, in
+    ascending order (`speedups.stable_slots`)."""
+    n, K = parent.shape
+    earlier = torch.ones(K, K, dtype=torch.bool, device=parent.device).tril(-1)  # [r, r']: r' ranks before r
+    first = ~((parent[:, :, None] == parent[:, None, :]) & earlier).any(2)  # the best child of its parent
+    taken = (parent[:, :, None] == torch.arange(K, device=parent.device)).any(1)  # (n, rows): some child's parent
+    free = taken.to(torch.uint8).argsort(stable=True, dim=1)  # the rows no hypothesis descends from first, ascending
+    movers = (~first).long().cumsum(1) - 1  # each other child's place among them
+    return torch.where(first, parent, free.gather(1, movers.clamp_min(0)))
 
 
 #: beams up to this width are searched without asking the model its vocabulary size first

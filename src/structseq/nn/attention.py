@@ -153,6 +153,11 @@ class ScoreBiases(nn.ModuleList):
     scaled = None  # each member says for itself
 
 
+#: a handed-over cache whose rows mostly stay copies only the rows that move, in place (`KVCache.extend`); off:
+#: every reorder gathers (switched with `structseq.decode.speedups`' stable_slots)
+IN_PLACE_REORDER = [True]
+
+
 class KVCache(NamedTuple):
     """A self-attention cache: keys and values (N, H, capacity, dh) whose first `size` positions are filled,
     with its beam reordering deferred (the logical cache is `(k[rows, :, :size], v[rows, :, :size])`).
@@ -165,7 +170,9 @@ class KVCache(NamedTuple):
     Buffers are recycled when the caller hands a cache over (`map_state(..., owned=True)`: beam search, which
     never reads a state again after reordering it): the gather then writes into the buffer an earlier gather
     left behind (`pool`, shared along one cache's lineage) and leaves its own old buffer there in turn. Fresh
-    buffers of tens of MB cost page faults on every first write, which made them most of beam search's time."""
+    buffers of tens of MB cost page faults on every first write, which made them most of beam search's time.
+    Where at most half the rows of a handed-over cache move (beam search with stable slots: a hypothesis keeps
+    its parent's row where it can), only those are copied, within the buffer (`_moved_in_place`)."""
 
     k: Tensor
     v: Tensor
@@ -215,7 +222,8 @@ class KVCache(NamedTuple):
             )
             return KVCache(torch.cat([old_k, k], 2), torch.cat([old_v, v], 2))
         filled = self.filled[0] if self.filled is not None else self.k.shape[2]
-        if self.rows is None and filled == t and t + n <= self.k.shape[2]:  # spare capacity: write in place
+        spare = filled == t and t + n <= self.k.shape[2]
+        if spare and (self.rows is None or self._moved_in_place(t)):  # spare capacity: write in place
             self.k[:, :, t : t + n] = k
             self.v[:, :, t : t + n] = v
             self.filled[0] = t + n
@@ -234,6 +242,21 @@ class KVCache(NamedTuple):
         if self.owned and self.pool is not None:  # our own buffer, and nobody reads this cache again
             pool[0] = tuple(b if b._base is None else b._base for b in (self.k, self.v))
         return KVCache(bufs[0], bufs[1], None, t + n, [t + n], pool)
+
+    def _moved_in_place(self, t: int) -> bool:
+        """Reorder the first `t` positions within the buffer where the cache was handed over, keeps its rows'
+        number and at most half of them move (only those are copied); False (nothing done) otherwise."""
+        N = self.k.shape[0]
+        if not (IN_PLACE_REORDER[0] and self.owned and self.rows.shape[0] == N):
+            return False
+        moved = (self.rows != torch.arange(N, device=self.rows.device)).nonzero()[:, 0]
+        if 2 * moved.numel() > N:
+            return False
+        src = self.rows.index_select(0, moved)
+        for buf in (self.k, self.v):
+            old = buf[:, :, :t]
+            old.index_copy_(0, moved, old.index_select(0, src))  # sources are read before any row is written
+        return True
 
     def keys(self) -> Tensor:
         return self.k if self.length is None or self.length == self.k.shape[2] else self.k[:, :, : self.length]

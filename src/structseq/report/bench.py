@@ -245,6 +245,11 @@ def _batch(b) -> str:
     return f"{int(n):,} tokens" if kind == "max_tokens" else str(b)
 
 
+def _cpu(row: dict) -> str:  # process CPU s, fairseq / structseq (median per-round ratio); "-": not recorded
+    c = row.get("process_cpu_s")
+    return "-" if c is None else f"{c['fairseq']:.1f} / {c['structseq']:.1f} ({row['process_cpu_ratio_median']:.2f})"
+
+
 def decode_fairseq(args: list[str]) -> str:
     files = [(Path(a).name, read_json(a)) for a in args]
     by_key: dict[tuple, dict] = {}
@@ -263,16 +268,11 @@ def decode_fairseq(args: list[str]) -> str:
                 f"{sps['structseq']:.1f}",
                 ratio,
                 f"{wall['fairseq']:.1f} / {wall['structseq']:.1f}",
+                _cpu(r),
             ]
         )
-    header = [
-        "batches (fairseq / structseq)",
-        "decoding",
-        "fairseq sent/s",
-        "structseq sent/s",
-        "ratio (rounds)",
-        "process wall s, fairseq / structseq",
-    ]
+    header = ["batches (fairseq / structseq)", "decoding", "fairseq sent/s", "structseq sent/s", "ratio (rounds)"]
+    header += ["process wall s, fairseq / structseq", "process CPU s, fairseq / structseq (ratio)"]
     return "\n".join(table(header, rows)) + _loads(files)
 
 
