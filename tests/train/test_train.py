@@ -246,12 +246,12 @@ train: {{max_steps: 4, valid_every: 2}}
     assert r.returncode == 2 and "unknown key 'optim.lrr'" in r.stderr
 
 
-def _learns(shared_data, model, lr, steps, tmp_path):
+def _learns(shared_data, model, lr, steps, tmp_path, n=64):
     from structseq.data.registry import load_dataset
 
     cfg = config_from_dict(
         {
-            "data": {"dataset": "scan-simple", "max_train_examples": 64, "valid_fraction": 0.01},
+            "data": {"dataset": "scan-simple", "max_train_examples": n, "valid_fraction": 0.01},
             "model": model,
             "optim": {"lr": lr, "schedule": "inverse_sqrt", "warmup": 30, "max_tokens": 4000, "clip_norm": 1.0},
             "train": {"max_steps": steps, "valid_every": steps, "seed": 1, "threads": 1},
@@ -263,12 +263,12 @@ def _learns(shared_data, model, lr, steps, tmp_path):
     run = api.load_run(tmp_path / "run", "last")
     examples = trainer.data.train
     hyps = run.decode_examples(examples)
-    assert examples[0] in load_dataset("scan-simple", "train", shared_data)[:64]  # a real SCAN subset
+    assert examples[0] in load_dataset("scan-simple", "train", shared_data)[:n]  # a real SCAN subset
     return sum(list(h) == list(e.target) for h, e in zip(hyps, examples)) / len(examples)
 
 
 @pytest.mark.parametrize(
-    "model, lr",
+    "model, lr, n, steps",
     [
         (
             {
@@ -281,14 +281,18 @@ def _learns(shared_data, model, lr, steps, tmp_path):
                 "dropout": 0.0,
             },
             5e-3,
+            32,
+            200,
         ),
-        ({"arch": "lstm", "embed_dim": 64, "hidden_dim": 128, "layers": 1, "dropout": 0.0}, 1e-2),
+        ({"arch": "lstm", "embed_dim": 64, "hidden_dim": 128, "layers": 1, "dropout": 0.0}, 1e-2, 64, 400),
     ],
     ids=["transformer", "lstm"],
 )
-def test_baseline_learns_a_scan_subset(shared_data, tmp_path, model, lr):
-    """Each model family fits a 64-example SCAN-simple subset exactly within 400 seeded updates."""
-    assert _learns(shared_data, model, lr, 400, tmp_path) == 1.0
+def test_baseline_learns_a_scan_subset(shared_data, tmp_path, model, lr, n, steps):
+    """Each model family fits a SCAN-simple subset exactly within its seeded updates: the Transformer 32 examples
+    in 200 (train.seed 1-5 all 1.0, 12-18 CPU s; it was 64 in 400: 48 CPU s at seed 1), the LSTM 64 in 400
+    (at 32 in 200 seeds 3 and 4 stop at 0.935)."""
+    assert _learns(shared_data, model, lr, steps, tmp_path, n) == 1.0
 
 
 @pytest.mark.parametrize("arch", ["transformer", "lstm"])
