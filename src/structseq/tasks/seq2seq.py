@@ -25,7 +25,7 @@ from structseq.data.vocab import Vocab
 from structseq.errors import ConfigError, DataError
 from structseq.fields import option
 from structseq.metrics.base import MetricInputs
-from structseq.models.heads import masked_targets
+from structseq.models.heads import SPECIAL_OUTPUTS, masked_targets
 from structseq.nn.loss import label_smoothed_nll
 from structseq.registry import register_task
 from structseq.tasks.base import Encoded, Task, Vocabs
@@ -218,16 +218,21 @@ class Seq2SeqTask(Task):
         return loss, nll, batch.num_tokens
 
     def validation_nll(self, model: nn.Module, batch: Batch) -> tuple[float, int]:
-        """Summed NLL and the number of target tokens of a validation batch, teacher forced: the training loss's
-        NLL without the targets a head masks on purpose (`models.heads.masked_targets`: with head.mask_special,
-        a reference word outside the target vocabulary is <unk>, scored -1e5 as the model can never emit it;
-        the reference code has no validation loss, and averaging its -1e5 in made valid_loss a count of unknown
-        words and set off the blow-up warning)."""
-        log_probs = model(batch)
+        """Summed NLL and the number of target tokens of a validation batch, teacher forced, by the task's own
+        `loss` (a task that overrides `loss` validates by it), without the targets a head masks on purpose
+        (`models.heads.masked_targets`: with head.mask_special, a reference word outside the target vocabulary is
+        <unk>, scored -1e5 as the model can never emit it; the reference code has no validation loss, and
+        averaging its -1e5 in made valid_loss a count of unknown words and set off the blow-up warning). Only a
+        batch whose targets hold <s> or <unk> is run forward once more, to find them."""
         target = batch["tgt_out"]
-        masked = masked_targets(log_probs, target)
-        _, nll = label_smoothed_nll(log_probs, target.masked_fill(masked, Vocab.pad), 0.0)
-        return float(nll), batch.num_tokens - int(masked.sum())
+        specials = torch.tensor([i for i in SPECIAL_OUTPUTS if i != Vocab.pad], device=target.device)
+        if torch.isin(target, specials).any():
+            masked = masked_targets(model(batch), target)
+            if masked.any():
+                tensors = {**batch, "tgt_out": target.masked_fill(masked, Vocab.pad)}
+                batch = Batch(tensors, batch.index, batch.num_tokens - int(masked.sum()))
+        _, nll, n = self.loss(model, batch, 0.0)
+        return float(nll), n
 
     @torch.no_grad()
     def validate(self, model: nn.Module, examples: Sequence[Example], vocabs: Vocabs) -> dict[str, float]:
