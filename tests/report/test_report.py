@@ -568,3 +568,19 @@ def test_report_is_typer_with_help_for_every_table_and_one_line_usage_errors(tmp
         (["nosuch"], ("structseq report: argument KIND: invalid choice: 'nosuch'",)),
     ):
         one_line_error(*run_main(monkeypatch, capsys, "report", *args), *words)
+
+
+def test_supertag_with_no_record_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """`report supertag DIR -o FILE` on a folder holding no evaluation (a parent of the records' folder, an empty
+    one) wrote an empty summary with exit 0, over an earlier summary at FILE; it is refused in one line naming the
+    folder, FILE unchanged."""
+    evals = tmp_path / "evals"
+    evals.mkdir()
+    for k in (1, 5):
+        (evals / f"tree-s1-beam{k}.json").write_text(json.dumps(_supertag_record(70.0, k)), encoding="utf-8")
+    summary = tmp_path / "summary.json"
+    assert run_main(monkeypatch, capsys, "report", "supertag", evals, "-o", summary)[0] == 0
+    before = summary.read_bytes()
+    code, err = run_main(monkeypatch, capsys, "report", "supertag", tmp_path, "-o", summary)
+    one_line_error(code, err, f"{tmp_path}: no supertagging evaluation")
+    assert summary.read_bytes() == before

@@ -22,6 +22,7 @@ from typing import Optional
 
 import typer
 
+from structseq.errors import StructseqError
 from structseq.metrics.significance import format_mean_sd
 
 from .kinds import FORMAT
@@ -119,6 +120,12 @@ def render(args: argparse.Namespace) -> str:
     lines: list[str] = []
     emit = lines.append
     runs = read_records(args.records)
+    if not runs:  # an empty summary written with exit 0 (over an earlier one with -o) says nothing was found
+        folders = ", ".join(str(d) for d in args.records)
+        raise StructseqError(
+            f"{folders}: no supertagging evaluation with a greedy record (NAME-sSEED-beam1.json, or a run "
+            "folder NAME-sSEED holding eval-test-beam1.json)"
+        )
     configs = [c for c in ORDER if c in runs] + sorted(c for c in runs if c not in ORDER)
     out = {"configs": {c: {str(s): r for s, r in runs[c].items()} for c in configs}}
     emit("| model | seeds | " + " | ".join(n for n, _ in COLS) + " |")
