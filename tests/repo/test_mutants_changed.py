@@ -141,6 +141,8 @@ def test_tests_are_chosen_by_what_they_import():
     chosen = mc.choose_tests({"structseq.metrics.significance"}, [])
     assert "tests/metrics/test_significance.py" in chosen  # imports it
     assert "tests/repo/test_mutants_changed.py" not in chosen
+    # a test reading the source text fails on a mutated file whatever the mutant (it imports structseq.cli)
+    assert "tests/repo/test_one_owner.py" not in mc.choose_tests({"structseq.cli"}, [])
     # through a package's __init__.py, whose `from .kinds import ...` is structseq.report.kinds (not structseq.kinds)
     assert "tests/cli/test_small_parsers.py" in mc.choose_tests({"structseq.report.kinds"}, [])
     assert "structseq.report.kinds" in mc.imports_of("from .kinds import run\n", "structseq.report", True)
