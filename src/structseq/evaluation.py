@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from structseq.decode.sampling import Sampling
 
 #: decode settings that never change what is decoded (so they are neither in a name nor compared)
-NOT_SETTINGS = ("batch_size",)
+NOT_SETTINGS = ("batch_size", "speedups")  # how outputs are computed, not what they are
 
 
 def check_metrics(names: Sequence[str]) -> None:

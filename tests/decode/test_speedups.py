@@ -136,3 +136,37 @@ def test_handed_over_cache_reordered_in_place_equals_eager_reordering():
         eager = torch.cat([eager.index_select(0, rows), new], 2)
         assert torch.equal(cache.keys(), eager) and torch.equal(cache.values(), eager + 1)
         assert (cache.k.data_ptr() == before) == same_buffer
+
+
+def test_decode_speedups_false_runs_the_plain_loop_with_the_same_outputs(tmp_path, monkeypatch):
+    """`decode.speedups: false` (a config key, `--set decode.speedups=false`) runs every search of the call with
+    every speed-up off, and gives the same n-best lists; the key is listed by `structseq config decode`, and is
+    not an evaluation setting (the same predictions file either way)."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from structseq.api import load_run
+    from structseq.cli import app
+    from structseq.decode import search as search_module
+    from structseq.evaluation import NOT_SETTINGS
+    from tests.fixtures.toy import toy_config, toy_tsv
+
+    data = toy_tsv(tmp_path, n=20)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump(toy_config(data, max_steps=2).to_dict()))
+    r = CliRunner().invoke(app, ["train", str(cfg), "-o", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.output
+    seen = []
+    monkeypatch.setattr(search_module, "current_speedups", lambda: seen.append(speedups.current()) or seen[-1])
+    run = load_run(tmp_path / "run")
+    examples = run.parse_lines(["a b c", "c b a b"])
+    fast = run.search(examples, nbest=3, beam=3)
+    assert seen and all(s == speedups.Speedups() for s in seen)
+    seen.clear()
+    plain = run.with_overrides(["decode.speedups=false"]).search(examples, nbest=3, beam=3)
+    assert seen and all(not s.stable_slots and not s.identity_reorder for s in seen)
+    assert speedups.current() == speedups.Speedups()  # restored after the call
+    assert [[(c.tokens, c.score) for c in k] for k in fast] == [[(c.tokens, c.score) for c in k] for k in plain]
+    assert "speedups" in NOT_SETTINGS
+    listed = CliRunner().invoke(app, ["config", "decode"])
+    assert "speedups" in listed.output

@@ -280,6 +280,11 @@ class DecodeConfig:
         choices=STRATEGIES,
     )
     batch_size: int = option(128, "sentences decoded together", ge=1)
+    speedups: bool = option(
+        True,
+        "the search loop's speed-ups (structseq.decode.speedups: stable cache rows in beam search, no reorder while "
+        "nothing moves); false: the plain loop, the same outputs and scores bit for bit",
+    )
     processors: dict = entries(
         "processor",
         "per-step logits processors and their settings, e.g. {no_repeat_ngram: {size: 3}, top_k: {k: 5}}, applied "

@@ -8,6 +8,7 @@ and sampling serve every autoregressive model alike, tree and tag searches every
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ from torch import Tensor
 
 from structseq.data.example import Example
 from structseq.data.vocab import Vocab
+from structseq.decode import speedups
 from structseq.decode.sampling import Sampling
 from structseq.decode.strategies import Candidate, Settings, choose
 from structseq.errors import ConfigError
@@ -75,10 +77,11 @@ def run(
         raise ConfigError(f"'--beam' {beam}: decode.strategy '{strategy.name}' keeps no beam; leave --beam out")
     out: list[Any] = [None] * len(examples)
     label = "sample" if sampling else task.progress_label
-    for chunk in length_sorted_batches(examples, d.batch_size, label, show_progress):
-        inputs = task.to_device(task.decode_batch([examples[i] for i in chunk], vocabs, chunk), device)
-        for i, outputs in zip(chunk, strategy.outputs(model, inputs, task, vocabs, d)):
-            out[i] = outputs
+    with nullcontext() if d.speedups else speedups.off():  # decode.speedups: false, the plain loop
+        for chunk in length_sorted_batches(examples, d.batch_size, label, show_progress):
+            inputs = task.to_device(task.decode_batch([examples[i] for i in chunk], vocabs, chunk), device)
+            for i, outputs in zip(chunk, strategy.outputs(model, inputs, task, vocabs, d)):
+                out[i] = outputs
     return out
 
 

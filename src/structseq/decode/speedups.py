@@ -2,7 +2,8 @@
 
 Every speed-up here changes how the search computes, never what it returns: with any of them off, greedy, beam
 (n-best lists included) and sampling give the same tokens and the same scores, bit for bit
-(tests/decode/test_speedups.py). They are on by default; `switched(name=False)` turns one off for a block,
+(tests/decode/test_speedups.py). They are on by default; the config key `decode.speedups: false` (or `--set
+decode.speedups=false`) turns all of them off for a decoding call, `switched(name=False)` one for a block,
 `off()` all of them (a baseline to time against: benchmarks/profile_decode.py --plain):
 
 - `identity_reorder`: with one hypothesis per sentence (greedy, sampling) and no sentence leaving the batch, the
