@@ -327,18 +327,33 @@ def run_mutmut(copy: Path, names: list[str], tests: list[str], budget_s: float, 
     return rc == 0
 
 
-def merge(old: dict | None, new: dict) -> dict:
+def merge(old: dict | None, new: dict, unchanged=lambda module, head: True) -> dict:
     """The record `new`, keeping from `old` (an earlier record of the same base) each module this copy has
-    decided nothing of (scored in another checkout, or before the copy was made), and adding up the minutes."""
+    decided nothing of (scored in another checkout, or before the copy was made) whose source is the same today
+    as at the commit that scored it (`unchanged(module, head)`; an entry's own `head`, else the old record's):
+    a module edited since keeps this call's undecided entry, not an old score under the new head. Minutes add up."""
     if not old or old.get("base") != new["base"]:
         return new
     modules = dict(new["modules"])
     for name, entry in old.get("modules", {}).items():
         mine = modules.get(name)
-        if mine is None or mine["score"] is None:  # nothing killed, survived or unreached here
-            modules[name] = entry
+        head = entry.get("head", old.get("head"))
+        if (mine is None or mine["score"] is None) and unchanged(name, head):  # nothing decided here
+            modules[name] = {**entry, "head": head} if head else entry
     tests = sorted(set(old.get("tests", [])) | set(new["tests"]))
     return {**new, "minutes": round(old.get("minutes", 0) + new["minutes"], 1), "tests": tests, "modules": modules}
+
+
+def source_unchanged(module: str, head: str | None) -> bool:
+    """Whether `module`'s file reads the same today as at commit `head` (False when unknown)."""
+    rel = Path("src", *module.split("."))
+    for path in (rel.with_suffix(".py"), rel / "__init__.py"):
+        if (ROOT / path).exists():
+            if not head:
+                return False
+            then = subprocess.run(["git", "show", f"{head}:{path}"], cwd=ROOT, capture_output=True)
+            return then.returncode == 0 and then.stdout == (ROOT / path).read_bytes()
+    return True  # a module gone since: its old entry stays as it was recorded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -394,7 +409,10 @@ def main(argv: list[str] | None = None) -> int:
         "tests": suite,
         "modules": summary,
     }
-    record = merge(json.loads(out.read_text(encoding="utf-8")) if out.exists() else None, record)
+    for entry in summary.values():
+        if entry["score"] is not None:
+            entry["head"] = record["head"]  # the commit whose source these verdicts are about
+    record = merge(json.loads(out.read_text(encoding="utf-8")) if out.exists() else None, record, source_unchanged)
     generated = all(f in metas for f in everything)
     record["finished"] = generated and all(s["not_run"] == 0 for s in record["modules"].values())
     out.parent.mkdir(parents=True, exist_ok=True)

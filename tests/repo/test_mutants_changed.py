@@ -323,3 +323,25 @@ def test_the_copy_holds_the_committed_record_not_the_one_a_run_rewrites(tmp_path
     copy = mc.prepare_copy(tmp_path / "work", [], [])
     assert (copy / "results" / "mutants" / "changed-b.json").read_text() == '{"minutes": 1}\n'
     assert (copy / "README.md").read_text() == "edited\n"
+
+
+def test_an_old_score_is_kept_only_for_a_module_unchanged_since(tmp_path):
+    """A module scored at an earlier head and edited since keeps this call's undecided entry (its old score under
+    the new head was a score of code that no longer exists, and made the record `finished`); unchanged, the old
+    entry stays with the head that scored it. The check reads the file at that commit (`source_unchanged`)."""
+    old = {"base": "b", "head": "h1", "minutes": 1.0, "tests": [], "modules": {"p.a": _entry(9), "p.b": _entry(4)}}
+    new = {
+        "base": "b",
+        "head": "h2",
+        "minutes": 1.0,
+        "tests": [],
+        "modules": {"p.a": _entry(0, 7), "p.b": _entry(0, 3)},
+    }
+    got = mc.merge(old, new, lambda module, head: module == "p.b" and head == "h1")
+    assert got["modules"]["p.a"] == _entry(0, 7)
+    assert got["modules"]["p.b"] == {**_entry(4), "head": "h1"}
+    head = mc.git("rev-parse", "HEAD").strip()
+    assert mc.source_unchanged("structseq.errors", head)
+    assert not mc.source_unchanged("structseq.errors", None)
+    first = mc.git("rev-list", "--max-parents=0", "HEAD").split()[0]
+    assert not mc.source_unchanged("structseq.errors", first)  # the file differs from the first commit's (or is absent)
