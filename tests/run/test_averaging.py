@@ -1,4 +1,4 @@
-"""What `train.averaging` promises: fairseq's average (floating tensors summed in float64, cast back to their
+"""What `run.averaging` promises: fairseq's average (floating tensors summed in float64, cast back to their
 dtype; integer tensors from the last input; optimiser, scheduler and RNG dropped; the last input's config and
 progress), refusal of inputs of another model naming both files, exactly the last N step files kept (the step
 file holds last.pt's bytes), and the last N step checkpoints by step number, not name."""

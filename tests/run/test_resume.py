@@ -1,4 +1,4 @@
-"""What `train.resume` promises: a run is finished exactly at its budget (or when it stopped early); --resume
+"""What `run.resume` promises: a run is finished exactly at its budget (or when it stopped early); --resume
 accepts a larger (or equal) train.max_steps and the runtime settings, refuses every other key and a smaller
 budget, and reports only what changed; the rebuilt vocabularies must be the checkpoint's token for token in id
 order (the error says whether only the order differs, and where), except for a run started from another
