@@ -16,8 +16,8 @@ from torch import Tensor
 
 from structseq.data.example import Example
 from structseq.data.vocab import Vocab
-from structseq.decode import speedups
 from structseq.decode.sampling import Sampling
+from structseq.decode.speedups import off as speedups_off
 from structseq.decode.strategies import Candidate, Settings, choose
 from structseq.errors import ConfigError
 from structseq.progress import progress
@@ -77,7 +77,7 @@ def run(
         raise ConfigError(f"'--beam' {beam}: decode.strategy '{strategy.name}' keeps no beam; leave --beam out")
     out: list[Any] = [None] * len(examples)
     label = "sample" if sampling else task.progress_label
-    with nullcontext() if d.speedups else speedups.off():  # decode.speedups: false, the plain loop
+    with nullcontext() if d.speedups else speedups_off():  # decode.speedups: false, the plain loop
         for chunk in length_sorted_batches(examples, d.batch_size, label, show_progress):
             inputs = task.to_device(task.decode_batch([examples[i] for i in chunk], vocabs, chunk), device)
             for i, outputs in zip(chunk, strategy.outputs(model, inputs, task, vocabs, d)):
