@@ -29,7 +29,7 @@ def test_two_runs_at_once_equal_each_run_alone(tmp_path):
     """K = 2 CPU processes, seeds 1 and 2 of one config: both finish, each pinned to its own core, and each
     one's final parameters are those of the same seed trained alone in this process (one thread each)."""
     data = toy_tsv(tmp_path)
-    cfg = toy_config(data, max_steps=6, valid_every=3, threads=1).to_dict()
+    cfg = _plain(toy_config(data, max_steps=6, valid_every=3, threads=1))
     config = tmp_path / "toy.yaml"
     config.write_text(json.dumps(cfg))  # JSON is YAML
     out = tmp_path / "many"
@@ -74,23 +74,21 @@ def test_a_second_call_continues_each_run_and_an_edited_config_is_refused(tmp_pa
 
     data = toy_tsv(tmp_path)
     config = tmp_path / "toy.yaml"
-    config.write_text(json.dumps(toy_config(data, max_steps=3, valid_every=3, threads=1).to_dict()))
+    config.write_text(json.dumps(_plain(toy_config(data, max_steps=3, valid_every=3, threads=1))))
     out = tmp_path / "many"
     first = _many(config, out, "--seeds", "1", "--report-every", "0.5")
     assert first.returncode == 0, first.stdout + first.stderr
     assert "toy-seed1: update 3/3" in first.stdout and "valid_loss" in first.stdout
     log = (out / "toy-seed1.log").read_text()
     assert "valid | update 3" in log and "best " in log  # the run's own lines, not --quiet's one line
-    config.write_text(json.dumps(toy_config(data, max_steps=6, valid_every=3, threads=1).to_dict()))
+    config.write_text(json.dumps(_plain(toy_config(data, max_steps=6, valid_every=3, threads=1))))
     second = _many(config, out, "--seeds", "1")
     assert second.returncode == 0, second.stdout + second.stderr
     run = json.loads((out / "many.json").read_text())["runs"][0]
     assert (run["steps_before"], run["steps_after"]) == (3, 6) and "--resume" in run["command"]
     assert load_checkpoint(out / "toy-seed1" / "checkpoints" / "last.pt")["progress"]["step"] == 6
-    config.write_text(
-        json.dumps(toy_config(data, max_steps=6, valid_every=3, threads=1, seed=3, log_every=1).to_dict())
-    )
-    edited = toy_config(data, max_steps=6, valid_every=3, threads=1).to_dict()
+    config.write_text(json.dumps(_plain(toy_config(data, max_steps=6, valid_every=3, threads=1, seed=3, log_every=1))))
+    edited = _plain(toy_config(data, max_steps=6, valid_every=3, threads=1))
     edited["optim"]["lr"] = 1e-3
     config.write_text(json.dumps(edited))
     before = (out / "many.json").read_text()
@@ -104,8 +102,20 @@ def test_seed_lists_that_name_no_run_are_one_line(tmp_path, monkeypatch, capsys)
     from tests.fixtures.cli_run import one_line_error, run_main
 
     config = tmp_path / "toy.yaml"
-    config.write_text(json.dumps(toy_config(toy_tsv(tmp_path)).to_dict()))
+    config.write_text(json.dumps(_plain(toy_config(toy_tsv(tmp_path)))))
     for seeds in ("", ",", " , ", "a", "1,1"):
         code, err = run_main(monkeypatch, capsys, "train-many", config, "--seeds", seeds, "--out", tmp_path / "o")
         one_line_error(code, err, "--seeds")
     assert not (tmp_path / "o").exists()
+
+
+def _plain(cfg) -> dict:
+    """A config as a dict without the decode keys a plugin strategy registered in this worker declares (the
+    train-many subprocess does not have the plugin and would refuse them)."""
+    from dataclasses import fields
+
+    from structseq.config import DecodeConfig
+
+    d = cfg.to_dict()
+    d["decode"] = {k: v for k, v in d["decode"].items() if k in {f.name for f in fields(DecodeConfig)}}
+    return d
